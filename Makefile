@@ -1,0 +1,20 @@
+# The two commands of the README: `make demo` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint
+
+$(BIN)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	# The CPU build of PyTorch, pinned: an unpinned torch pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/elmo demo
+
+test: $(BIN)/.installed
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m pytest

@@ -1,0 +1,176 @@
+"""The bidirectional language model: token encoder, then a forward and a backward LSTM stack.
+
+``BiLM.forward`` takes character ids without sentence boundaries, adds ``<S>``/``</S>`` itself, runs
+both directions (the backward one over each sentence reversed from its own last token) and returns
+the L+1 ELMo layers with the boundaries removed: layer 0 is the token vector twice, layer k is
+``[forward_k, backward_k]``.
+
+State is explicit. With ``state=None`` every sentence starts from zeros, so its vectors do not depend
+on the rest of the batch or on earlier calls. Passing back the returned state continues each row
+where it stopped, as bilm-tf's stateful inference does (the forward state after ``</S>``, the
+backward state after ``<S>``).
+"""
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from elmo.characters import bos_char_ids, eos_char_ids
+from elmo.config import BiLMConfig
+from elmo.modules.char_cnn import TokenEncoder
+from elmo.modules.lstm import LstmStack, LstmState
+
+
+class BiLMState(NamedTuple):
+    """Both directions' LSTM states, rows in batch order.
+
+    ``h``: ``(2, n_layers, batch, projection_dim)``, ``c``: ``(2, n_layers, batch, dim)``; index 0 of the
+    first axis is the forward direction, 1 the backward.
+    """
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+    def detach(self) -> "BiLMState":
+        return BiLMState(self.h.detach(), self.c.detach())
+
+
+class BiLMOutput(NamedTuple):
+    """``layers``: ``(n_layers + 1, batch, max_tokens, 2 * projection_dim)``, zeros at padding;
+    ``mask``: ``(batch, max_tokens)`` bool, True at real tokens."""
+
+    layers: torch.Tensor
+    mask: torch.Tensor
+
+
+class _Packing(NamedTuple):
+    """Where each real position (boundaries included) of the padded batch goes in the packed,
+    time-major, length-sorted order. Indices are into the batch flattened to ``batch * n_steps``."""
+
+    forward_index: torch.Tensor  # step t of row r reads position t
+    backward_index: torch.Tensor  # step t of row r reads position length_r - 1 - t
+    batch_sizes: list[int]
+    order: torch.Tensor  # sorted row k is batch row order[k]
+
+
+class BiLM(nn.Module):
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        projection_dim = config.lstm.projection_dim
+        max_characters = config.char_cnn.max_characters_per_token
+        self.token_encoder = TokenEncoder(config.char_cnn, projection_dim)
+        self.forward_lstm = LstmStack(config.lstm, projection_dim)
+        self.backward_lstm = LstmStack(config.lstm, projection_dim)
+        self.register_buffer("bos_char_ids", torch.tensor(bos_char_ids(max_characters)), persistent=False)
+        self.register_buffer("eos_char_ids", torch.tensor(eos_char_ids(max_characters)), persistent=False)
+
+    def zero_state(self, batch_size: int, like: torch.Tensor | None = None) -> BiLMState:
+        lstm = self.config.lstm
+        reference = like if like is not None else self.token_encoder.char_embeddings
+        shape = (2, lstm.n_layers, batch_size)
+        return BiLMState(
+            reference.new_zeros((*shape, lstm.projection_dim)), reference.new_zeros((*shape, lstm.dim))
+        )
+
+    def forward(
+        self, char_ids: torch.Tensor, state: BiLMState | None = None
+    ) -> tuple[BiLMOutput, BiLMState]:
+        """``char_ids``: ``(batch, max_tokens, max_characters)``, each row's tokens first, then all-zero
+        padding tokens. Returns the layers and mask, and the state to pass to a following call."""
+        mask, lengths = self._check_char_ids(char_ids)
+        batch_size, max_tokens, _ = char_ids.shape
+        if state is None:
+            state = self.zero_state(batch_size)
+        elif state.h.shape[2] != batch_size:
+            raise ValueError(f"state holds {state.h.shape[2]} rows but the batch has {batch_size}")
+
+        bounded_ids = self._add_boundaries(char_ids, lengths)
+        n_steps = max_tokens + 2
+        packing = _pack(lengths + 2, n_steps)
+        flat_ids = bounded_ids.reshape(batch_size * n_steps, -1)
+
+        token_vectors = self.token_encoder(flat_ids[packing.forward_index])
+        padded_tokens = token_vectors.new_zeros((batch_size * n_steps, token_vectors.shape[1]))
+        padded_tokens[packing.forward_index] = token_vectors
+
+        sorted_state = BiLMState(state.h[:, :, packing.order], state.c[:, :, packing.order])
+        directions = []
+        for direction, (stack, index) in enumerate(
+            ((self.forward_lstm, packing.forward_index), (self.backward_lstm, packing.backward_index))
+        ):
+            states = [LstmState(sorted_state.h[direction, k], sorted_state.c[direction, k])
+                      for k in range(len(stack.layers))]
+            outputs, finals = stack(padded_tokens[index], packing.batch_sizes, states)
+            directions.append((index, outputs, finals))
+
+        layers = self._unpack_layers(padded_tokens, directions, batch_size, n_steps)
+        # Drop <S> (step 0) and </S> (step length + 1, beyond the mask once shifted by one).
+        layers = layers[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
+
+        restore = torch.empty_like(packing.order)
+        restore[packing.order] = torch.arange(batch_size, device=char_ids.device)
+        new_state = BiLMState(
+            torch.stack([torch.stack([s.h for s in finals]) for _, _, finals in directions])[:, :, restore],
+            torch.stack([torch.stack([s.c for s in finals]) for _, _, finals in directions])[:, :, restore],
+        )
+        return BiLMOutput(layers, mask), new_state
+
+    def _check_char_ids(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        max_characters = self.config.char_cnn.max_characters_per_token
+        if char_ids.dim() != 3 or char_ids.shape[2] != max_characters:
+            raise ValueError(
+                f"char_ids has shape {tuple(char_ids.shape)}; expected (batch, tokens, {max_characters})"
+            )
+        if char_ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer tensor")
+        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() > 261):
+            raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
+        mask = (char_ids > 0).any(dim=-1)
+        lengths = mask.sum(dim=1)
+        positions = torch.arange(char_ids.shape[1], device=char_ids.device)
+        if not torch.equal(mask, positions[None, :] < lengths[:, None]):
+            raise ValueError("char_ids has an all-zero (padding) token before a real token in some row")
+        return mask, lengths
+
+    def _add_boundaries(self, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        batch_size, max_tokens, max_characters = char_ids.shape
+        bounded = char_ids.new_zeros((batch_size, max_tokens + 2, max_characters))
+        bounded[:, 1 : max_tokens + 1] = char_ids
+        bounded[:, 0] = self.bos_char_ids
+        bounded[torch.arange(batch_size, device=char_ids.device), lengths + 1] = self.eos_char_ids
+        return bounded
+
+    def _unpack_layers(
+        self,
+        padded_tokens: torch.Tensor,
+        directions: list[tuple[torch.Tensor, list[torch.Tensor], list[LstmState]]],
+        batch_size: int,
+        n_steps: int,
+    ) -> torch.Tensor:
+        """Packed outputs of both directions -> ``(n_layers + 1, batch, n_steps, 2 * projection_dim)``."""
+        n_layers = self.config.lstm.n_layers
+        width = padded_tokens.shape[1]
+        layers = padded_tokens.new_zeros((n_layers + 1, batch_size * n_steps, 2 * width))
+        layers[0] = torch.cat([padded_tokens, padded_tokens], dim=1)
+        for half, (index, outputs, _) in enumerate(directions):
+            columns = slice(half * width, (half + 1) * width)
+            for k, output in enumerate(outputs, start=1):
+                layers[k, index, columns] = output
+        return layers.reshape(n_layers + 1, batch_size, n_steps, 2 * width)
+
+
+def _pack(lengths: torch.Tensor, n_steps: int) -> _Packing:
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    steps = torch.arange(n_steps, device=lengths.device)
+    alive = steps[:, None] < sorted_lengths[None, :]  # (n_steps, batch): True where step t of row k is real
+    rows = order[None, :].expand_as(alive)[alive]  # time-major: all rows of step 0, then step 1, ...
+    forward_positions = steps[:, None].expand_as(alive)[alive]
+    backward_positions = (sorted_lengths[None, :] - 1 - steps[:, None])[alive]
+    return _Packing(
+        forward_index=rows * n_steps + forward_positions,
+        backward_index=rows * n_steps + backward_positions,
+        batch_sizes=[n for n in alive.sum(dim=1).tolist() if n > 0],
+        order=order,
+    )

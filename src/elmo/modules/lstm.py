@@ -1,0 +1,126 @@
+"""One direction of the biLM: a stack of LSTMs with projection, clipping and skip connections.
+
+Sequences come packed time-major, as in ``torch.nn.utils.rnn.PackedSequence``: rows sorted by length,
+``batch_sizes[t]`` rows alive at step t, their step-t inputs contiguous in ``packed[offset_t:]``. That
+lets the input-to-gate weights run once over every real token in one matrix product, leaves only the
+recurrent product in the time loop, and never computes a padded position.
+
+State is explicit: each layer takes ``(h, c)`` for every row and returns the state at each row's own
+last step, so nothing is carried between calls unless the caller passes it back in.
+"""
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from elmo.config import LSTMConfig
+
+
+class LstmState(NamedTuple):
+    """``h``: ``(batch, projection_dim)`` output (projected, clipped); ``c``: ``(batch, dim)`` memory cell."""
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+
+class ProjectedLstm(nn.Module):
+    """An LSTM layer with TF's ``LSTMCell`` semantics (as bilm-tf trained it).
+
+    Gates ``W x + U h + b`` in TF's order i, j (candidate), f, o, with TF's forget bias of 1.0 added to f
+    at run time (the stored ``bias`` excludes it, as in the weight files); ``c`` clipped to
+    ``+-cell_clip``; ``h = o * tanh(c)``, projected without bias and clipped to ``+-proj_clip``. The
+    clipped values are what the next step sees. A clip of 0 means no clipping.
+    """
+
+    FORGET_BIAS = 1.0
+
+    def __init__(
+        self, input_dim: int, dim: int, projection_dim: int, cell_clip: float, proj_clip: float
+    ) -> None:
+        super().__init__()
+        self.dim = dim
+        self.output_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.input_weight = nn.Parameter(torch.empty(4 * dim, input_dim))
+        self.recurrent_weight = nn.Parameter(torch.empty(4 * dim, projection_dim))
+        self.bias = nn.Parameter(torch.zeros(4 * dim))
+        self.projection = (
+            nn.Parameter(torch.empty(projection_dim, dim)) if projection_dim < dim else None
+        )
+        for weight in (self.input_weight, self.recurrent_weight, self.projection):
+            if weight is not None:
+                nn.init.xavier_uniform_(weight)
+
+    def forward(
+        self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """``packed_inputs (n_real_tokens, input_dim)`` -> ``(n_real_tokens, output_dim)`` and final state."""
+        forget_bias = torch.zeros_like(self.bias)
+        forget_bias[2 * self.dim : 3 * self.dim] = self.FORGET_BIAS
+        input_gates = F.linear(packed_inputs, self.input_weight, self.bias + forget_bias)
+
+        h, c = state
+        finished_h: list[torch.Tensor] = []  # rows whose sequence ended, last first
+        finished_c: list[torch.Tensor] = []
+        outputs: list[torch.Tensor] = []
+        offset = 0
+        for n_alive in batch_sizes:
+            if n_alive < h.shape[0]:
+                finished_h.append(h[n_alive:])
+                finished_c.append(c[n_alive:])
+                h, c = h[:n_alive], c[:n_alive]
+            gates = input_gates[offset : offset + n_alive] + F.linear(h, self.recurrent_weight)
+            offset += n_alive
+            i, j, f, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+            if self.cell_clip:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            if self.projection is not None:
+                h = F.linear(h, self.projection)
+                if self.proj_clip:
+                    h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(h)
+        final_h = torch.cat([h, *reversed(finished_h)])
+        final_c = torch.cat([c, *reversed(finished_c)])
+        return torch.cat(outputs), LstmState(final_h, final_c)
+
+
+class LstmStack(nn.Module):
+    """``n_layers`` ProjectedLstms; layers >= 1 add their input to their output (outside the recurrence)
+    when ``use_skip_connections``, as TF's ResidualWrapper does.
+    """
+
+    def __init__(self, config: LSTMConfig, input_dim: int) -> None:
+        super().__init__()
+        output_dim = config.projection_dim
+        self.use_skip_connections = config.use_skip_connections
+        self.layers = nn.ModuleList(
+            ProjectedLstm(
+                input_dim if index == 0 else output_dim,
+                config.dim,
+                output_dim,
+                config.cell_clip,
+                config.proj_clip,
+            )
+            for index in range(config.n_layers)
+        )
+
+    def forward(
+        self, packed_inputs: torch.Tensor, batch_sizes: list[int], states: list[LstmState]
+    ) -> tuple[list[torch.Tensor], list[LstmState]]:
+        """Returns each layer's packed output ``(n_real_tokens, projection_dim)`` and each layer's state."""
+        layer_outputs: list[torch.Tensor] = []
+        final_states: list[LstmState] = []
+        layer_input = packed_inputs
+        for index, (layer, state) in enumerate(zip(self.layers, states, strict=True)):
+            output, final_state = layer(layer_input, batch_sizes, state)
+            if index > 0 and self.use_skip_connections:
+                output = output + layer_input
+            layer_outputs.append(output)
+            final_states.append(final_state)
+            layer_input = output
+        return layer_outputs, final_states

@@ -1,0 +1,169 @@
+"""``options.json`` + ``weights.hdf5`` <-> ``BiLM``: the one place that knows bilm-tf's weight layout.
+
+bilm-tf (TensorFlow 1) wrote these files and AllenNLP reads them; we read and write the same layout.
+TF multiplies ``x @ W`` with ``W`` stored ``(in, out)``; PyTorch's ``F.linear`` stores ``(out, in)``,
+so every matrix is transposed on the way in and back on the way out (exact, so round trips are
+bit-identical). The LSTM bias ``B`` is kept as stored, without TF's forget bias of 1.0: the LSTM
+adds that at run time, as TF does, so no arithmetic touches a loaded number.
+"""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from elmo.bilm import BiLM
+from elmo.config import BiLMConfig
+
+
+class WeightFormatError(ValueError):
+    """A weight file that does not fit the model its options describe."""
+
+
+def _lstm_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def expected_datasets(config: BiLMConfig) -> dict[str, tuple[int, ...]]:
+    """Every dataset name the weight file must hold for ``config``, with its shape."""
+    cnn, lstm = config.char_cnn, config.lstm
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, cnn.embedding_dim)}
+    for i, (width, n_filters) in enumerate(cnn.filters):
+        shapes[f"CNN/W_cnn_{i}"] = (1, width, cnn.embedding_dim, n_filters)
+        shapes[f"CNN/b_cnn_{i}"] = (n_filters,)
+    for k in range(cnn.n_highway):
+        for kind in ("transform", "carry"):
+            shapes[f"CNN_high_{k}/W_{kind}"] = (cnn.n_filters, cnn.n_filters)
+            shapes[f"CNN_high_{k}/b_{kind}"] = (cnn.n_filters,)
+    if config.has_token_projection:
+        shapes["CNN_proj/W_proj"] = (cnn.n_filters, lstm.projection_dim)
+        shapes["CNN_proj/b_proj"] = (lstm.projection_dim,)
+    for direction in (0, 1):
+        for layer in range(lstm.n_layers):
+            prefix = _lstm_prefix(direction, layer)
+            shapes[f"{prefix}/W_0"] = (lstm.projection_dim * 2, 4 * lstm.dim)
+            shapes[f"{prefix}/B"] = (4 * lstm.dim,)
+            if lstm.has_projection:
+                shapes[f"{prefix}/W_P_0"] = (lstm.dim, lstm.projection_dim)
+    return shapes
+
+
+def _file_to_state_dict(datasets: dict[str, np.ndarray], config: BiLMConfig) -> dict[str, torch.Tensor]:
+    """Published names and orientations -> ``BiLM.state_dict()`` names and orientations."""
+    cnn, lstm = config.char_cnn, config.lstm
+    state: dict[str, np.ndarray] = {"token_encoder.char_embeddings": datasets["char_embed"]}
+    for i in range(len(cnn.filters)):
+        # TF conv2d kernel (1, width, in, out) -> Conv1d weight (out, in, width).
+        state[f"token_encoder.convolutions.{i}.weight"] = datasets[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)
+        state[f"token_encoder.convolutions.{i}.bias"] = datasets[f"CNN/b_cnn_{i}"]
+    for k in range(cnn.n_highway):
+        for kind in ("transform", "carry"):
+            state[f"token_encoder.highways.{k}.{kind}.weight"] = datasets[f"CNN_high_{k}/W_{kind}"].T
+            state[f"token_encoder.highways.{k}.{kind}.bias"] = datasets[f"CNN_high_{k}/b_{kind}"]
+    if config.has_token_projection:
+        state["token_encoder.projection.weight"] = datasets["CNN_proj/W_proj"].T
+        state["token_encoder.projection.bias"] = datasets["CNN_proj/b_proj"]
+    for direction, stack in enumerate(("forward_lstm", "backward_lstm")):
+        for layer in range(lstm.n_layers):
+            prefix, name = _lstm_prefix(direction, layer), f"{stack}.layers.{layer}"
+            # W_0 stacks the input rows on top of the recurrent rows: [x, h] @ W_0.
+            kernel = datasets[f"{prefix}/W_0"]
+            state[f"{name}.input_weight"] = kernel[: lstm.projection_dim].T
+            state[f"{name}.recurrent_weight"] = kernel[lstm.projection_dim :].T
+            state[f"{name}.bias"] = datasets[f"{prefix}/B"]
+            if lstm.has_projection:
+                state[f"{name}.projection"] = datasets[f"{prefix}/W_P_0"].T
+    return {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in state.items()}
+
+
+def _state_dict_to_file(state: dict[str, torch.Tensor], config: BiLMConfig) -> dict[str, np.ndarray]:
+    """The inverse of ``_file_to_state_dict``."""
+    cnn, lstm = config.char_cnn, config.lstm
+    arrays = {name: tensor.detach().cpu().float().numpy() for name, tensor in state.items()}
+    datasets: dict[str, np.ndarray] = {"char_embed": arrays["token_encoder.char_embeddings"]}
+    for i in range(len(cnn.filters)):
+        datasets[f"CNN/W_cnn_{i}"] = arrays[f"token_encoder.convolutions.{i}.weight"].transpose(2, 1, 0)[None]
+        datasets[f"CNN/b_cnn_{i}"] = arrays[f"token_encoder.convolutions.{i}.bias"]
+    for k in range(cnn.n_highway):
+        for kind in ("transform", "carry"):
+            datasets[f"CNN_high_{k}/W_{kind}"] = arrays[f"token_encoder.highways.{k}.{kind}.weight"].T
+            datasets[f"CNN_high_{k}/b_{kind}"] = arrays[f"token_encoder.highways.{k}.{kind}.bias"]
+    if config.has_token_projection:
+        datasets["CNN_proj/W_proj"] = arrays["token_encoder.projection.weight"].T
+        datasets["CNN_proj/b_proj"] = arrays["token_encoder.projection.bias"]
+    for direction, stack in enumerate(("forward_lstm", "backward_lstm")):
+        for layer in range(lstm.n_layers):
+            prefix, name = _lstm_prefix(direction, layer), f"{stack}.layers.{layer}"
+            datasets[f"{prefix}/W_0"] = np.concatenate(
+                [arrays[f"{name}.input_weight"].T, arrays[f"{name}.recurrent_weight"].T]
+            )
+            datasets[f"{prefix}/B"] = arrays[f"{name}.bias"]
+            if lstm.has_projection:
+                datasets[f"{prefix}/W_P_0"] = arrays[f"{name}.projection"].T
+    return {name: np.ascontiguousarray(array) for name, array in datasets.items()}
+
+
+def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str = "options.json"
+                  ) -> dict[str, np.ndarray]:
+    """Every dataset ``config`` needs, checked by name and shape; extra datasets are ignored."""
+    weight_file = Path(weight_file)
+    if not weight_file.is_file():
+        raise WeightFormatError(f"{weight_file}: no such weight file")
+    try:
+        handle = h5py.File(weight_file, "r")
+    except OSError as error:
+        raise WeightFormatError(f"{weight_file}: not a readable HDF5 file ({error})") from None
+    datasets = {}
+    with handle:
+        for name, shape in expected_datasets(config).items():
+            if name not in handle or not isinstance(handle[name], h5py.Dataset):
+                raise WeightFormatError(f"{weight_file} lacks {name}; is {options_name} from another model?")
+            dataset = handle[name]
+            if dataset.shape != shape:
+                raise WeightFormatError(
+                    f"{weight_file}: {name} has shape {dataset.shape}; {options_name} expects {shape}"
+                )
+            if not np.issubdtype(dataset.dtype, np.floating):
+                raise WeightFormatError(f"{weight_file}: {name} has dtype {dataset.dtype}; expected floats")
+            datasets[name] = dataset[...].astype(np.float32, copy=False)
+    return datasets
+
+
+def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
+    """A BiLM (float32, eval mode) from bilm-tf's options.json and weight file."""
+    config = BiLMConfig.load(options_file)
+    datasets = read_datasets(weight_file, config, options_name=Path(options_file).name)
+    bilm = BiLM(config)
+    bilm.load_state_dict(_file_to_state_dict(datasets, config), strict=True)
+    return bilm.eval()
+
+
+def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> None:
+    """Write ``bilm`` in the published layout (float32). Each file appears whole or not at all."""
+    datasets = _state_dict_to_file(bilm.state_dict(), bilm.config)
+    with _atomic_path(Path(weight_file)) as temporary:
+        with h5py.File(temporary, "w") as handle:
+            for name, array in datasets.items():
+                handle.create_dataset(name, data=array)
+    with _atomic_path(Path(options_file)) as temporary:
+        temporary.write_text(json.dumps(bilm.config.to_options(), indent=2) + "\n", encoding="utf-8")
+
+
+@contextmanager
+def _atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path``, renamed onto it only if the block finishes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(descriptor)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
