@@ -21,7 +21,7 @@ def chars_tokenize(text: str) -> list[str]:
 
 
 @cache
-def _moses():  # noqa: ANN202 - sacremoses ships no type hints
+def _moses():
     from sacremoses import MosesTokenizer
 
     return MosesTokenizer(lang="en")
@@ -32,7 +32,7 @@ def english_tokenize(text: str) -> list[str]:
 
 
 @cache
-def _jieba():  # noqa: ANN202
+def _jieba():
     import jieba
 
     jieba.setLogLevel(60)  # its dictionary-loading chatter goes to stderr otherwise

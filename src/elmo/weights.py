@@ -147,10 +147,9 @@ def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
 def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> None:
     """Write ``bilm`` in the published layout (float32). Each file appears whole or not at all."""
     datasets = _state_dict_to_file(bilm.state_dict(), bilm.config)
-    with _atomic_path(Path(weight_file)) as temporary:
-        with h5py.File(temporary, "w") as handle:
-            for name, array in datasets.items():
-                handle.create_dataset(name, data=array)
+    with _atomic_path(Path(weight_file)) as temporary, h5py.File(temporary, "w") as handle:
+        for name, array in datasets.items():
+            handle.create_dataset(name, data=array)
     with _atomic_path(Path(options_file)) as temporary:
         temporary.write_text(json.dumps(bilm.config.to_options(), indent=2) + "\n", encoding="utf-8")
 
