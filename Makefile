@@ -13,7 +13,7 @@ $(BIN)/.installed: pyproject.toml Makefile
 	touch $@
 
 demo: $(BIN)/.installed
-	$(BIN)/elmo demo
+	$(BIN)/elmo demo --model tests/fixtures/elmo --out demo.png
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks

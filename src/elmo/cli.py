@@ -1,0 +1,98 @@
+"""``elmo`` on the command line: thin wrappers that parse arguments and call the library."""
+
+import argparse
+import logging
+import sys
+
+from elmo.tokenizers import TOKENIZERS
+
+
+def _layers(value: str) -> str | list[float]:
+    if value in ("all", "top", "average"):
+        return value
+    try:
+        return [float(weight) for weight in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected all, top, average or comma-separated weights") from None
+
+
+def _info(args: argparse.Namespace) -> int:
+    from elmo.model_dir import ModelDir
+
+    model_dir = ModelDir.find(args.model)
+    bilm = model_dir.load_bilm()
+    config = bilm.config
+    cnn, lstm = config.char_cnn, config.lstm
+    print(f"model:        {model_dir.path}")
+    print(f"weights:      {model_dir.weight_file.name}")
+    print(f"tokenizer:    {model_dir.tokenizer}")
+    print(f"parameters:   {sum(p.numel() for p in bilm.parameters()):,}")
+    print(f"char CNN:     {cnn.embedding_dim}-dim characters, filters {[list(f) for f in cnn.filters]} "
+          f"({cnn.n_filters} total), {cnn.activation}, {cnn.n_highway} highway layer(s), "
+          f"{cnn.max_characters_per_token} characters per token")
+    print(f"LSTM:         {lstm.n_layers} layers x {lstm.dim} cells -> {lstm.projection_dim} per direction, "
+          f"cell clip {lstm.cell_clip:g}, projection clip {lstm.proj_clip:g}, "
+          f"skip connections {'on' if lstm.use_skip_connections else 'off'}")
+    print(f"ELMo layers:  {config.n_output_layers} x {config.output_dim} "
+          f"(layer 0 = token vector twice, layers 1..{lstm.n_layers} = [forward, backward])")
+    return 0
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from elmo.embed_file import embed_file
+    from elmo.embedder import Embedder
+
+    embedder = Embedder.load(args.model, tokenizer=args.tokenizer, device=args.device)
+    report = embed_file(args.input, args.output, embedder, layers=args.layers, batch_size=args.batch_size,
+                        resume=args.resume, progress=not args.quiet)
+    resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
+    print(f"wrote {report.lines} sentences to {args.output}{resumed}; {len(report.warnings)} warning(s)")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from elmo.demo import run_demo
+
+    return run_demo(args.model, args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="elmo", description="Deep contextualized word representations (ELMo).")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    info = commands.add_parser("info", help="print a model's configuration, parameter count and layer widths")
+    info.add_argument("model", help="model directory or shipped model name")
+    info.set_defaults(func=_info)
+
+    embed = commands.add_parser("embed", help="embed a file of sentences (one per line) into HDF5")
+    embed.add_argument("input", help="text file, one sentence per line")
+    embed.add_argument("output", help="HDF5 file to write (AllenNLP's elmo command layout)")
+    embed.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    embed.add_argument("--layers", type=_layers, default="all",
+                       help="all (L+1, T, 2P), top, average, or comma-separated mixing weights")
+    embed.add_argument("--batch-size", type=int, default=32)
+    embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
+    embed.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    embed.add_argument("--quiet", action="store_true", help="no progress bar")
+    embed.set_defaults(func=_embed)
+
+    demo = commands.add_parser("demo", help="show contextual vectors telling word senses apart")
+    demo.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as error:  # bad input: say what, without a traceback
+        print(f"elmo {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

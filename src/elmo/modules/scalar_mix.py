@@ -1,0 +1,50 @@
+"""The task-specific mix of ELMo layers: ``gamma * sum_j softmax(s)_j * h_j`` (Peters et al. 2018, eq. 1)."""
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class ScalarMix(nn.Module):
+    """Mixes ``(n_layers, batch, time, dim)`` layers into ``(batch, time, dim)``.
+
+    ``s`` (``scalars``) and ``gamma`` are learned unless ``trainable=False``; ``initial_scalars`` default to
+    zeros (an even average). With ``layer_norm``, each layer is first normalized by the mean and variance
+    of its unmasked entries (the paper's option for some tasks).
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        initial_scalars: Sequence[float] | None = None,
+        initial_gamma: float = 1.0,
+        trainable: bool = True,
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        scalars = [0.0] * n_layers if initial_scalars is None else list(initial_scalars)
+        if len(scalars) != n_layers:
+            raise ValueError(f"initial_scalars has {len(scalars)} values; the biLM has {n_layers} layers")
+        self.scalars = nn.Parameter(torch.tensor(scalars), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor(float(initial_gamma)), requires_grad=trainable)
+        self.layer_norm = layer_norm
+
+    def forward(self, layers: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if layers.shape[0] != self.scalars.shape[0]:
+            raise ValueError(f"got {layers.shape[0]} layers; this mix has {self.scalars.shape[0]}")
+        weights = torch.softmax(self.scalars, dim=0).to(layers.dtype)
+        if self.layer_norm:
+            if mask is None:
+                raise ValueError("layer_norm needs the mask of real tokens")
+            layers = _normalize_over_mask(layers, mask)
+        return self.gamma.to(layers.dtype) * torch.einsum("l,lbtd->btd", weights, layers)
+
+
+def _normalize_over_mask(layers: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Each layer minus its mean, over its standard deviation, both taken over the real tokens only."""
+    weights = mask[None, :, :, None].to(layers.dtype)
+    count = weights.sum() * layers.shape[-1]
+    mean = (layers * weights).sum(dim=(1, 2, 3), keepdim=True) / count
+    variance = (((layers - mean) * weights) ** 2).sum(dim=(1, 2, 3), keepdim=True) / count
+    return (layers - mean) / torch.sqrt(variance + eps)
