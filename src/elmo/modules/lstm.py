@@ -9,6 +9,7 @@ State is explicit: each layer takes ``(h, c)`` for every row and returns the sta
 last step, so nothing is carried between calls unless the caller passes it back in.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -86,7 +87,8 @@ class ProjectedLstm(nn.Module):
             outputs.append(h)
         final_h = torch.cat([h, *reversed(finished_h)])
         final_c = torch.cat([c, *reversed(finished_c)])
-        return torch.cat(outputs), LstmState(final_h, final_c)
+        packed_outputs = torch.cat(outputs) if outputs else input_gates.new_zeros((0, self.output_dim))
+        return packed_outputs, LstmState(final_h, final_c)
 
 
 class LstmStack(nn.Module):
@@ -110,13 +112,23 @@ class LstmStack(nn.Module):
         )
 
     def forward(
-        self, packed_inputs: torch.Tensor, batch_sizes: list[int], states: list[LstmState]
+        self,
+        packed_inputs: torch.Tensor,
+        batch_sizes: list[int],
+        states: list[LstmState],
+        input_dropout: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[list[torch.Tensor], list[LstmState]]:
-        """Returns each layer's packed output ``(n_real_tokens, projection_dim)`` and each layer's state."""
+        """Returns each layer's packed output ``(n_real_tokens, projection_dim)`` and each layer's state.
+
+        ``input_dropout(layer_index, layer_input)``, given in training only, replaces each layer's input
+        before the layer and its skip connection read it (bilm-tf's DropoutWrapper around ResidualWrapper).
+        """
         layer_outputs: list[torch.Tensor] = []
         final_states: list[LstmState] = []
         layer_input = packed_inputs
         for index, (layer, state) in enumerate(zip(self.layers, states, strict=True)):
+            if input_dropout is not None:
+                layer_input = input_dropout(index, layer_input)
             output, final_state = layer(layer_input, batch_sizes, state)
             if index > 0 and self.use_skip_connections:
                 output = output + layer_input

@@ -1,0 +1,5 @@
+import sys
+
+from elmo.training.commands import main
+
+sys.exit(main())

@@ -1,0 +1,102 @@
+"""Batches as bilm-tf makes them: ``rows x unroll_steps`` tokens per direction, rows continuing from batch
+to batch, and the tensors the language model reads.
+
+The input side is characters, so every distinct token of a batch (both directions) is encoded once and
+gathered; the targets are word ids (``-1`` where a row has run out, in evaluation only).
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from elmo.characters import token_to_char_ids
+from elmo.training.corpus import Corpus, RowPosition, RowReader
+from elmo.training.vocab import Vocabulary
+
+NO_TARGET = -1
+
+
+@dataclass
+class ModelInputs:
+    """One batch for the language model.
+
+    ``char_ids``: ``(n_distinct_tokens, max_characters)``; ``forward_tokens`` / ``backward_tokens``:
+    ``(rows, steps)`` indices into ``char_ids``; ``forward_targets`` / ``backward_targets``: ``(rows, steps)``
+    word ids, ``NO_TARGET`` where there is none.
+    """
+
+    char_ids: torch.Tensor
+    forward_tokens: torch.Tensor
+    backward_tokens: torch.Tensor
+    forward_targets: torch.Tensor
+    backward_targets: torch.Tensor
+
+    @property
+    def n_targets(self) -> int:
+        return int((self.forward_targets != NO_TARGET).sum())
+
+
+@lru_cache(maxsize=1 << 18)
+def _char_ids(token: str, max_characters: int) -> tuple[int, ...]:
+    return tuple(token_to_char_ids(token, max_characters))
+
+
+class Batcher:
+    """Batches for the global rows ``rows`` (those this process owns) of an ``n_rows``-row global batch.
+
+    Training (``pad=False``) stops at the first batch some row cannot fill, as bilm-tf drops the last
+    incomplete batch. Evaluation (``pad=True``) pads rows that ran out, with ``<S>`` inputs and no
+    targets, until every row has run out, so every token is scored once.
+    """
+
+    def __init__(self, corpus: Corpus, vocab: Vocabulary, rows: range, n_rows: int, unroll_steps: int,
+                 seed: int, max_epochs: int | None, max_characters: int = 50,
+                 positions: list[RowPosition] | None = None, pad: bool = False) -> None:
+        if positions is not None and len(positions) != len(rows):
+            raise ValueError(f"{len(positions)} row positions for {len(rows)} rows")
+        self.vocab = vocab
+        self.unroll_steps = unroll_steps
+        self.max_characters = max_characters
+        self.pad = pad
+        self.readers = [
+            RowReader(corpus, row, n_rows, seed, max_epochs, None if positions is None else positions[k])
+            for k, row in enumerate(rows)
+        ]
+
+    def positions(self) -> list[RowPosition]:
+        return [RowPosition.from_json(reader.position.to_json()) for reader in self.readers]
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
+
+    def next_batch(self) -> ModelInputs | None:
+        rows = [reader.take(self.unroll_steps) for reader in self.readers]
+        n_steps = self.unroll_steps
+        if self.pad:
+            if all(not row.forward_inputs for row in rows):
+                return None
+        elif any(len(row.forward_inputs) < n_steps for row in rows):
+            return None
+        distinct: dict[str, int] = {}
+        shape = (len(rows), n_steps)
+        forward_tokens = torch.zeros(shape, dtype=torch.long)
+        backward_tokens = torch.zeros(shape, dtype=torch.long)
+        forward_targets = torch.full(shape, NO_TARGET, dtype=torch.long)
+        backward_targets = torch.full(shape, NO_TARGET, dtype=torch.long)
+        pad_index = distinct.setdefault("<S>", 0)
+        for r, row in enumerate(rows):
+            length = len(row.forward_inputs)
+            forward_tokens[r, :length] = torch.tensor([distinct.setdefault(t, len(distinct))
+                                                       for t in row.forward_inputs], dtype=torch.long)
+            backward_tokens[r, :length] = torch.tensor([distinct.setdefault(t, len(distinct))
+                                                        for t in row.backward_inputs], dtype=torch.long)
+            forward_tokens[r, length:] = pad_index
+            backward_tokens[r, length:] = pad_index
+            forward_targets[r, :length] = torch.tensor([self.vocab.token_id(t) for t in row.forward_targets],
+                                                       dtype=torch.long)
+            backward_targets[r, :length] = torch.tensor([self.vocab.token_id(t) for t in row.backward_targets],
+                                                        dtype=torch.long)
+        char_ids = torch.tensor([_char_ids(token, self.max_characters) for token in distinct], dtype=torch.long)
+        return ModelInputs(char_ids, forward_tokens, backward_tokens, forward_targets, backward_targets)

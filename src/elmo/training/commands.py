@@ -1,0 +1,144 @@
+"""The training subcommands: ``vocab``, ``train``, ``perplexity``, ``export``.
+
+``add_subcommands`` registers them on an argparse subparsers action; each handler takes the parsed
+namespace and returns an exit code, printing a one-line error (no traceback) for bad input.
+"""
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from elmo.config import ConfigError
+from elmo.tokenizers import TOKENIZERS
+from elmo.training.checkpoints import CheckpointError
+from elmo.training.corpus import Corpus, CorpusError
+from elmo.training.export import export_model, load_language_model
+from elmo.training.presets import TRAINING_PRESETS
+from elmo.training.trainer import TrainingOptions, evaluate, train
+from elmo.training.vocab import Vocabulary, VocabularyError
+from elmo.weights import WeightFormatError
+
+_USER_ERRORS = (CorpusError, VocabularyError, CheckpointError, ConfigError, WeightFormatError, ValueError,
+                FileNotFoundError)
+
+
+def _reporting_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except _USER_ERRORS as error:
+            print(f"elmo {args.command}: error: {error}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _vocab(args: argparse.Namespace) -> int:
+    counts = Corpus(args.corpus, args.tokenizer).count_tokens()
+    vocab = Vocabulary.from_counts(counts, args.min_count, args.max_size)
+    vocab.save(args.out)
+    print(f"{len(vocab)} tokens ({sum(counts.values())} in the corpus, {len(counts)} distinct) -> {args.out}")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
+        steps = train(options, args.resume, resume=True, progress=not args.quiet)
+        print(f"stopped after step {steps}; run in {args.resume}")
+        return 0
+    missing = [name for name in ("corpus", "out") if getattr(args, name) is None]
+    if missing:
+        raise ValueError(f"give {' and '.join('--' + name for name in missing)} (or --resume DIR)")
+    options = TrainingOptions(
+        corpus=args.corpus, vocab=args.vocab, config=args.config, tokenizer=args.tokenizer, valid=args.valid or [],
+        init_from=args.init_from, min_count=args.min_count, batch_size=args.batch_size,
+        unroll_steps=args.unroll_steps, n_negatives=args.negatives, optimizer=args.optimizer,
+        learning_rate=args.lr if args.lr is not None else (0.2 if args.optimizer == "adagrad" else 1e-3),
+        dropout=args.dropout, clip_norm=args.clip_norm, seed=args.seed, max_steps=args.max_steps,
+        epochs=args.epochs, checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+        valid_every=args.valid_every, log_every=args.log_every,
+    )
+    steps = train(options, args.out, progress=not args.quiet)
+    print(f"stopped after step {steps}; run in {args.out}")
+    return 0
+
+
+def _perplexity(args: argparse.Namespace) -> int:
+    model, vocab = load_language_model(args.model)
+    result = evaluate(model, Corpus(args.corpus, args.tokenizer), vocab, args.batch_size, args.unroll_steps)
+    print(f"tokens: {result.n_tokens}")
+    print(f"forward perplexity: {result.forward:.4f}")
+    print(f"backward perplexity: {result.backward:.4f}")
+    print(f"perplexity: {result.average:.4f}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    model, vocab = load_language_model(args.source)
+    export_model(model, vocab, args.out)
+    print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors -> {args.out}")
+    return 0
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    tokenizers = sorted(TOKENIZERS)
+
+    vocab = subparsers.add_parser("vocab", help="count a corpus into a vocab.txt (specials, then by frequency)")
+    vocab.add_argument("corpus", nargs="+", help="text files or glob patterns, one sentence a line")
+    vocab.add_argument("--out", required=True, type=Path, help="vocab.txt to write")
+    vocab.add_argument("--min-count", type=int, default=1, help="drop tokens seen fewer times")
+    vocab.add_argument("--max-size", type=int, default=None, help="keep at most this many tokens, specials included")
+    vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    vocab.set_defaults(func=_reporting_errors(_vocab), command="vocab")
+
+    train_parser = subparsers.add_parser("train", help="pre-train a biLM, resume a run, or adapt one to new text")
+    train_parser.add_argument("--corpus", nargs="+", help="training text: files or glob patterns of shards")
+    train_parser.add_argument("--vocab", help="vocab.txt from `elmo vocab` (with --init-from: words to add)")
+    train_parser.add_argument("--config", default="tiny",
+                              help=f"options.json or a preset: {', '.join(sorted(TRAINING_PRESETS))}")
+    train_parser.add_argument("--out", type=Path, help="run directory (checkpoints, log.jsonl, perplexity.png)")
+    train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly")
+    train_parser.add_argument("--init-from", help="continue training this model (exported dir or run/checkpoint) "
+                              "on --corpus, growing the vocabulary with its new words")
+    train_parser.add_argument("--min-count", type=int, default=1, help="with --init-from: new words seen this often")
+    train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
+    train_parser.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    train_parser.add_argument("--max-steps", type=int, default=None)
+    train_parser.add_argument("--epochs", type=int, default=None)
+    train_parser.add_argument("--batch-size", type=int, default=128, help="rows of the global batch")
+    train_parser.add_argument("--unroll-steps", type=int, default=20)
+    train_parser.add_argument("--negatives", type=int, default=8192, help="sampled softmax negatives per step")
+    train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
+    train_parser.add_argument("--lr", type=float, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
+    train_parser.add_argument("--dropout", type=float, default=0.1)
+    train_parser.add_argument("--clip-norm", type=float, default=10.0, help="global gradient-norm clip")
+    train_parser.add_argument("--seed", type=int, default=0)
+    train_parser.add_argument("--checkpoint-every", type=int, default=500)
+    train_parser.add_argument("--keep-checkpoints", type=int, default=3)
+    train_parser.add_argument("--valid-every", type=int, default=500)
+    train_parser.add_argument("--log-every", type=int, default=10)
+    train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    train_parser.set_defaults(func=_reporting_errors(_train), command="train")
+
+    perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
+    perplexity.add_argument("--model", required=True, help="exported model directory, run or checkpoint directory")
+    perplexity.add_argument("--corpus", nargs="+", required=True)
+    perplexity.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    perplexity.add_argument("--batch-size", type=int, default=32)
+    perplexity.add_argument("--unroll-steps", type=int, default=20)
+    perplexity.set_defaults(func=_reporting_errors(_perplexity), command="perplexity")
+
+    export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
+    export.add_argument("source", help="a run directory (its newest checkpoint) or a checkpoint directory")
+    export.add_argument("--out", required=True, type=Path, help="model directory to write")
+    export.set_defaults(func=_reporting_errors(_export), command="export")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m elmo.training COMMAND ...``: the same commands without the main CLI."""
+    parser = argparse.ArgumentParser(prog="python -m elmo.training")
+    add_subcommands(parser.add_subparsers(required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

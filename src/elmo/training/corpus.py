@@ -1,0 +1,222 @@
+"""Streaming corpus: text files (or globs of shards), one sentence a line, read a line at a time.
+
+The corpus is never held in memory. Each of the ``n_rows`` rows of the global batch reads its own
+contiguous share of the text: the shards of an epoch, in an order shuffled per epoch, are seen as one
+byte range cut into ``n_rows`` equal parts, and a line belongs to the row whose part holds its first
+byte. So every line of an epoch goes to exactly one row, a row (and with it a rank that owns some rows)
+reads only its share, and the global batch does not depend on how many processes share it.
+
+A row's position is ``(epoch, byte offset, sentence being fed, cursor)``: small, JSON-able, exact.
+"""
+
+import glob
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from elmo.characters import BOS_TOKEN, EOS_TOKEN
+from elmo.tokenizers import get_tokenizer
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be read or holds no text."""
+
+
+class Corpus:
+    """Files named by paths or glob patterns, tokenized line by line with a named tokenizer."""
+
+    def __init__(self, patterns: Sequence[str], tokenizer: str = "whitespace") -> None:
+        if not patterns:
+            raise CorpusError("no corpus files given")
+        paths: list[Path] = []
+        for pattern in patterns:
+            if glob.has_magic(pattern):
+                matches = sorted(glob.glob(pattern))
+                if not matches:
+                    raise CorpusError(f"corpus pattern {pattern!r} matches no file")
+                paths.extend(Path(match) for match in matches)
+            elif Path(pattern).is_file():
+                paths.append(Path(pattern))
+            else:
+                raise CorpusError(f"{pattern}: no such corpus file")
+        self.paths = paths
+        self.sizes = [os.path.getsize(path) for path in paths]
+        self.tokenizer_name = tokenizer
+        self.tokenize = get_tokenizer(tokenizer)
+        if not any(True for _ in self.sentences()):
+            raise CorpusError(f"the corpus ({', '.join(map(str, paths))}) holds no tokens")
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def sentences(self) -> Iterator[list[str]]:
+        """Every non-empty sentence, files in the order given."""
+        for path in self.paths:
+            with path.open("rb") as handle:
+                for line in handle:
+                    tokens = self.tokenize(line.decode("utf-8", errors="replace"))
+                    if tokens:
+                        yield tokens
+
+    def count_tokens(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for tokens in self.sentences():
+            counts.update(tokens)
+        return counts
+
+    def file_order(self, epoch: int, seed: int) -> list[int]:
+        """The shards of ``epoch`` in a shuffled order that depends only on ``(seed, epoch)``."""
+        if len(self.paths) == 1:
+            return [0]
+        return np.random.default_rng([seed, epoch]).permutation(len(self.paths)).tolist()
+
+
+@dataclass
+class RowPosition:
+    """Where one row of the batch stands: the next line to read, and the sentence it is feeding.
+
+    ``offset`` is a byte offset into the epoch's shards laid end to end in ``Corpus.file_order``;
+    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs.
+    """
+
+    epoch: int
+    offset: int
+    sentence: list[str] = field(default_factory=list)
+    cursor: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RowPosition":
+        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]))
+
+
+@dataclass
+class RowTokens:
+    """Up to ``n`` steps of one row: the inputs and targets of both directions, as token strings."""
+
+    forward_inputs: list[str]
+    forward_targets: list[str]
+    backward_inputs: list[str]
+    backward_targets: list[str]
+
+
+class RowReader:
+    """The sentence stream of one row, packed back to back as bilm-tf packs it.
+
+    Forward, a sentence is ``<S> w1 .. wn </S>``; backward, ``</S> wn .. w1 <S>``. A row feeds each
+    token but the last as an input and each token but the first as a target, so ``</S>`` (forward) is
+    only ever a target and the next sentence starts with ``<S>``. Both directions read the same
+    sentences in the same order, so their rows stay aligned.
+    """
+
+    def __init__(self, corpus: Corpus, row: int, n_rows: int, seed: int, max_epochs: int | None,
+                 position: RowPosition | None = None) -> None:
+        self.corpus = corpus
+        self.row = row
+        self.n_rows = n_rows
+        self.seed = seed
+        self.max_epochs = max_epochs
+        self._handles: dict[int, BinaryIO] = {}
+        self._order_epoch = -1
+        self._bases: list[int] = []
+        self._order: list[int] = []
+        self.position = position if position is not None else RowPosition(0, self._segment_start(0))
+        self._epochs_without_text = 0
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+    def take(self, n_steps: int) -> RowTokens:
+        """The next ``n_steps`` steps, fewer only when the last epoch has run out."""
+        tokens = RowTokens([], [], [], [])
+        position = self.position
+        while len(tokens.forward_inputs) < n_steps:
+            if position.cursor >= len(position.sentence) + 1:
+                sentence = self._next_sentence()
+                if sentence is None:
+                    break
+                position.sentence, position.cursor = sentence, 0
+            forward = [BOS_TOKEN, *position.sentence, EOS_TOKEN]
+            backward = [EOS_TOKEN, *reversed(position.sentence), BOS_TOKEN]
+            start = position.cursor
+            count = min(len(forward) - 1 - start, n_steps - len(tokens.forward_inputs))
+            tokens.forward_inputs += forward[start : start + count]
+            tokens.forward_targets += forward[start + 1 : start + 1 + count]
+            tokens.backward_inputs += backward[start : start + count]
+            tokens.backward_targets += backward[start + 1 : start + 1 + count]
+            position.cursor += count
+        return tokens
+
+    def _next_sentence(self) -> list[str] | None:
+        position = self.position
+        while True:
+            if self.max_epochs is not None and position.epoch >= self.max_epochs:
+                return None
+            end = self._segment_end()
+            if position.offset >= end:
+                position.epoch += 1
+                position.offset = self._segment_start(position.epoch)
+                self._epochs_without_text += 1
+                if self._epochs_without_text > 1 and self.max_epochs is None:
+                    raise CorpusError(
+                        f"the corpus is too small for {self.n_rows} rows: row {self.row}'s share of it holds no "
+                        "sentence; use a smaller batch or more text"
+                    )
+                continue
+            line = self._read_line(position.epoch, position.offset)
+            position.offset += len(line)
+            tokens = self.corpus.tokenize(line.decode("utf-8", errors="replace"))
+            if tokens:
+                self._epochs_without_text = 0
+                return tokens
+
+    def _layout(self, epoch: int) -> None:
+        if epoch != self._order_epoch:
+            self._order = self.corpus.file_order(epoch, self.seed)
+            self._bases = np.concatenate([[0], np.cumsum([self.corpus.sizes[k] for k in self._order])]).tolist()
+            self._order_epoch = epoch
+
+    def _locate(self, epoch: int, offset: int) -> tuple[int, int]:
+        """Global offset -> (file index, offset in that file)."""
+        self._layout(epoch)
+        slot = int(np.searchsorted(self._bases, offset, side="right")) - 1
+        slot = min(slot, len(self._order) - 1)
+        return self._order[slot], offset - self._bases[slot]
+
+    def _handle(self, file_index: int) -> BinaryIO:
+        if file_index not in self._handles:
+            self._handles[file_index] = self.corpus.paths[file_index].open("rb")
+        return self._handles[file_index]
+
+    def _read_line(self, epoch: int, offset: int) -> bytes:
+        file_index, local = self._locate(epoch, offset)
+        handle = self._handle(file_index)
+        if handle.tell() != local:
+            handle.seek(local)
+        return handle.readline()
+
+    def _segment_end(self) -> int:
+        return (self.row + 1) * self.corpus.n_bytes // self.n_rows
+
+    def _segment_start(self, epoch: int) -> int:
+        """The first line start at or after this row's share of the epoch's bytes."""
+        start = self.row * self.corpus.n_bytes // self.n_rows
+        if start == 0:
+            return 0
+        file_index, local = self._locate(epoch, start)
+        if local == 0:
+            return start
+        handle = self._handle(file_index)
+        handle.seek(local - 1)
+        handle.readline()
+        return start - local + handle.tell()

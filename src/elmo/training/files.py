@@ -1,0 +1,48 @@
+"""Writes that leave either the old file or the new one, never half of one (a run may be killed anywhere)."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(name, path)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def new_partial_directory(final: Path) -> Path:
+    """An empty directory beside ``final`` to fill and then ``publish_directory`` onto it."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+
+
+def publish_directory(partial: Path, final: Path) -> None:
+    """Rename a filled directory onto ``final`` in one step (a rename is atomic on POSIX file systems)."""
+    for child in partial.iterdir():
+        with child.open("rb") as handle:
+            os.fsync(handle.fileno())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+
+
+def remove_stale_partials(directory: Path) -> None:
+    """Temporary directories and files left by a killed run."""
+    for leftover in directory.glob(".*.partial"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)

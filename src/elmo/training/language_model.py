@@ -1,0 +1,166 @@
+"""The biLM with its language-model heads, as bilm-tf trains it.
+
+Each direction reads its own packed stream (rows of ``unroll_steps`` tokens that already hold ``<S>``
+and ``</S>``), starting from the state the previous batch left. Dropout (training only) hits the input
+of every LSTM layer, the skip connection included (bilm-tf wraps each cell in a DropoutWrapper around a
+ResidualWrapper), and the top layer's output before the softmax. Both directions share one softmax
+``(vocab_size, projection_dim)`` and its bias; the loss is the mean of the two directions' mean
+per-token negative log-likelihoods.
+
+All randomness of a step (negatives, dropout masks) comes from generators seeded by ``(seed, step)``
+and drawn for the whole global batch, each process slicing its rows: so the step is the same whether
+one process computes it or several, and a resumed run draws what the uninterrupted one drew.
+"""
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from elmo.bilm import BiLM, BiLMState
+from elmo.config import BiLMConfig
+from elmo.modules.lstm import LstmState
+from elmo.training.batches import NO_TARGET, ModelInputs
+from elmo.training.softmax import Candidates, full_softmax_nll, sample_log_uniform, sampled_softmax_nll
+
+_NEGATIVES_STREAM = 0
+_DROPOUT_STREAM = 1
+
+
+def step_generator(seed: int, step: int, *stream: int) -> torch.Generator:
+    """A generator for one purpose of one step, the same in every process."""
+    words = np.random.SeedSequence([seed, step, *stream]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(words[0]) << 32 | int(words[1]))
+
+
+@dataclass(frozen=True)
+class StepNoise:
+    """The randomness of one training step: this process owns global rows ``rows`` of ``n_rows``."""
+
+    seed: int
+    step: int
+    dropout: float
+    candidates: Candidates | None
+    rows: range
+    n_rows: int
+
+    @classmethod
+    def draw(cls, seed: int, step: int, dropout: float, n_negatives: int, vocab_size: int, rows: range,
+             n_rows: int) -> "StepNoise":
+        generator = step_generator(seed, step, _NEGATIVES_STREAM)
+        return cls(seed, step, dropout, sample_log_uniform(n_negatives, vocab_size, generator), rows, n_rows)
+
+    def apply_dropout(self, direction: int, layer: int, packed: torch.Tensor) -> torch.Tensor:
+        """Dropout on a packed ``(steps * rows, dim)`` tensor with this process's slice of the global mask."""
+        if self.dropout == 0.0:
+            return packed
+        n_steps = packed.shape[0] // len(self.rows)
+        generator = step_generator(self.seed, self.step, _DROPOUT_STREAM, direction, layer)
+        uniform = torch.rand((n_steps, self.n_rows, packed.shape[1]), generator=generator)
+        keep = uniform[:, self.rows.start : self.rows.stop] >= self.dropout
+        keep = keep.reshape(packed.shape).to(device=packed.device, dtype=packed.dtype)
+        return packed * keep / (1.0 - self.dropout)
+
+
+@dataclass
+class LmOutput:
+    """``nll_sums``: ``(2,)`` summed forward and backward negative log-likelihoods over ``n_targets``
+    positions each; ``state``: where each row stopped, detached."""
+
+    nll_sums: torch.Tensor
+    n_targets: int
+    state: BiLMState
+
+    @property
+    def loss(self) -> torch.Tensor:
+        """The mean over both directions of the mean per-token loss."""
+        return self.nll_sums.mean() / self.n_targets
+
+
+class LanguageModel(nn.Module):
+    """``bilm`` (token encoder + both LSTM stacks, the part that is exported) and the shared softmax."""
+
+    def __init__(self, config: BiLMConfig, vocab_size: int) -> None:
+        super().__init__()
+        self.config = config
+        self.bilm = BiLM(config)
+        self.softmax_weight = nn.Parameter(torch.empty(vocab_size, config.lstm.projection_dim))
+        self.softmax_bias = nn.Parameter(torch.zeros(vocab_size))
+        nn.init.normal_(self.softmax_weight, 0.0, 1.0 / math.sqrt(config.lstm.projection_dim))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.softmax_weight.shape[0]
+
+    def forward(self, inputs: ModelInputs, state: BiLMState, noise: StepNoise | None = None) -> LmOutput:
+        """One batch from ``state``; ``noise`` None means evaluation: full softmax, no dropout."""
+        n_rows, n_steps = inputs.forward_tokens.shape
+        token_vectors = self.bilm.token_encoder(inputs.char_ids)
+        batch_sizes = [n_rows] * n_steps
+        nll_sums, finals_h, finals_c = [], [], []
+        n_targets = 0
+        streams = ((self.bilm.forward_lstm, inputs.forward_tokens, inputs.forward_targets),
+                   (self.bilm.backward_lstm, inputs.backward_tokens, inputs.backward_targets))
+        for direction, (stack, tokens, targets) in enumerate(streams):
+            # Time-major packing of full rows: step t of row r sits at t * n_rows + r.
+            packed = token_vectors[tokens.T.reshape(-1)]
+            states = [LstmState(state.h[direction, k], state.c[direction, k]) for k in range(len(stack.layers))]
+            dropout = None
+            if noise is not None and noise.dropout > 0:
+                dropout = functools.partial(noise.apply_dropout, direction)
+            outputs, finals = stack(packed, batch_sizes, states, input_dropout=dropout)
+            top = outputs[-1]
+            if dropout is not None:
+                top = dropout(len(stack.layers), top)
+            packed_targets = targets.T.reshape(-1)
+            if noise is None:
+                real = packed_targets != NO_TARGET
+                nll = full_softmax_nll(top[real], packed_targets[real], self.softmax_weight, self.softmax_bias)
+                n_targets = int(real.sum())
+            else:
+                nll = sampled_softmax_nll(top, packed_targets, self.softmax_weight, self.softmax_bias,
+                                          noise.candidates)
+                n_targets = nll.shape[0]
+            nll_sums.append(nll.sum())
+            finals_h.append(torch.stack([final.h for final in finals]))
+            finals_c.append(torch.stack([final.c for final in finals]))
+        new_state = BiLMState(torch.stack(finals_h), torch.stack(finals_c)).detach()
+        return LmOutput(torch.stack(nll_sums), n_targets, new_state)
+
+
+def initialize_like_bilm_tf(model: LanguageModel) -> None:
+    """bilm-tf's initializers, so a fresh model starts where bilm-tf's would (in distribution)."""
+    config = model.config
+    encoder = model.bilm.token_encoder
+    with torch.no_grad():
+        nn.init.uniform_(encoder.char_embeddings, -1.0, 1.0)
+        for (width, _), convolution in zip(config.char_cnn.filters, encoder.convolutions, strict=True):
+            if config.char_cnn.activation == "relu":
+                nn.init.uniform_(convolution.weight, -0.05, 0.05)  # Kim et al. 2015
+            else:
+                nn.init.normal_(convolution.weight, 0.0, math.sqrt(1.0 / (width * config.char_cnn.embedding_dim)))
+            nn.init.zeros_(convolution.bias)
+        n_filters = config.char_cnn.n_filters
+        for highway in encoder.highways:
+            for linear in (highway.carry, highway.transform):
+                nn.init.normal_(linear.weight, 0.0, math.sqrt(1.0 / n_filters))
+            nn.init.constant_(highway.carry.bias, -2.0)  # start by mostly carrying the input through
+            nn.init.zeros_(highway.transform.bias)
+        if encoder.projection is not None:
+            nn.init.normal_(encoder.projection.weight, 0.0, math.sqrt(1.0 / n_filters))
+            nn.init.zeros_(encoder.projection.bias)
+        for stack in (model.bilm.forward_lstm, model.bilm.backward_lstm):
+            for layer in stack.layers:
+                # TF's glorot_uniform over the stacked kernel [input; recurrent] of shape (in + proj, 4 * dim).
+                fan_in = layer.input_weight.shape[1] + layer.recurrent_weight.shape[1]
+                limit = math.sqrt(6.0 / (fan_in + 4 * layer.dim))
+                nn.init.uniform_(layer.input_weight, -limit, limit)
+                nn.init.uniform_(layer.recurrent_weight, -limit, limit)
+                nn.init.zeros_(layer.bias)
+                if layer.projection is not None:
+                    nn.init.xavier_uniform_(layer.projection)
+        nn.init.normal_(model.softmax_weight, 0.0, 1.0 / math.sqrt(config.lstm.projection_dim))
+        nn.init.zeros_(model.softmax_bias)

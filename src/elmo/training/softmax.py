@@ -1,0 +1,79 @@
+"""The output softmax: full for evaluation, sampled for training, as TensorFlow's
+``sampled_softmax_loss`` with its default log-uniform candidate sampler computes it.
+
+Sampling (TF's ``LogUniformCandidateSampler``, ``unique=True``): class ``k`` is drawn with probability
+``p(k) = (log(k + 2) - log(k + 1)) / log(V + 1)`` (Zipf over frequency ranks), draws repeat until
+``n`` distinct classes are in hand, and each class's expected count over those ``n_tries`` draws is
+``1 - (1 - p)^n_tries`` (or ``n * p`` when no draw repeated, as TF has it). The loss subtracts the log
+expected count from every logit (true and sampled), drops sampled classes that equal a row's target
+("accidental hits"), and takes the softmax cross-entropy with the target first. When ``n >= V`` every
+class is sampled with certainty (expected count 1) and the loss is exactly the full softmax.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The shared negatives of one step: ``ids`` ``(n,)``, drawn in ``n_tries`` draws from ``vocab_size``
+    classes; ``n_tries == 0`` means every class, surely."""
+
+    ids: torch.Tensor
+    n_tries: int
+    vocab_size: int
+
+    def log_expected_count(self, class_ids: torch.Tensor) -> torch.Tensor:
+        """``log E[times class k was drawn]`` for each id, float64 then float32 as TF does."""
+        if self.n_tries == 0:
+            return torch.zeros(class_ids.shape, dtype=torch.float32, device=class_ids.device)
+        k = class_ids.to(torch.float64)
+        p = (torch.log(k + 2.0) - torch.log(k + 1.0)) / math.log(self.vocab_size + 1.0)
+        no_repeats = self.n_tries == len(self.ids)
+        expected = p * len(self.ids) if no_repeats else -torch.expm1(self.n_tries * torch.log1p(-p))
+        return torch.log(expected).to(torch.float32)
+
+
+def sample_log_uniform(n_samples: int, vocab_size: int, generator: torch.Generator) -> Candidates:
+    """``n_samples`` distinct classes, in order of first draw; all classes when ``n_samples >= vocab_size``."""
+    if n_samples >= vocab_size:
+        return Candidates(torch.arange(vocab_size), 0, vocab_size)
+    log_range = math.log(vocab_size + 1.0)
+    draws = np.empty(0, dtype=np.int64)
+    chunk = 2 * n_samples
+    while True:
+        uniform = torch.rand(chunk, generator=generator, dtype=torch.float64).numpy()
+        draws = np.concatenate([draws, (np.exp(uniform * log_range) - 1.0).astype(np.int64)])
+        _, first_index = np.unique(draws, return_index=True)
+        if len(first_index) >= n_samples:
+            first_index.sort()
+            chosen = first_index[:n_samples]
+            return Candidates(torch.from_numpy(draws[chosen].copy()), int(chosen[-1]) + 1, vocab_size)
+        chunk *= 2
+
+
+def sampled_softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                        candidates: Candidates) -> torch.Tensor:
+    """Per-position negative log-likelihood ``(N,)`` under the sampled softmax.
+
+    ``hidden``: ``(N, dim)``; ``targets``: ``(N,)`` class ids; ``weight``: ``(V, dim)``; ``bias``: ``(V,)``.
+    """
+    sampled_ids = candidates.ids.to(targets.device)
+    true_logits = (hidden * weight[targets]).sum(dim=1) + bias[targets]
+    true_logits = true_logits - candidates.log_expected_count(targets)
+    sampled_logits = hidden @ weight[sampled_ids].T + bias[sampled_ids]
+    sampled_logits = sampled_logits - candidates.log_expected_count(sampled_ids)
+    accidental_hits = targets[:, None] == sampled_ids[None, :]
+    sampled_logits = sampled_logits.masked_fill(accidental_hits, float("-inf"))
+    logits = torch.cat([true_logits[:, None], sampled_logits], dim=1)
+    return torch.logsumexp(logits, dim=1) - true_logits
+
+
+def full_softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
+                     bias: torch.Tensor) -> torch.Tensor:
+    """Per-position negative log-likelihood ``(N,)`` over the whole vocabulary."""
+    return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")

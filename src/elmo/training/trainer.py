@@ -1,0 +1,400 @@
+"""The training loop: bilm-tf's recipe with exact resume and DistributedDataParallel.
+
+One step: each process builds its rows of the global batch, runs both directions from the state the
+previous step left, takes the sampled-softmax loss, and back-propagates ``loss * unroll_steps`` (bilm-tf's
+gradient scale: summed over time, averaged over rows); DDP averages the gradients of processes that hold
+equal shares of the batch, so the update equals the one-process update. Then the global gradient norm is
+clipped and the optimizer (Adagrad by default) steps.
+
+Run directory: ``log.jsonl`` (one JSON object per logged step or evaluation), ``perplexity.png``,
+``checkpoints/step-*/``. Only rank 0 writes.
+"""
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from elmo.bilm import BiLMState
+from elmo.training.batches import Batcher, ModelInputs
+from elmo.training.checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    capture_rng,
+    list_checkpoints,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
+from elmo.training.corpus import Corpus, RowPosition
+from elmo.training.export import grow_vocabulary, load_language_model
+from elmo.training.files import write_bytes_atomic, write_text_atomic
+from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
+from elmo.training.presets import resolve_config
+from elmo.training.vocab import Vocabulary
+
+LOG_FILE = "log.jsonl"
+PLOT_FILE = "perplexity.png"
+
+
+@dataclass
+class TrainingOptions:
+    """Everything that defines a run; defaults are bilm-tf's (``batch_size`` is its rows per GPU)."""
+
+    corpus: list[str]
+    vocab: str | None = None
+    config: str = "tiny"
+    tokenizer: str = "whitespace"
+    valid: list[str] = field(default_factory=list)
+    init_from: str | None = None
+    min_count: int = 1
+    batch_size: int = 128
+    unroll_steps: int = 20
+    n_negatives: int = 8192
+    optimizer: str = "adagrad"
+    learning_rate: float = 0.2
+    initial_accumulator: float = 1.0
+    dropout: float = 0.1
+    clip_norm: float = 10.0
+    seed: int = 0
+    max_steps: int | None = None
+    epochs: int | None = None
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    valid_every: int = 500
+    valid_batch_size: int = 32
+    log_every: int = 10
+
+    def validate(self) -> None:
+        if self.max_steps is None and self.epochs is None:
+            raise ValueError("give --max-steps or --epochs (or both): training needs a stopping point")
+        if self.vocab is None and self.init_from is None:
+            raise ValueError("give --vocab (make one with `elmo vocab`), or --init-from a trained model")
+        positive = {"batch_size": self.batch_size, "unroll_steps": self.unroll_steps, "n_negatives": self.n_negatives,
+                    "checkpoint_every": self.checkpoint_every, "keep_checkpoints": self.keep_checkpoints,
+                    "valid_every": self.valid_every, "valid_batch_size": self.valid_batch_size,
+                    "log_every": self.log_every, "min_count": self.min_count}
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} is {value}; expected a positive integer")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout is {self.dropout}; expected 0 <= dropout < 1")
+        if self.optimizer not in ("adagrad", "adam"):
+            raise ValueError(f"optimizer is {self.optimizer!r}; expected 'adagrad' or 'adam'")
+        if self.learning_rate <= 0 or self.clip_norm <= 0:
+            raise ValueError("learning_rate and clip_norm must be positive")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TrainingOptions":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+@dataclass
+class _Processes:
+    """This process's place among the training processes (one, or several under torchrun)."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @classmethod
+    def from_environment(cls) -> "_Processes":
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+        if world_size > 1 and not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        return cls(dist.get_rank() if world_size > 1 else 0, world_size, device)
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+    def rows(self, n_rows: int) -> range:
+        if n_rows % self.world_size:
+            raise ValueError(f"batch_size {n_rows} does not split evenly over {self.world_size} processes")
+        share = n_rows // self.world_size
+        return range(self.rank * share, (self.rank + 1) * share)
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world_size > 1:
+            tensor = tensor.clone()
+            dist.all_reduce(tensor)
+        return tensor
+
+    def gather_rows(self, positions: list[RowPosition], state: BiLMState) -> tuple[list[RowPosition], BiLMState]:
+        """Every rank's row positions and LSTM states, in global row order."""
+        if self.world_size == 1:
+            return positions, state
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, [position.to_json() for position in positions])
+        all_positions = [RowPosition.from_json(p) for rank_positions in gathered for p in rank_positions]
+        halves = []
+        for tensor in (state.h, state.c):
+            parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
+            dist.all_gather(parts, tensor.contiguous())
+            halves.append(torch.cat(parts, dim=2))
+        return all_positions, BiLMState(*halves)
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+
+@dataclass
+class Perplexities:
+    forward: float
+    backward: float
+    average: float
+    n_tokens: int
+
+
+def evaluate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, batch_size: int = 32,
+             unroll_steps: int = 20, device: torch.device | None = None) -> Perplexities:
+    """Full-softmax perplexity of every token of ``corpus``; ``average`` is ``exp`` of the mean of both
+    directions' losses (bilm-tf's figure), the geometric mean of the two perplexities."""
+    device = device or torch.device("cpu")
+    batcher = Batcher(corpus, vocab, range(batch_size), batch_size, unroll_steps, seed=0, max_epochs=1,
+                      max_characters=model.config.char_cnn.max_characters_per_token, pad=True)
+    was_training = model.training
+    model.eval()
+    state = model.bilm.zero_state(batch_size)
+    nll_sums = torch.zeros(2, dtype=torch.float64)
+    n_tokens = 0
+    with torch.no_grad():
+        while (inputs := batcher.next_batch()) is not None:
+            output = model(_to_device(inputs, device), state)
+            nll_sums += output.nll_sums.double().cpu()
+            n_tokens += output.n_targets
+            state = output.state
+    batcher.close()
+    model.train(was_training)
+    if n_tokens == 0:
+        raise ValueError("the evaluation corpus holds no tokens")
+    forward, backward = (nll_sums / n_tokens).tolist()
+    return Perplexities(math.exp(forward), math.exp(backward), math.exp((forward + backward) / 2), n_tokens)
+
+
+def _to_device(inputs: ModelInputs, device: torch.device) -> ModelInputs:
+    if device.type == "cpu":
+        return inputs
+    return ModelInputs(*(getattr(inputs, f.name).to(device) for f in fields(ModelInputs)))
+
+
+def _make_optimizer(model: LanguageModel, options: TrainingOptions) -> torch.optim.Optimizer:
+    if options.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=options.learning_rate)
+    # TF's Adagrad: accumulator starts at initial_accumulator, no epsilon.
+    return torch.optim.Adagrad(model.parameters(), lr=options.learning_rate,
+                               initial_accumulator_value=options.initial_accumulator, eps=0.0)
+
+
+def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel, Vocabulary]:
+    torch.manual_seed(options.seed)
+    if options.init_from is None:
+        vocab = Vocabulary.load(options.vocab)
+        model = LanguageModel(resolve_config(options.config), len(vocab))
+        initialize_like_bilm_tf(model)
+        return model, vocab
+    model, old_vocab = load_language_model(options.init_from)
+    if options.vocab is not None:
+        new_tokens = Vocabulary.load(options.vocab).tokens
+    else:
+        new_tokens = [token for token, count in corpus.count_tokens().most_common() if count >= options.min_count]
+    vocab = old_vocab.extended(new_tokens)
+    return grow_vocabulary(model, old_vocab, vocab), vocab
+
+
+def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True) -> int:
+    """Train (or, with ``resume``, continue the run in ``out_dir`` from its newest checkpoint, with
+    ``options``' ``max_steps``/``epochs``); returns the number of steps done."""
+    out_dir = Path(out_dir)
+    processes = _Processes.from_environment()
+    checkpoint: Checkpoint | None = None
+    if resume:
+        checkpoint = load_checkpoint(out_dir)
+        saved = TrainingOptions.from_json(checkpoint.options)
+        saved.max_steps, saved.epochs = options.max_steps, options.epochs
+        options = saved
+    elif list_checkpoints(out_dir):
+        raise CheckpointError(f"{out_dir} already holds a run; continue it with --resume or choose another --out")
+    options.validate()
+    corpus = Corpus(options.corpus, options.tokenizer)
+    valid_corpus = Corpus(options.valid, options.tokenizer) if options.valid else None
+    rows = processes.rows(options.batch_size)
+
+    if checkpoint is None:
+        model, vocab = _new_model(options, corpus)
+        step, positions, state = 0, None, model.bilm.zero_state(options.batch_size)
+    else:
+        vocab = checkpoint.vocab
+        model = LanguageModel(checkpoint.config, len(vocab))
+        model.load_state_dict(checkpoint.model_state)
+        step, positions, state = checkpoint.step, checkpoint.rows, checkpoint.lstm_state
+    state = BiLMState(state.h[:, :, rows.start : rows.stop], state.c[:, :, rows.start : rows.stop])
+    model.to(processes.device).train()
+    state = BiLMState(state.h.to(processes.device), state.c.to(processes.device))
+    optimizer = _make_optimizer(model, options)
+    if checkpoint is not None:
+        optimizer.load_state_dict(checkpoint.optimizer_state)
+        restore_rng(checkpoint.rng)
+    wrapped = DistributedDataParallel(model) if processes.world_size > 1 else model
+
+    batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
+                      model.config.char_cnn.max_characters_per_token,
+                      None if positions is None else positions[rows.start : rows.stop])
+    log = _RunLog(out_dir, step) if processes.is_writer else None
+    if log is not None and checkpoint is None:
+        vocab.save(out_dir / "vocab.txt")
+    bar = tqdm(total=options.max_steps, initial=step, disable=not (progress and processes.is_writer),
+               unit="step", dynamic_ncols=True)
+    tokens_per_step = options.batch_size * options.unroll_steps
+    interval = _Interval()
+    last_saved = step
+    while options.max_steps is None or step < options.max_steps:
+        inputs = batcher.next_batch()
+        if inputs is None:
+            break
+        noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
+                               options.batch_size)
+        output = wrapped(_to_device(inputs, processes.device), state, noise)
+        (output.loss * options.unroll_steps).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        state = output.state
+        step += 1
+        interval.add(processes.sum(output.nll_sums.detach()).cpu(), output.n_targets * processes.world_size)
+
+        if step % options.log_every == 0:
+            record = interval.record(step, tokens_per_step)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
+                            tok_s=f"{record['tokens_per_s']:.0f}")
+            if log is not None:
+                log.write(record)
+        bar.update(1)
+        if valid_corpus is not None and step % options.valid_every == 0:
+            _validate(model, valid_corpus, vocab, options, processes, log, step)
+        if step % options.checkpoint_every == 0:
+            _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log)
+            last_saved = step
+    bar.close()
+    batcher.close()
+    if step != last_saved:
+        _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log)
+    processes.barrier()
+    return step
+
+
+class _Interval:
+    """Losses and time since the last log line."""
+
+    def __init__(self) -> None:
+        self.nll_sums = torch.zeros(2, dtype=torch.float64)
+        self.n_targets = 0
+        self.n_steps = 0
+        self.start = time.perf_counter()
+
+    def add(self, nll_sums: torch.Tensor, n_targets: int) -> None:
+        self.nll_sums += nll_sums.double()
+        self.n_targets += n_targets
+        self.n_steps += 1
+
+    def record(self, step: int, tokens_per_step: int) -> dict[str, Any]:
+        forward, backward = (self.nll_sums / self.n_targets).tolist()
+        seconds = time.perf_counter() - self.start
+        loss = (forward + backward) / 2
+        record = {"step": step, "loss": loss, "perplexity": math.exp(loss), "forward_perplexity": math.exp(forward),
+                  "backward_perplexity": math.exp(backward),
+                  "tokens_per_s": self.n_steps * tokens_per_step / max(seconds, 1e-9)}
+        self.__init__()
+        return record
+
+
+def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: TrainingOptions,
+              processes: "_Processes", log: "_RunLog | None", step: int) -> None:
+    if processes.is_writer:
+        result = evaluate(model, corpus, vocab, options.valid_batch_size, options.unroll_steps, processes.device)
+        tqdm.write(f"step {step}: validation perplexity {result.average:.2f}")
+        if log is not None:
+            log.write({"step": step, "valid_perplexity": result.average, "valid_forward_perplexity": result.forward,
+                       "valid_backward_perplexity": result.backward})
+    processes.barrier()
+
+
+def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: Vocabulary,
+          optimizer: torch.optim.Optimizer, step: int, batcher: Batcher, state: BiLMState, processes: "_Processes",
+          log: "_RunLog | None") -> None:
+    positions, full_state = processes.gather_rows(batcher.positions(), state)
+    if processes.is_writer:
+        checkpoint = Checkpoint(
+            step=step, options=asdict(options), config=model.config, vocab=vocab,
+            model_state={name: tensor.cpu() for name, tensor in model.state_dict().items()},
+            optimizer_state=optimizer.state_dict(),
+            lstm_state=BiLMState(full_state.h.cpu(), full_state.c.cpu()), rows=positions, rng=capture_rng())
+        save_checkpoint(out_dir, checkpoint, options.keep_checkpoints)
+        if log is not None:
+            log.plot()
+    processes.barrier()
+
+
+class _RunLog:
+    """``log.jsonl`` and its plot. On resume, lines past the checkpoint (from the killed run) are dropped."""
+
+    def __init__(self, out_dir: Path, step: int) -> None:
+        self.path = out_dir / LOG_FILE
+        self.plot_path = out_dir / PLOT_FILE
+        out_dir.mkdir(parents=True, exist_ok=True)
+        kept = [line for line in self.records() if line["step"] <= step]
+        write_text_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        records = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut short by a kill; everything after it is gone too
+        return records
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def plot(self) -> None:
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+
+        records = self.records()
+        train = [(r["step"], r["perplexity"]) for r in records if "perplexity" in r]
+        valid = [(r["step"], r["valid_perplexity"]) for r in records if "valid_perplexity" in r]
+        figure, axes = pyplot.subplots(figsize=(7, 4.5))
+        for points, label, style in ((train, "training (sampled softmax)", "-"), (valid, "validation (full)", "o-")):
+            if points:
+                axes.plot(*zip(*points, strict=True), style, label=label)
+        axes.set_xlabel("step")
+        axes.set_ylabel("perplexity")
+        axes.set_yscale("log")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        pyplot.close(figure)
+        write_bytes_atomic(self.plot_path, buffer.getvalue())

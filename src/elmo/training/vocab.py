@@ -1,0 +1,90 @@
+"""The word vocabulary of the language model's softmax, in bilm-tf's ``vocab.txt`` layout.
+
+One token a line: ``<S>``, ``</S>``, ``<UNK>`` first, then tokens by descending corpus frequency. The
+order matters: the log-uniform candidate sampler assumes that id k is the k-th most frequent token.
+The input side never needs the vocabulary (the biLM reads characters), only the targets do.
+"""
+
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from elmo.characters import BOS_TOKEN, EOS_TOKEN
+
+UNK_TOKEN = "<UNK>"
+SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+
+
+class VocabularyError(ValueError):
+    """A vocabulary file or token list that the language model cannot use."""
+
+
+class Vocabulary:
+    """Token <-> id; unknown tokens map to ``<UNK>``."""
+
+    def __init__(self, tokens: Iterable[str], source: str = "vocabulary") -> None:
+        self.tokens: list[str] = list(tokens)
+        self.ids: dict[str, int] = {}
+        for index, token in enumerate(self.tokens):
+            if not token or any(character.isspace() for character in token):
+                raise VocabularyError(f"{source}: line {index + 1} holds {token!r}; expected one token, no spaces")
+            if token in self.ids:
+                raise VocabularyError(f"{source}: token {token!r} appears twice (lines {self.ids[token] + 1} "
+                                      f"and {index + 1})")
+            self.ids[token] = index
+        missing = [token for token in SPECIAL_TOKENS if token not in self.ids]
+        if missing:
+            raise VocabularyError(f"{source} lacks {', '.join(missing)}; a biLM vocabulary needs <S>, </S> and <UNK>")
+        self.bos_id = self.ids[BOS_TOKEN]
+        self.eos_id = self.ids[EOS_TOKEN]
+        self.unk_id = self.ids[UNK_TOKEN]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocabulary) and self.tokens == other.tokens
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.tokens))
+
+    def token_id(self, token: str) -> int:
+        return self.ids.get(token, self.unk_id)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocabulary":
+        path = Path(path)
+        if not path.is_file():
+            raise VocabularyError(f"{path}: no such vocabulary file")
+        with path.open(encoding="utf-8") as handle:
+            tokens = [line.strip() for line in handle if line.strip()]
+        if not tokens:
+            raise VocabularyError(f"{path}: the vocabulary file is empty")
+        return cls(tokens, source=str(path))
+
+    def save(self, path: str | Path) -> None:
+        from elmo.training.files import write_text_atomic
+
+        write_text_atomic(Path(path), "".join(f"{token}\n" for token in self.tokens))
+
+    @classmethod
+    def from_counts(cls, counts: Counter[str], min_count: int = 1, max_size: int | None = None) -> "Vocabulary":
+        """Specials, then tokens seen at least ``min_count`` times, most frequent first (ties by first
+        appearance, as ``Counter.most_common`` keeps insertion order), at most ``max_size`` in all."""
+        if min_count < 1:
+            raise VocabularyError(f"min_count is {min_count}; expected at least 1")
+        if max_size is not None and max_size < len(SPECIAL_TOKENS):
+            raise VocabularyError(f"max_size is {max_size}; it must leave room for {len(SPECIAL_TOKENS)} specials")
+        tokens = list(SPECIAL_TOKENS)
+        for token, count in counts.most_common():
+            if count < min_count or (max_size is not None and len(tokens) >= max_size):
+                break
+            if token not in SPECIAL_TOKENS:
+                tokens.append(token)
+        return cls(tokens)
+
+    def extended(self, new_tokens: Iterable[str]) -> "Vocabulary":
+        """This vocabulary with the tokens of ``new_tokens`` it lacks appended in their order: old ids keep
+        their meaning, so a trained softmax grows by rows at the end."""
+        appended = dict.fromkeys(token for token in new_tokens if token not in self.ids)
+        return Vocabulary([*self.tokens, *appended])
