@@ -1,0 +1,158 @@
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from elmo import batch_to_char_ids
+from elmo.embedder import Embedder
+
+
+@pytest.fixture
+def bilm(fixture_bilm):
+    return fixture_bilm
+
+
+@pytest.fixture
+def sentences(fixture_sentences):
+    return fixture_sentences
+
+
+def _direct(bilm, tokens) -> np.ndarray:
+    """Independent path: the biLM on one sentence, no batching, bucketing or windows."""
+    with torch.no_grad():
+        output, _ = bilm(batch_to_char_ids([tokens]))
+    return output.layers[:, 0].numpy()
+
+
+def test_all_layers_equal_the_bilm_on_each_sentence_alone(bilm, sentences):
+    results = Embedder(bilm).embed(sentences, "all", batch_size=4)
+    assert len(results) == len(sentences)
+    for tokens, result in zip(sentences, results, strict=True):
+        assert result.shape == (3, len(tokens), 32)
+        np.testing.assert_allclose(result, _direct(bilm, tokens), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 64])
+@pytest.mark.parametrize("bucket_batches", [1, 4])
+def test_any_batch_size_and_bucketing_give_the_same_vectors_in_input_order(bilm, sentences, batch_size, bucket_batches):
+    reference = [_direct(bilm, tokens) for tokens in sentences]
+    results = Embedder(bilm, bucket_batches=bucket_batches).embed(sentences, batch_size=batch_size)
+    for expected, got in zip(reference, results, strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+
+
+def test_top_average_and_given_weights_are_the_right_combinations(bilm, sentences):
+    embedder = Embedder(bilm)
+    all_layers = embedder.embed(sentences[:5], "all")
+    weights = [0.2, -1.0, 3.5]
+    for layers, combine in [
+        ("top", lambda a: a[2]),
+        ("average", lambda a: (a[0] + a[1] + a[2]) / 3),
+        (weights, lambda a: 0.2 * a[0] - 1.0 * a[1] + 3.5 * a[2]),
+    ]:
+        for full, got in zip(all_layers, embedder.embed(sentences[:5], layers), strict=True):
+            assert got.shape == full.shape[1:]
+            np.testing.assert_allclose(got, combine(full), atol=1e-5, rtol=1e-6)
+
+
+def test_raw_strings_go_through_the_tokenizer(bilm):
+    embedder = Embedder(bilm, tokenizer="english")
+    raw, _tokens = embedder.embed(["Don't stop, Mr. Smith.", ["Do", "n't", "stop", ",", "Mr.", "Smith", "."]])
+    assert raw.shape[1] == len(embedder.tokenize("Don't stop, Mr. Smith."))
+    assert embedder.tokenize("Don't stop.") == ["Don", "'t", "stop", "."]
+    np.testing.assert_allclose(Embedder(bilm).embed([["a", "b"]])[0], Embedder(bilm).embed(["a b"])[0])
+
+
+def test_empty_sentences_and_an_all_empty_batch_give_zero_length_arrays(bilm):
+    embedder = Embedder(bilm)
+    mixed = embedder.embed([[], ["word"], "", []], batch_size=2)
+    assert [m.shape for m in mixed] == [(3, 0, 32), (3, 1, 32), (3, 0, 32), (3, 0, 32)]
+    assert [m.shape for m in embedder.embed([[], []], "top")] == [(0, 32), (0, 32)]
+    assert embedder.embed([]) == []
+
+
+def test_long_sentence_windows_each_token_comes_from_the_window_where_it_is_core(bilm, sentences):
+    long = [token for s in sentences for token in s][:230]
+    embedder = Embedder(bilm, max_window_tokens=60, window_context=15)  # cores of 30 tokens
+    stitched = embedder.embed([long])[0]
+    assert stitched.shape == (3, 230, 32)
+    for core_start in range(0, 230, 30):
+        start, end = max(0, core_start - 15), min(230, core_start + 45)
+        window = _direct(bilm, long[start:end])
+        core = slice(core_start, min(core_start + 30, 230))
+        np.testing.assert_allclose(stitched[:, core], window[:, core_start - start : core.stop - start], atol=1e-5)
+
+
+def test_windows_leave_short_sentences_untouched_and_more_context_brings_vectors_closer(bilm, sentences):
+    long = [token for s in sentences for token in s][:400]
+    unsplit = _direct(bilm, long)
+    errors = []
+    for context in (2, 10, 40):
+        stitched = Embedder(bilm, max_window_tokens=2 * context + 50, window_context=context).embed([long])[0]
+        errors.append(np.abs(stitched[1:] - unsplit[1:]).max())
+        np.testing.assert_allclose(stitched[0], unsplit[0], atol=1e-5)  # layer 0 is context-free
+    assert errors[0] > errors[1] > errors[2]
+
+
+def test_tfhub_outputs_have_the_module_names_and_meanings(bilm, sentences):
+    embedder = Embedder(bilm)
+    full = embedder.embed([*sentences[:3], []])
+    outputs = embedder.embed_tfhub([*sentences[:3], []])
+    for layers, out in zip(full, outputs, strict=True):
+        assert set(out) == {"word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default"}
+        np.testing.assert_array_equal(out["word_emb"], layers[0, :, :16])
+        np.testing.assert_array_equal(out["lstm_outputs1"], layers[1])
+        np.testing.assert_array_equal(out["lstm_outputs2"], layers[2])
+        np.testing.assert_allclose(out["elmo"], layers.mean(axis=0), atol=1e-6)
+        assert out["default"].shape == (32,)
+    np.testing.assert_allclose(outputs[0]["default"], full[0].mean(axis=0).mean(axis=0), atol=1e-6)
+    assert not outputs[3]["default"].any()
+
+
+def test_stateless_by_default_so_repeats_give_identical_vectors(bilm, sentences):
+    embedder = Embedder(bilm)
+    first = embedder.embed(sentences[:4])
+    embedder.embed(sentences[4:20])
+    again = embedder.embed(sentences[:4])
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_stateful_mode_through_the_api_reproduces_bilm_tf(bilm, fixture_dir):
+    batches = json.loads((fixture_dir / "sentences.json").read_text())
+    interleaved = [batches[k][i].split() for i in range(10) for k in range(3)]  # bilm-tf's batches of 3
+    embedder = Embedder(bilm, stateful=True)
+    results = embedder.embed(interleaved, "top", batch_size=3)
+    for index, result in enumerate(results):
+        i, k = divmod(index, 3)
+        with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
+            expected = np.concatenate(list(reference[str(i)][...]), axis=-1)
+        np.testing.assert_allclose(result, expected, atol=1e-5, rtol=0)
+
+
+def test_warm_up_primes_the_state_and_reset_forgets_it(bilm, sentences):
+    embedder = Embedder(bilm, stateful=True)
+    cold = embedder.embed(sentences[:2], batch_size=2)
+    embedder.reset_state()
+    embedder.warm_up(sentences[2:10], batch_size=2)
+    warm = embedder.embed(sentences[:2], batch_size=2)
+    assert np.abs(warm[0][1:] - cold[0][1:]).max() > 1e-3
+    embedder.reset_state()
+    for a, b in zip(cold, embedder.embed(sentences[:2], batch_size=2), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_bad_arguments_are_named(bilm):
+    embedder = Embedder(bilm)
+    with pytest.raises(ValueError, match="layers is 'bottom'"):
+        embedder.embed([["a"]], "bottom")
+    with pytest.raises(ValueError, match="got 2 mixing weights; the model has 3 layers"):
+        embedder.embed([["a"]], [0.5, 0.5])
+    with pytest.raises(TypeError, match="must hold strings"):
+        embedder.embed([["a", 3]])
+    with pytest.raises(ValueError, match="must exceed 2 \\* window_context"):
+        Embedder(bilm, max_window_tokens=10, window_context=5)
+    with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):
+        Embedder.load("no-such-model")

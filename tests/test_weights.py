@@ -1,0 +1,102 @@
+import json
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from elmo import BiLM, BiLMConfig, ConfigError, WeightFormatError, load_bilm, save_bilm
+
+
+def _datasets(path) -> dict[str, np.ndarray]:
+    arrays = {}
+    with h5py.File(path, "r") as handle:
+
+        def collect(name, item):
+            if isinstance(item, h5py.Dataset):
+                arrays[name] = item[...]
+
+        handle.visititems(collect)
+    return arrays
+
+
+def test_file_load_save_gives_back_the_same_datasets_bit_for_bit(fixture_dir, tmp_path):
+    bilm = load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
+    save_bilm(bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    original, saved = _datasets(fixture_dir / "lm_weights.hdf5"), _datasets(tmp_path / "weights.hdf5")
+    assert sorted(saved) == sorted(original)  # the same names: other ELMo tools read our files
+    for name, array in original.items():
+        assert saved[name].dtype == np.float32
+        assert saved[name].shape == array.shape
+        assert np.array_equal(saved[name].view(np.uint32), array.view(np.uint32)), name
+
+
+def test_model_save_load_is_bit_identical(fixture_dir, tmp_path):
+    config = BiLMConfig.load(fixture_dir / "options.json")
+    torch.manual_seed(3)
+    bilm = BiLM(config)
+    with torch.no_grad():
+        for parameter in bilm.parameters():
+            parameter.normal_()
+    save_bilm(bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    loaded = load_bilm(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    assert loaded.config == bilm.config
+    for (name, expected), (_, got) in zip(bilm.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(expected, got), name
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.fixture
+def model_copy(fixture_dir, tmp_path):
+    shutil.copy(fixture_dir / "options.json", tmp_path / "options.json")
+    shutil.copy(fixture_dir / "lm_weights.hdf5", tmp_path / "weights.hdf5")
+    return tmp_path
+
+
+def test_missing_dataset_is_named(model_copy):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        del handle["CNN_high_1/W_carry"]
+    with pytest.raises(WeightFormatError, match=r"lacks CNN_high_1/W_carry; is options\.json from another model"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_wrong_shape_names_dataset_and_both_shapes(model_copy):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        del handle["CNN_proj/W_proj"]
+        handle.create_dataset("CNN_proj/W_proj", data=np.zeros((124, 17), np.float32))
+    message = r"CNN_proj/W_proj has shape \(124, 17\); options.json expects \(124, 16\)"
+    with pytest.raises(WeightFormatError, match=message):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_options_of_another_size_are_caught_by_shape(model_copy):
+    options = json.loads((model_copy / "options.json").read_text())
+    options["lstm"]["dim"] = 128
+    (model_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightFormatError, match=r"W_0 has shape \(32, 256\); options.json expects \(32, 512\)"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_not_hdf5_is_refused_clearly(model_copy):
+    (model_copy / "weights.hdf5").write_bytes(b"this is not an HDF5 file")
+    with pytest.raises(WeightFormatError, match="not a readable HDF5 file"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_n_characters_261_loads_like_262(model_copy, fixture_dir):
+    options = json.loads((model_copy / "options.json").read_text())
+    options["char_cnn"]["n_characters"] = 261
+    (model_copy / "options.json").write_text(json.dumps(options))
+    with_261 = load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+    with_262 = load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
+    for a, b in zip(with_261.parameters(), with_262.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_bad_options_name_the_field(model_copy):
+    options = json.loads((model_copy / "options.json").read_text())
+    del options["lstm"]["projection_dim"]
+    (model_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(ConfigError, match="lstm: missing field 'projection_dim'"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
