@@ -3,6 +3,8 @@
 from elmo.bilm import BiLM, BiLMOutput, BiLMState
 from elmo.characters import batch_to_char_ids, token_to_char_ids
 from elmo.config import PRESETS, BiLMConfig, CharCNNConfig, ConfigError, LSTMConfig
+from elmo.embedder import Embedder
+from elmo.task_module import Elmo, ElmoMixes
 from elmo.weights import WeightFormatError, load_bilm, save_bilm
 
 __all__ = [
@@ -13,6 +15,9 @@ __all__ = [
     "BiLMState",
     "CharCNNConfig",
     "ConfigError",
+    "Elmo",
+    "ElmoMixes",
+    "Embedder",
     "LSTMConfig",
     "WeightFormatError",
     "batch_to_char_ids",

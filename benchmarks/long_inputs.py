@@ -1,0 +1,89 @@
+"""Long inputs: how far windowed-and-stitched vectors are from unsplit ones, and what a 10,000-token input costs.
+
+Usage: python benchmarks/long_inputs.py [--tokens 10000]
+
+Part 1 (distance) runs the fixture biLM (tests/fixtures/elmo) on a long text made of the fixture's sentences,
+for several window contexts, and prints per layer the mean cosine similarity and max abs difference between
+stitched and unsplit vectors.
+
+Part 2 (memory) runs each case in a fresh process on the `small` preset (2x1024_128, random weights; memory
+does not depend on the values) and prints the peak RSS: the model alone, one window, the long input windowed,
+and the long input unsplit.
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "elmo"
+
+
+def long_text(n_tokens: int) -> list[str]:
+    batches = json.loads((FIXTURE / "sentences.json").read_text())
+    words = [token for batch in batches for sentence in batch for token in sentence.split()]
+    return [words[i % len(words)] for i in range(n_tokens)]
+
+
+def distances(n_tokens: int) -> None:
+    from elmo.embedder import Embedder
+
+    tokens = long_text(n_tokens)
+    embedder = Embedder.load(str(FIXTURE), max_window_tokens=n_tokens + 1)
+    unsplit = embedder.embed([tokens])[0].astype(np.float64)
+    print(f"distance of stitched from unsplit vectors, fixture biLM, {n_tokens} tokens")
+    print(f"{'window':>7} {'context':>8}  " + "  ".join(f"layer {k}: mean cos / max |diff|" for k in (1, 2)))
+    for window, context in [(64, 8), (128, 16), (256, 32), (256, 64), (512, 128)]:
+        stitched = Embedder.load(str(FIXTURE), max_window_tokens=window, window_context=context).embed([tokens])[0]
+        cells = []
+        for layer in (1, 2):
+            a, b = stitched[layer].astype(np.float64), unsplit[layer]
+            cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+            cells.append(f"{cosine.mean():.6f} / {np.abs(a - b).max():.2e}")
+        print(f"{window:>7} {context:>8}  " + "  ".join(f"{cell:>29}" for cell in cells))
+
+
+def memory_case(case: str, n_tokens: int) -> None:
+    """Run in a child process: print the peak RSS in MiB after one case."""
+    from elmo import BiLM, BiLMConfig
+    from elmo.embedder import Embedder
+
+    torch.manual_seed(0)
+    embedder = Embedder(BiLM(BiLMConfig.preset("small")), max_window_tokens=256, window_context=64)
+    tokens = long_text(n_tokens)
+    if case == "one-window":
+        embedder.embed([tokens[:256]])
+    elif case == "windowed":
+        embedder.embed([tokens], batch_size=1)
+    elif case == "unsplit":
+        embedder.max_window_tokens = n_tokens + 1
+        embedder.embed([tokens])
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def memory(n_tokens: int) -> None:
+    print(f"\npeak RSS, small preset (2x1024_128), window 256 / context 64, {n_tokens}-token input")
+    output_mib = 3 * n_tokens * 256 * 4 / 2**20
+    for case in ("model-only", "one-window", "windowed", "unsplit"):
+        result = subprocess.run([sys.executable, __file__, "--memory-case", case, "--tokens", str(n_tokens)],
+                                capture_output=True, text=True, check=True)
+        print(f"  {case:>11}: {float(result.stdout.strip()):8.0f} MiB")
+    print(f"  (the returned (3, {n_tokens}, 256) float32 array itself is {output_mib:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=10_000)
+    parser.add_argument("--memory-case")
+    args = parser.parse_args()
+    if args.memory_case:
+        memory_case(args.memory_case, args.tokens)
+    else:
+        distances(min(args.tokens, 2000))
+        memory(args.tokens)
