@@ -141,7 +141,7 @@ class RowReader:
         tokens = RowTokens([], [], [], [])
         position = self.position
         while len(tokens.forward_inputs) < n_steps:
-            if position.cursor >= len(position.sentence) + 1:
+            if not position.sentence or position.cursor >= len(position.sentence) + 1:
                 sentence = self._next_sentence()
                 if sentence is None:
                     break

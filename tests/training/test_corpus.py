@@ -1,0 +1,119 @@
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from training_helpers import write_synthetic_corpus
+
+from elmo.training.batches import NO_TARGET, Batcher
+from elmo.training.corpus import Corpus, CorpusError
+from elmo.training.vocab import Vocabulary, VocabularyError
+
+
+def _decode_token(char_ids: list[int]) -> str:
+    """Inverse of elmo.characters for the tokens used here (written independently of it)."""
+    if char_ids[:3] == [259, 257, 260]:
+        return "<S>"
+    if char_ids[:3] == [259, 258, 260]:
+        return "</S>"
+    end = char_ids.index(260)
+    return bytes(i - 1 for i in char_ids[1:end]).decode("utf-8")
+
+
+def _row_streams(batcher: Batcher, vocab: Vocabulary) -> list[dict[str, list[str]]]:
+    """Each row's inputs and targets of both directions over all batches, as tokens."""
+    streams = [{"fi": [], "ft": [], "bi": [], "bt": []} for _ in batcher.readers]
+    while (inputs := batcher.next_batch()) is not None:
+        tokens = [_decode_token(row) for row in inputs.char_ids.tolist()]
+        for r, stream in enumerate(streams):
+            real = inputs.forward_targets[r] != NO_TARGET
+            stream["fi"] += [tokens[i] for i in inputs.forward_tokens[r][real].tolist()]
+            stream["bi"] += [tokens[i] for i in inputs.backward_tokens[r][real].tolist()]
+            stream["ft"] += [vocab.tokens[i] for i in inputs.forward_targets[r][real].tolist()]
+            stream["bt"] += [vocab.tokens[i] for i in inputs.backward_targets[r][real].tolist()]
+    return streams
+
+
+def _expected_stream(sentences: list[list[str]]) -> dict[str, list[str]]:
+    """bilm-tf's packing of one row: <S> s </S>, each token but the last an input, each but the first a target."""
+    expected = {"fi": [], "ft": [], "bi": [], "bt": []}
+    for sentence in sentences:
+        forward = ["<S>", *sentence, "</S>"]
+        backward = ["</S>", *sentence[::-1], "<S>"]
+        expected["fi"] += forward[:-1]
+        expected["ft"] += forward[1:]
+        expected["bi"] += backward[:-1]
+        expected["bt"] += backward[1:]
+    return expected
+
+
+def _split_sentences(forward_inputs: list[str]) -> list[list[str]]:
+    sentences: list[list[str]] = []
+    for token in forward_inputs:
+        if token == "<S>":
+            sentences.append([])
+        else:
+            sentences[-1].append(token)
+    return sentences
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 7])
+def test_rows_partition_the_corpus_and_pack_sentences_as_bilm_tf(tmp_path: Path, n_rows: int):
+    path = write_synthetic_corpus(tmp_path / "text.txt", 60)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("\n   \n")  # blank lines are not sentences
+    corpus = Corpus([str(path)])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    batcher = Batcher(corpus, vocab, range(n_rows), n_rows, unroll_steps=7, seed=0, max_epochs=1, pad=True)
+    streams = _row_streams(batcher, vocab)
+
+    every_row = [sentence for stream in streams for sentence in _split_sentences(stream["fi"])]
+    assert every_row == [line.split() for line in path.read_text().splitlines() if line.split()]
+    for stream in streams:
+        assert stream == _expected_stream(_split_sentences(stream["fi"]))
+
+
+def test_training_batches_carry_rows_across_batches_and_drop_the_last_incomplete_one(tmp_path: Path):
+    path = write_synthetic_corpus(tmp_path / "text.txt", 50)
+    corpus = Corpus([str(path)])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    padded = _row_streams(Batcher(corpus, vocab, range(4), 4, 5, 0, max_epochs=1, pad=True), vocab)
+    training = _row_streams(Batcher(corpus, vocab, range(4), 4, 5, 0, max_epochs=1), vocab)
+    n_full = min(len(stream["fi"]) for stream in padded) // 5 * 5
+    for full, cut in zip(padded, training, strict=True):
+        assert cut == {key: values[:n_full] for key, values in full.items()}
+
+
+def test_shards_are_reshuffled_each_epoch_and_every_epoch_reads_every_line_once(tmp_path: Path):
+    for shard in range(5):
+        write_synthetic_corpus(tmp_path / f"shard-{shard}.txt", 8, seed=shard)
+    corpus = Corpus([str(tmp_path / "shard-*.txt")])
+    assert len(corpus.paths) == 5
+    assert corpus.file_order(0, seed=1) != corpus.file_order(1, seed=1)
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    lines = Counter(" ".join(s) for s in corpus.sentences())
+    batcher = Batcher(corpus, vocab, range(1), 1, 9, seed=1, max_epochs=2, pad=True)
+    read = [" ".join(s) for s in _split_sentences(_row_streams(batcher, vocab)[0]["fi"])]
+    first, second = read[: len(read) // 2], read[len(read) // 2 :]
+    assert Counter(first) == lines and Counter(second) == lines
+    assert first != second
+
+
+def test_vocab_orders_specials_then_by_descending_frequency():
+    counts = Counter({"b": 2, "a": 5, "c": 2, "rare": 1})
+    vocab = Vocabulary.from_counts(counts, min_count=2)
+    assert vocab.tokens == ["<S>", "</S>", "<UNK>", "a", "b", "c"]
+    assert vocab.token_id("rare") == vocab.unk_id == 2
+    assert Vocabulary.from_counts(counts, max_size=4).tokens == ["<S>", "</S>", "<UNK>", "a"]
+
+
+def test_bad_inputs_get_errors_that_name_the_problem(tmp_path: Path):
+    with pytest.raises(CorpusError, match="no such corpus file"):
+        Corpus([str(tmp_path / "missing.txt")])
+    with pytest.raises(CorpusError, match="matches no file"):
+        Corpus([str(tmp_path / "none-*.txt")])
+    (tmp_path / "empty.txt").write_text("\n \n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="holds no tokens"):
+        Corpus([str(tmp_path / "empty.txt")])
+    (tmp_path / "vocab.txt").write_text("the\ncat\n<UNK>\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match="lacks <S>, </S>"):
+        Vocabulary.load(tmp_path / "vocab.txt")

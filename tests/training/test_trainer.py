@@ -1,0 +1,181 @@
+"""The trainer end to end: exact resume after SIGKILL, DDP == one process, export, domain adaptation."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as multiprocessing
+from safetensors.torch import load_file
+from training_helpers import MICRO_CONFIG, write_synthetic_corpus
+
+from elmo.characters import batch_to_char_ids
+from elmo.modules.lstm import LstmState
+from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, export_model, load_language_model, train
+from elmo.training.checkpoints import CheckpointError, list_checkpoints
+from elmo.training.export import grow_vocabulary
+from elmo.weights import load_bilm
+
+
+@pytest.fixture
+def vocab_file(tmp_path: Path, synthetic_corpus: Path) -> Path:
+    path = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(synthetic_corpus)]).count_tokens()).save(path)
+    return path
+
+
+def _options(corpus: Path, vocab: Path, config: Path, **overrides) -> TrainingOptions:
+    settings = dict(batch_size=4, unroll_steps=6, n_negatives=12, log_every=1, checkpoint_every=100)
+    settings.update(overrides)
+    return TrainingOptions(corpus=[str(corpus)], vocab=str(vocab), config=str(config), **settings)
+
+
+def _losses(run: Path) -> list[float]:
+    return [r["loss"] for r in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def _train_command(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "elmo.training", "train", "--quiet", *arguments]
+
+
+def test_a_run_killed_with_sigkill_and_resumed_ends_with_bit_identical_weights(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    common = ["--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config", str(micro_options_file),
+              "--batch-size", "4", "--unroll-steps", "6", "--negatives", "12", "--log-every", "1",
+              "--checkpoint-every", "5", "--keep-checkpoints", "2"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    total_steps = "60"
+    subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole"), "--max-steps", total_steps),
+                   check=True, env=environment, capture_output=True)
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(_train_command(*common, "--out", str(killed), "--max-steps", total_steps),
+                               env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = killed / "log.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= 11:
+            break
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    latest = list_checkpoints(killed)[-1]
+    assert 0 < int(latest.name.split("-")[1]) < int(total_steps)
+
+    subprocess.run(_train_command("--resume", str(killed), "--max-steps", total_steps),
+                   check=True, env=environment, capture_output=True)
+    whole_weights = load_file(str(list_checkpoints(tmp_path / "whole")[-1] / "model.safetensors"))
+    resumed_weights = load_file(str(list_checkpoints(killed)[-1] / "model.safetensors"))
+    assert whole_weights.keys() == resumed_weights.keys()
+    for name, tensor in whole_weights.items():
+        assert torch.equal(tensor, resumed_weights[name]), name
+    assert _losses(killed) == _losses(tmp_path / "whole")
+    assert len(list_checkpoints(killed)) == 2
+
+
+def _distributed_worker(rank: int, options: TrainingOptions, out: Path, port: int) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    train(options, out, progress=False)
+
+
+def test_two_gloo_processes_give_the_loss_curve_and_weights_of_one_process_with_the_same_global_batch(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=10, dropout=0.1)
+    train(options, tmp_path / "one", progress=False)
+    port = 29500 + os.getpid() % 1000
+    multiprocessing.spawn(_distributed_worker, args=(options, tmp_path / "two", port), nprocs=2)
+
+    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    assert len(one) == len(two) == 10
+    torch.testing.assert_close(torch.tensor(two), torch.tensor(one), rtol=2e-6, atol=0.0)
+    weights_one = load_file(str(list_checkpoints(tmp_path / "one")[-1] / "model.safetensors"))
+    weights_two = load_file(str(list_checkpoints(tmp_path / "two")[-1] / "model.safetensors"))
+    for name, tensor in weights_one.items():
+        torch.testing.assert_close(weights_two[name], tensor, rtol=1e-4, atol=1e-6)
+
+
+def test_exported_model_loads_through_load_bilm_and_gives_the_training_models_vectors(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=5), tmp_path / "run", progress=False)
+    model, vocab = load_language_model(tmp_path / "run")
+    export_model(model, vocab, tmp_path / "model")
+    bilm = load_bilm(tmp_path / "model" / "options.json", tmp_path / "model" / "weights.hdf5")
+    sentences = [["the", "big", "dog", "sees", "the", "cat", "."], ["the", "fish", "."]]
+    layers = bilm(batch_to_char_ids(sentences))[0].layers
+
+    model.eval()
+    projection = MICRO_CONFIG.lstm.projection_dim
+    with torch.no_grad():
+        for row, sentence in enumerate(sentences):
+            n = len(sentence)
+            forward_tokens = ["<S>", *sentence, "</S>"]
+            backward_tokens = forward_tokens[::-1]
+            for half, (stack, tokens) in enumerate(((model.bilm.forward_lstm, forward_tokens),
+                                                    (model.bilm.backward_lstm, backward_tokens))):
+                vectors = model.bilm.token_encoder(batch_to_char_ids([tokens])[0])
+                zero = [LstmState(torch.zeros(1, projection), torch.zeros(1, MICRO_CONFIG.lstm.dim))] * 2
+                outputs, _ = stack(vectors, [1] * len(tokens), zero)
+                # Token i (1-based) is forward step i, backward step n + 1 - i.
+                steps = list(range(1, n + 1)) if half == 0 else list(range(n, 0, -1))
+                columns = slice(half * projection, (half + 1) * projection)
+                torch.testing.assert_close(layers[0, row, :n, columns], vectors[steps], rtol=1e-5, atol=1e-6)
+                for k, output in enumerate(outputs, start=1):
+                    torch.testing.assert_close(layers[k, row, :n, columns], output[steps], rtol=1e-5, atol=1e-6)
+    reloaded, reloaded_vocab = load_language_model(tmp_path / "model")
+    assert reloaded_vocab == vocab
+    assert torch.equal(reloaded.softmax_weight, model.softmax_weight)
+
+
+def test_domain_adaptation_grows_the_vocabulary_keeps_old_rows_and_lowers_domain_perplexity(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=20), tmp_path / "general",
+          progress=False)
+    general, old_vocab = load_language_model(tmp_path / "general")
+    export_model(general, old_vocab, tmp_path / "general_model")
+    domain_text = tmp_path / "domain.txt"
+    lines = write_synthetic_corpus(tmp_path / "base.txt", 200, seed=7).read_text().splitlines()
+    domain_text.write_text("".join(line.replace("dog", "patient").replace("cat", "nurse") + " stat\n"
+                                   for line in lines))
+    domain = Corpus([str(domain_text)])
+
+    grown_vocab = old_vocab.extended(["patient", "nurse", "stat", "the"])
+    assert grown_vocab.tokens == [*old_vocab.tokens, "patient", "nurse", "stat"]
+    grown = grow_vocabulary(general, old_vocab, grown_vocab)
+    assert torch.equal(grown.softmax_weight[: len(old_vocab)], general.softmax_weight)
+    assert torch.equal(grown.softmax_bias[: len(old_vocab)], general.softmax_bias)
+    new_logits = grown.softmax_bias[len(old_vocab) :]
+    torch.testing.assert_close(torch.logsumexp(new_logits, 0), general.softmax_bias[old_vocab.unk_id])
+
+    options = TrainingOptions(corpus=[str(domain_text)], init_from=str(tmp_path / "general_model"), batch_size=4,
+                              unroll_steps=6, n_negatives=12, max_steps=40, checkpoint_every=100)
+    train(options, tmp_path / "adapted", progress=False)
+    adapted, adapted_vocab = load_language_model(tmp_path / "adapted")
+    new_words = adapted_vocab.tokens[len(old_vocab) :]
+    assert adapted_vocab.tokens[: len(old_vocab)] == old_vocab.tokens
+    assert new_words[0] == "stat" and sorted(new_words) == ["nurse", "patient", "stat"]  # most frequent first
+    grown = grow_vocabulary(general, old_vocab, adapted_vocab)
+    before = evaluate(grown, domain, adapted_vocab, batch_size=8).average
+    after = evaluate(adapted, domain, adapted_vocab, batch_size=8).average
+    assert after < 0.8 * before
+
+
+def test_resume_without_a_checkpoint_and_a_second_run_in_the_same_directory_are_refused(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=2)
+    with pytest.raises(CheckpointError, match="no such run"):
+        train(options, tmp_path / "nothing", resume=True, progress=False)
+    train(options, tmp_path / "run", progress=False)
+    with pytest.raises(CheckpointError, match="already holds a run"):
+        train(options, tmp_path / "run", progress=False)
