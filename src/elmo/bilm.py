@@ -79,21 +79,40 @@ class BiLM(nn.Module):
     ) -> tuple[BiLMOutput, BiLMState]:
         """``char_ids``: ``(batch, max_tokens, max_characters)``, each row's tokens first, then all-zero
         padding tokens. Returns the layers and mask, and the state to pass to a following call."""
-        mask, lengths = self._check_char_ids(char_ids)
-        batch_size, max_tokens, _ = char_ids.shape
+        mask = self._check_char_ids(char_ids)
+        return self.contextualize(self.encode_tokens(char_ids, mask), mask, state)
+
+    def encode_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Context-free token vectors ``(batch, max_tokens, projection_dim)``, zeros at padding.
+
+        The encoder sees each token on its own, so each distinct token of the batch is encoded once.
+        """
+        unique_ids, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
+        unique_vectors = self.token_encoder(unique_ids)
+        token_vectors = unique_vectors.new_zeros((*mask.shape, unique_vectors.shape[1]))
+        token_vectors[mask] = unique_vectors[inverse]
+        return token_vectors
+
+    def contextualize(
+        self, token_vectors: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None
+    ) -> tuple[BiLMOutput, BiLMState]:
+        """The LSTM stacks over token vectors ``(batch, max_tokens, projection_dim)``; ``<S>``/``</S>`` are
+        added here. Lets a caller supply token vectors it already has (a cache) instead of character ids."""
+        lengths = _check_mask(mask)
+        batch_size, max_tokens, width = token_vectors.shape
         if state is None:
             state = self.zero_state(batch_size)
         elif state.h.shape[2] != batch_size:
             raise ValueError(f"state holds {state.h.shape[2]} rows but the batch has {batch_size}")
 
-        bounded_ids = self._add_boundaries(char_ids, lengths)
         n_steps = max_tokens + 2
+        bos_vector, eos_vector = self.token_encoder(torch.stack([self.bos_char_ids, self.eos_char_ids]))
+        bounded = token_vectors.new_zeros((batch_size, n_steps, width))
+        bounded[:, 0] = bos_vector
+        bounded[:, 1 : max_tokens + 1] = token_vectors * mask[:, :, None]
+        bounded[torch.arange(batch_size, device=mask.device), lengths + 1] = eos_vector
+        padded_tokens = bounded.reshape(batch_size * n_steps, width)
         packing = _pack(lengths + 2, n_steps)
-        flat_ids = bounded_ids.reshape(batch_size * n_steps, -1)
-
-        token_vectors = self.token_encoder(flat_ids[packing.forward_index])
-        padded_tokens = token_vectors.new_zeros((batch_size * n_steps, token_vectors.shape[1]))
-        padded_tokens[packing.forward_index] = token_vectors
 
         sorted_state = BiLMState(state.h[:, :, packing.order], state.c[:, :, packing.order])
         directions = []
@@ -110,14 +129,14 @@ class BiLM(nn.Module):
         layers = layers[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
 
         restore = torch.empty_like(packing.order)
-        restore[packing.order] = torch.arange(batch_size, device=char_ids.device)
+        restore[packing.order] = torch.arange(batch_size, device=mask.device)
         new_state = BiLMState(
             torch.stack([torch.stack([s.h for s in finals]) for _, _, finals in directions])[:, :, restore],
             torch.stack([torch.stack([s.c for s in finals]) for _, _, finals in directions])[:, :, restore],
         )
         return BiLMOutput(layers, mask), new_state
 
-    def _check_char_ids(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _check_char_ids(self, char_ids: torch.Tensor) -> torch.Tensor:
         max_characters = self.config.char_cnn.max_characters_per_token
         if char_ids.dim() != 3 or char_ids.shape[2] != max_characters:
             raise ValueError(
@@ -127,20 +146,7 @@ class BiLM(nn.Module):
             raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer tensor")
         if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() > 261):
             raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
-        mask = (char_ids > 0).any(dim=-1)
-        lengths = mask.sum(dim=1)
-        positions = torch.arange(char_ids.shape[1], device=char_ids.device)
-        if not torch.equal(mask, positions[None, :] < lengths[:, None]):
-            raise ValueError("char_ids has an all-zero (padding) token before a real token in some row")
-        return mask, lengths
-
-    def _add_boundaries(self, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        batch_size, max_tokens, max_characters = char_ids.shape
-        bounded = char_ids.new_zeros((batch_size, max_tokens + 2, max_characters))
-        bounded[:, 1 : max_tokens + 1] = char_ids
-        bounded[:, 0] = self.bos_char_ids
-        bounded[torch.arange(batch_size, device=char_ids.device), lengths + 1] = self.eos_char_ids
-        return bounded
+        return (char_ids > 0).any(dim=-1)
 
     def _unpack_layers(
         self,
@@ -159,6 +165,15 @@ class BiLM(nn.Module):
             for k, output in enumerate(outputs, start=1):
                 layers[k, index, columns] = output
         return layers.reshape(n_layers + 1, batch_size, n_steps, 2 * width)
+
+
+def _check_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Each row's lengths; its real tokens must come first, then padding."""
+    lengths = mask.sum(dim=1)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    if not torch.equal(mask, positions[None, :] < lengths[:, None]):
+        raise ValueError("a padding token comes before a real token in some row")
+    return lengths
 
 
 def _pack(lengths: torch.Tensor, n_steps: int) -> _Packing:

@@ -10,7 +10,9 @@ array per sentence, in input order. Inside, it
   either side, and each token keeps the vectors of the window in which it is in the core. So every
   token sees at least ``window_context`` tokens of real context on both sides (or the sentence edge),
   and the memory used is that of a batch of windows, whatever the sentence length;
-- streams: ``iter_embed`` works through the input a window of batches at a time.
+- streams: ``iter_embed`` works through the input a window of batches at a time;
+- keeps an LRU cache of context-free token vectors (``token_cache_size`` tokens; 0 turns it off), so the
+  character CNN runs once per distinct token, not once per occurrence.
 
 By default every sentence starts from a zero LSTM state, so its vectors do not depend on what else is
 embedded. ``stateful=True`` instead carries each batch row's state into the next batch, as bilm-tf's
@@ -28,6 +30,7 @@ from tqdm import tqdm
 from elmo.bilm import BiLM, BiLMState
 from elmo.characters import batch_to_char_ids
 from elmo.model_dir import ModelDir
+from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import get_tokenizer
 
 Sentence = str | Sequence[str]
@@ -57,6 +60,7 @@ class Embedder:
         window_context: int = 64,
         bucket_batches: int = 16,
         stateful: bool = False,
+        token_cache_size: int = 20_000,
     ) -> None:
         if max_window_tokens - 2 * window_context < 1:
             raise ValueError(
@@ -71,6 +75,11 @@ class Embedder:
         self.bucket_batches = bucket_batches
         self.stateful = stateful
         self._state: BiLMState | None = None
+        self.token_cache = (
+            TokenVectorCache(self.bilm.token_encoder, bilm.config.char_cnn.max_characters_per_token, token_cache_size)
+            if token_cache_size > 0
+            else None
+        )
 
     @classmethod
     def load(cls, model: str = "en", tokenizer: str | None = None, **options) -> "Embedder":
@@ -201,9 +210,15 @@ class Embedder:
 
     @torch.inference_mode()
     def _run(self, token_lists: list[Sequence[str]]) -> np.ndarray:
-        char_ids = batch_to_char_ids(token_lists, self.bilm.config.char_cnn.max_characters_per_token)
         state = self._carried_state(len(token_lists)) if self.stateful else None
-        output, new_state = self.bilm(char_ids.to(self.device), state)
+        if self.token_cache is None:
+            char_ids = batch_to_char_ids(token_lists, self.bilm.config.char_cnn.max_characters_per_token)
+            output, new_state = self.bilm(char_ids.to(self.device), state)
+        else:
+            token_vectors = self.token_cache.token_vectors(token_lists, self.device)
+            lengths = torch.tensor([len(tokens) for tokens in token_lists], device=self.device)
+            mask = torch.arange(token_vectors.shape[1], device=self.device)[None, :] < lengths[:, None]
+            output, new_state = self.bilm.contextualize(token_vectors, mask, state)
         if self.stateful:
             self._carry(new_state)
         return output.layers.float().cpu().numpy()
