@@ -1,0 +1,5 @@
+import sys
+
+from elmo.serve.commands import main
+
+sys.exit(main())

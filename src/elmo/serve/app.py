@@ -1,0 +1,316 @@
+"""The HTTP service: ``create_app`` turns loaded embedders and a ``ServeConfig`` into a FastAPI app.
+
+Endpoints: ``POST /v1/embed``, ``POST /v1/similarity``, ``GET /v1/models``, ``GET /healthz``,
+``GET /metrics``, the sense page at ``/`` and the OpenAPI docs at ``/docs`` (Swagger UI served from the
+package, so it works offline). The app holds no per-client state, so any number of replicas can sit
+behind a load balancer.
+"""
+
+import io
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import swagger_ui_bundle
+from fastapi import FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from elmo.embedder import Embedder
+from elmo.serve.batching import DynamicBatcher, QueueFull, ShuttingDown
+from elmo.serve.config import ServeConfig
+from elmo.serve.guards import BearerAuth, BodySizeLimit, RequestMetrics, error_payload
+from elmo.serve.metrics import Metrics
+from elmo.serve.vectors import (
+    average_linkage_groups,
+    cosine_matrices,
+    find_occurrences,
+    layer_weights,
+    mix,
+    pool,
+)
+
+STATIC_DIR = Path(__file__).parent / "static"
+NPY_TYPES = ("application/x-npy", "application/octet-stream")
+MAX_OCCURRENCES = 32  # the page's heat map and the O(N^3) grouping stay small
+ENDPOINTS = ("/", "/healthz", "/metrics", "/v1/models", "/v1/embed", "/v1/similarity")
+
+Sentence = str | list[str]
+
+
+class EmbedRequest(BaseModel):
+    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = Field(None, description="a served model's name; may be left out when only one is served")
+    sentences: list[Sentence] = Field(min_length=1, examples=[["The bank of the river .", ["She", "sat"]]])
+    layers: Literal["all", "top", "average"] | list[float] = Field(
+        "top", description="all: (L+1, T, 2P) per sentence; top, average, or one mixing weight per layer: (T, 2P)")
+    pooling: Literal["none", "mean"] = Field("none", description="mean: average over the tokens, (2P,) or (L+1, 2P)")
+
+
+class SimilarityRequest(BaseModel):
+    """Every occurrence of ``word`` in ``sentences``; the cosine of their vectors, layer by layer."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = None
+    word: str = Field(min_length=1, examples=["bank"])
+    sentences: list[Sentence] = Field(min_length=1, examples=[["I sat on the river bank .", "The bank was shut ."]])
+    match_case: bool = False
+    n_groups: int = Field(2, ge=1, le=MAX_OCCURRENCES, description="how many groups the occurrences are split into")
+
+
+REQUEST_FIELDS = frozenset(EmbedRequest.model_fields) | frozenset(SimilarityRequest.model_fields)
+
+
+class ApiError(Exception):
+    """A request the service refuses, with the status, the field at fault and any headers to send."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
+
+
+@dataclass
+class ServedModel:
+    name: str
+    embedder: Embedder
+    batcher: DynamicBatcher
+
+
+def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
+    """``embedders`` maps the names requests use to loaded models; each gets its own batcher."""
+    if not embedders:
+        raise ValueError("serve at least one model")
+    metrics = Metrics()
+    served: dict[str, ServedModel] = {}
+    for name, embedder in embedders.items():
+        batcher = DynamicBatcher(embedder, name, config.max_batch_tokens, config.max_wait_ms / 1000, config.max_queue,
+                                 config.batch_size, on_batch=partial(metrics.record_batch, name))
+        metrics.watch(batcher)
+        served[name] = ServedModel(name, embedder, batcher)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        for model in served.values():
+            model.batcher.start()
+        yield
+        # uvicorn calls this after in-flight requests have been answered; stop() still runs any job left.
+        for model in served.values():
+            await model.batcher.stop()
+
+    app = FastAPI(title="elmo", summary="ELMo contextual word vectors over HTTP", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    app.state.config = config
+    app.state.metrics = metrics
+    app.state.served = served
+    _add_error_handlers(app)
+
+    def find_model(name: str | None) -> ServedModel:
+        if name is None:
+            if len(served) == 1:
+                return next(iter(served.values()))
+            raise ApiError(422, "invalid_request", f"required when several models are served ({', '.join(served)})",
+                           "model")
+        if name not in served:
+            raise ApiError(404, "model_not_found", f"unknown model {name!r}; served: {', '.join(served)}", "model")
+        return served[name]
+
+    def tokenize(model: ServedModel, sentences: list[Any]) -> list[list[str]]:
+        if len(sentences) > config.max_sentences:
+            raise ApiError(413, "too_many_sentences", f"{len(sentences)} sentences; at most {config.max_sentences} "
+                           "per request (--max-sentences)", "sentences")
+        token_lists = []
+        for i, sentence in enumerate(sentences):
+            tokens = model.embedder.tokenize(sentence)
+            if not tokens:
+                raise ApiError(422, "invalid_request", "the sentence has no tokens", f"sentences[{i}]")
+            if config.long_sentences == "refuse" and len(tokens) > config.max_sentence_tokens:
+                raise ApiError(413, "sentence_too_long", f"{len(tokens)} tokens; at most {config.max_sentence_tokens}"
+                               " per sentence (--max-sentence-tokens)", f"sentences[{i}]")
+            token_lists.append(tokens)
+        return token_lists
+
+    async def all_layers(model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
+        try:
+            return await model.batcher.submit(token_lists, config.request_timeout_s)
+        except QueueFull as error:
+            raise ApiError(503, "overloaded", f"{error}; retry later", None,
+                           {"Retry-After": str(config.retry_after_s)}) from None
+        except ShuttingDown as error:
+            raise ApiError(503, "shutting_down", str(error), None, {"Retry-After": str(config.retry_after_s)}) from None
+        except TimeoutError:
+            raise ApiError(504, "timeout", f"not answered within {config.request_timeout_s:g} s "
+                           "(--request-timeout)") from None
+
+    @app.post("/v1/embed", response_model=None, responses={200: {"content": {
+        "application/json": {}, "application/x-npy": {}, "application/octet-stream": {}},
+        "description": "JSON, or one float32 .npy of shape (N, [L+1,] T_max, 2P) zero-padded past each sentence's "
+                       "length (lengths in X-Sentence-Lengths), or (N, [L+1,] 2P) with pooling=mean"}})
+    async def embed(body: EmbedRequest, accept: Annotated[str | None, Header()] = None) -> Response:
+        """Vectors for each sentence: choose the layers, pool over tokens or not, JSON or .npy by Accept."""
+        media_type = _negotiate(accept)
+        model = find_model(body.model)
+        try:
+            weights = layer_weights(body.layers, model.embedder.n_layers)
+        except ValueError as error:
+            raise ApiError(422, "invalid_request", str(error), "layers") from None
+        token_lists = tokenize(model, body.sentences)
+        outputs = [pool(mix(layers, weights), body.pooling) for layers in await all_layers(model, token_lists)]
+        if media_type != "application/json":
+            return _npy_response(outputs, token_lists, body.pooling, media_type)
+        payload = {"model": model.name, "layers": body.layers, "pooling": body.pooling,
+                   "n_layers": model.embedder.n_layers, "dim": model.embedder.dim,
+                   "embeddings": [{"tokens": tokens, "vectors": vectors.tolist()}
+                                  for tokens, vectors in zip(token_lists, outputs, strict=True)]}
+        return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
+
+    @app.post("/v1/similarity")
+    async def similarity(body: SimilarityRequest) -> dict[str, Any]:
+        """Cosine similarity of every occurrence of ``word``, per layer, and the groups they fall into
+        (average-linkage clustering into ``n_groups``): the same word in different senses should split."""
+        model = find_model(body.model)
+        token_lists = tokenize(model, body.sentences)
+        occurrences = find_occurrences(token_lists, body.word, body.match_case)
+        if not 2 <= len(occurrences) <= MAX_OCCURRENCES:
+            raise ApiError(422, "invalid_request", f"{body.word!r} occurs {len(occurrences)} time(s); need 2 to "
+                           f"{MAX_OCCURRENCES} occurrences to compare", "word")
+        layers = await all_layers(model, token_lists)
+        vectors = np.stack([layers[s][:, p] for s, p in occurrences], axis=1)  # (L+1, N, 2P)
+        matrices = cosine_matrices(vectors)
+        n_groups = min(body.n_groups, len(occurrences))
+        return {"model": model.name, "word": body.word, "n_layers": model.embedder.n_layers,
+                "tokens": token_lists,
+                "occurrences": [{"sentence": s, "position": p, "token": token_lists[s][p]} for s, p in occurrences],
+                "similarity": matrices.tolist(),
+                "groups": [average_linkage_groups(matrix, n_groups) for matrix in matrices]}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        """The served models and the limits that apply to them."""
+        return {"models": [{"name": m.name, "n_layers": m.embedder.n_layers, "dim": m.embedder.dim,
+                            "tokenizer": m.embedder.tokenizer_name, "device": str(m.embedder.device)}
+                           for m in served.values()],
+                "limits": {"max_body_bytes": config.max_body_bytes, "max_sentences": config.max_sentences,
+                           "max_sentence_tokens": config.max_sentence_tokens, "long_sentences": config.long_sentences,
+                           "max_queue": config.max_queue, "request_timeout_s": config.request_timeout_s}}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        """Liveness and readiness for a load balancer: the models are loaded and their batchers running."""
+        return {"status": "ok", "models": list(served)}
+
+    @app.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+    async def prometheus() -> Response:
+        """Prometheus text format: requests, latency, batch sizes, queue depth."""
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="elmo API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_bundle.swagger_ui_path)), name="docs-assets")
+    # Outermost first: metrics see every answer, auth runs before the body is read, the limit before parsing.
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BearerAuth, api_keys=config.api_keys)
+    app.add_middleware(RequestMetrics, metrics=metrics, endpoints=ENDPOINTS)
+    return app
+
+
+def _negotiate(accept: str | None) -> str:
+    """JSON unless Accept prefers .npy/octet-stream; 406 if it allows none of them."""
+    offered = ("application/json", *NPY_TYPES)
+    best, best_quality = None, 0.0
+    for item in (accept or "*/*").split(","):
+        media_type, *params = (part.strip() for part in item.split(";"))
+        quality = next((float(p[2:]) for p in params if p.startswith("q=") and _is_number(p[2:])), 1.0)
+        matches = [t for t in offered if media_type in (t, "*/*", t.split("/")[0] + "/*")]
+        if matches and quality > best_quality:
+            best, best_quality = matches[0], quality
+    if best is None:
+        raise ApiError(406, "not_acceptable", f"Accept {accept!r}: this endpoint answers {', '.join(offered)}",
+                       "Accept")
+    return best
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _npy_response(outputs: list[np.ndarray], token_lists: list[list[str]], pooling: str, media_type: str) -> Response:
+    lengths = [len(tokens) for tokens in token_lists]
+    if pooling == "mean":
+        stacked = np.stack(outputs)
+    else:
+        token_axis = outputs[0].ndim - 2
+        shape = (len(outputs), *outputs[0].shape[:token_axis], max(lengths), outputs[0].shape[-1])
+        stacked = np.zeros(shape, np.float32)
+        for i, vectors in enumerate(outputs):
+            stacked[i, ..., : lengths[i], :] = vectors
+    buffer = io.BytesIO()
+    np.save(buffer, stacked.astype(np.float32, copy=False), allow_pickle=False)
+    return Response(buffer.getvalue(), media_type=media_type,
+                    headers={"X-Sentence-Lengths": ",".join(map(str, lengths))})
+
+
+def _field_path(location: tuple[Any, ...]) -> str:
+    """pydantic's ``("body", "sentences", 2, "list[str]", 0)`` -> ``sentences[2][0]`` (union tags dropped)."""
+    path = ""
+    for part in location[1:]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in REQUEST_FIELDS:
+            path += f".{part}" if path else part
+    return path or "body"
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse(error_payload(error.code, error.message, error.field), error.status, error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        content_type = request.headers.get("content-type", "application/json")
+        if not content_type.split(";")[0].strip().lower().endswith("json"):
+            return JSONResponse(error_payload("unsupported_media_type", f"the body is {content_type}; "
+                                              "send JSON with Content-Type: application/json", "Content-Type"), 415)
+        problems = error.errors()
+        if any(problem["type"] == "json_invalid" for problem in problems):
+            detail = next(p for p in problems if p["type"] == "json_invalid")
+            context = detail.get("ctx", {}).get("error", "")
+            return JSONResponse(error_payload("malformed_json", f"the body is not valid JSON: {context}", "body"), 400)
+        first = problems[0]
+        if first["type"] == "extra_forbidden":  # name the unexpected field itself
+            return JSONResponse(error_payload("invalid_request", "unexpected field", str(first["loc"][-1])), 422)
+        field = _field_path(tuple(first["loc"]))
+        messages = dict.fromkeys(p["msg"] for p in problems if _field_path(tuple(p["loc"])) == field)
+        return JSONResponse(error_payload("invalid_request", " or ".join(messages), field), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_payload("http_error", str(error.detail)), error.status_code, error.headers)

@@ -1,0 +1,99 @@
+"""``elmo serve``: parse the flags, load the models, run uvicorn.
+
+``add_subcommands`` registers ``serve`` on the ``elmo`` command's subparsers; ``python -m elmo.serve``
+runs the same command on its own. Bad flags print a one-line error and exit 2 before any model loads.
+"""
+
+import argparse
+import sys
+
+from elmo.serve.config import ModelSpec, ServeConfig, is_loopback, read_api_keys
+
+DEFAULTS = ServeConfig()
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    serve = subparsers.add_parser(
+        "serve", help="serve embeddings over HTTP (dynamic batching, limits, metrics, a sense page at /)",
+        description="Serve ELMo vectors over HTTP. Stateless: run N replicas behind any load balancer.")
+    serve.add_argument("--model", action="append", required=True, metavar="[NAME=]MODEL", dest="models",
+                       help="a model directory or shipped model name, repeatable; served under NAME, else under "
+                            "the directory's name (en=path/to/dir serves path/to/dir as 'en')")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    serve.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' on /v1/ and /metrics; "
+                                              "one key per line. Required off loopback unless --no-auth")
+    serve.add_argument("--no-auth", action="store_true", help="serve a non-loopback address without a key")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument("--max-body-bytes", type=int, default=DEFAULTS.max_body_bytes)
+    limits.add_argument("--max-sentences", type=int, default=DEFAULTS.max_sentences, help="per request")
+    limits.add_argument("--max-sentence-tokens", type=int, default=DEFAULTS.max_sentence_tokens,
+                        help="longer sentences are cut into overlapping windows of this many tokens, or refused")
+    limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences)
+    limits.add_argument("--window-context", type=int, default=None,
+                        help="context tokens on each side of a window (default: a quarter of the window)")
+    limits.add_argument("--max-queue", type=int, default=DEFAULTS.max_queue,
+                        help="requests held per model before answering 503 with Retry-After")
+    limits.add_argument("--request-timeout", type=float, default=DEFAULTS.request_timeout_s,
+                        help="seconds before a request is answered 504")
+    batching = serve.add_argument_group("batching")
+    batching.add_argument("--max-batch-tokens", type=int, default=DEFAULTS.max_batch_tokens,
+                          help="tokens merged into one model batch")
+    batching.add_argument("--max-wait-ms", type=float, default=DEFAULTS.max_wait_ms,
+                          help="how long a request waits for others to join its batch")
+    batching.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size,
+                          help="rows per biLM forward pass within a batch")
+    serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    serve.set_defaults(func=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        specs = [ModelSpec.parse(value) for value in args.models]
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two --model flags serve the same name ({', '.join(names)}); name them NAME=DIR")
+        if args.no_auth and args.api_key_file:
+            raise ValueError("--no-auth and --api-key-file contradict each other")
+        if not is_loopback(args.host) and not args.api_key_file and not args.no_auth:
+            raise ValueError(f"--host {args.host} is reachable from other machines: give --api-key-file, "
+                             "or --no-auth to serve it without authentication on purpose")
+        config = ServeConfig(
+            max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
+            max_sentence_tokens=args.max_sentence_tokens, long_sentences=args.long_sentences,
+            window_context=args.window_context, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+            max_queue=args.max_queue, request_timeout_s=args.request_timeout, batch_size=args.batch_size,
+            api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
+        return _run(args, specs, config)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"elmo serve: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig) -> int:
+    import torch
+    import uvicorn
+
+    from elmo.embedder import Embedder
+    from elmo.serve.app import create_app
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    embedders = {spec.name: Embedder.load(spec.source, device=args.device, max_window_tokens=config.max_sentence_tokens,
+                                          window_context=config.context_tokens) for spec in specs}
+    app = create_app(embedders, config)
+    # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                timeout_graceful_shutdown=int(config.request_timeout_s) + 5)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m elmo.serve [flags]``: the same as ``elmo serve [flags]``."""
+    parser = argparse.ArgumentParser(prog="elmo")
+    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)

@@ -1,0 +1,83 @@
+"""What ``elmo serve`` is told: which models, under which names, and the limits that keep it standing.
+
+A frozen dataclass, so the app, the batchers and the tests read one validated set of numbers.
+"""
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A served model: ``name`` is what requests say in ``"model"``; ``source`` a directory or shipped name."""
+
+    name: str
+    source: str
+
+    @classmethod
+    def parse(cls, value: str) -> "ModelSpec":
+        """``NAME=DIR`` names it; a bare directory is served under its directory name, a shipped name as itself."""
+        name, separator, source = value.partition("=")
+        if separator:
+            if not name or not source:
+                raise ValueError(f"--model {value!r}: expected NAME=DIR, a directory or a shipped model name")
+            return cls(name, source)
+        return cls(Path(value).name or value, value)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Limits and batching knobs; the defaults suit a CPU replica serving short sentences."""
+
+    max_body_bytes: int = 1 << 20
+    max_sentences: int = 128
+    max_sentence_tokens: int = 256  # the embedder's window: longer sentences are windowed, or refused
+    long_sentences: Literal["window", "refuse"] = "window"
+    window_context: int | None = None  # default: a quarter of max_sentence_tokens
+    max_batch_tokens: int = 4096
+    max_wait_ms: float = 5.0
+    max_queue: int = 256  # requests admitted and not yet answered, per model
+    request_timeout_s: float = 30.0
+    retry_after_s: int = 1
+    batch_size: int = 32  # rows per biLM forward pass inside a merged batch
+    api_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for field in ("max_body_bytes", "max_sentences", "max_sentence_tokens", "max_batch_tokens", "max_queue",
+                      "batch_size", "retry_after_s"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field} is {getattr(self, field)}; expected a positive number")
+        if self.max_wait_ms < 0 or self.request_timeout_s <= 0:
+            raise ValueError("max_wait_ms must be >= 0 and request_timeout_s > 0")
+        if self.long_sentences not in ("window", "refuse"):
+            raise ValueError(f"long_sentences is {self.long_sentences!r}; expected 'window' or 'refuse'")
+        if 2 * self.context_tokens >= self.max_sentence_tokens:
+            raise ValueError(f"window_context ({self.context_tokens}) must be under half of max_sentence_tokens "
+                             f"({self.max_sentence_tokens})")
+
+    @property
+    def context_tokens(self) -> int:
+        return self.max_sentence_tokens // 4 if self.window_context is None else self.window_context
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the service on this machine (so no key is needed by default)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_api_keys(path: str | Path) -> tuple[str, ...]:
+    """One key per line; blank lines and ``#`` comments are skipped. An empty file is refused, not ignored."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    keys = tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
+    if not keys:
+        raise ValueError(f"{path} holds no API key (expected one key per line)")
+    return keys
