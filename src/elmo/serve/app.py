@@ -307,8 +307,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         first = problems[0]
         if first["type"] == "extra_forbidden":  # name the unexpected field itself
             return JSONResponse(error_payload("invalid_request", "unexpected field", str(first["loc"][-1])), 422)
-        field = _field_path(tuple(first["loc"]))
-        messages = dict.fromkeys(p["msg"] for p in problems if _field_path(tuple(p["loc"])) == field)
+        # A union reports each member's failure; the deepest path is the most specific one ([0][1], not [0]).
+        paths = [_field_path(tuple(p["loc"])) for p in problems]
+        field = max(paths, key=lambda path: path.count("[") + path.count("."))
+        messages = dict.fromkeys(p["msg"] for p, path in zip(problems, paths, strict=True) if path == field)
         return JSONResponse(error_payload("invalid_request", " or ".join(messages), field), 422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,0 +1,209 @@
+"""Every endpoint and every bad-input case, against a real ``elmo serve`` process on a loopback port."""
+
+import io
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+from elmo.embedder import Embedder
+
+SENTENCES = ["The bank of the river is muddy .", ["She", "sat", "down"], "A bank raised its rates on loans today ."]
+TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}  # merged batches change float32 summation order, nothing more
+
+
+def post(server, path: str, body, **headers: str) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", json=body, headers=headers, timeout=30)
+
+
+def post_raw(server, path: str, content: bytes, content_type: str = "application/json") -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", content=content, headers={"content-type": content_type}, timeout=30)
+
+
+def assert_error(response: httpx.Response, status: int, field: str | None) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["field"] == field and error["message"]
+
+
+@pytest.mark.parametrize("layers", ["all", "top", "average", [0.2, 0.3, 0.5], [0.0, 1.0, 0.0]])
+def test_embed_json_equals_offline_embedder(server, embedder: Embedder, layers) -> None:
+    response = post(server, "/v1/embed", {"model": "en", "sentences": SENTENCES, "layers": layers})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = embedder.embed(SENTENCES, layers)
+    assert (body["model"], body["n_layers"], body["dim"]) == ("en", 3, 32)
+    for sentence, item, vectors in zip(SENTENCES, body["embeddings"], expected, strict=True):
+        assert item["tokens"] == embedder.tokenize(sentence)
+        np.testing.assert_allclose(np.array(item["vectors"], np.float32), vectors, **TOLERANCE)
+
+
+def test_mean_pooling_averages_tokens(server, embedder: Embedder) -> None:
+    body = post(server, "/v1/embed", {"model": "elmo", "sentences": SENTENCES, "layers": "all",
+                                      "pooling": "mean"}).json()
+    for item, vectors in zip(body["embeddings"], embedder.embed(SENTENCES, "all"), strict=True):
+        np.testing.assert_allclose(np.array(item["vectors"]), vectors.mean(axis=1), **TOLERANCE)
+
+
+@pytest.mark.parametrize("accept", ["application/x-npy", "application/octet-stream", "application/json;q=0.5, "
+                                    "application/x-npy"])
+def test_npy_body_decodes_to_the_padded_vectors(server, embedder: Embedder, accept: str) -> None:
+    response = post(server, "/v1/embed", {"model": "en", "sentences": SENTENCES, "layers": "top"}, accept=accept)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == accept.split(", ")[-1]
+    array = np.load(io.BytesIO(response.content), allow_pickle=False)
+    lengths = [int(n) for n in response.headers["x-sentence-lengths"].split(",")]
+    expected = embedder.embed(SENTENCES, "top")
+    assert array.dtype == np.float32 and array.shape == (3, max(lengths), 32)
+    assert lengths == [len(vectors) for vectors in expected]
+    for row, vectors in zip(array, expected, strict=True):
+        np.testing.assert_allclose(row[: len(vectors)], vectors, **TOLERANCE)
+        assert not row[len(vectors) :].any()
+
+
+def test_npy_with_mean_pooling_has_no_token_axis(server, embedder: Embedder) -> None:
+    response = post(server, "/v1/embed", {"model": "en", "sentences": SENTENCES, "layers": "all", "pooling": "mean"},
+                    accept="application/x-npy")
+    array = np.load(io.BytesIO(response.content))
+    expected = np.stack([vectors.mean(axis=1) for vectors in embedder.embed(SENTENCES, "all")])
+    np.testing.assert_allclose(array, expected, **TOLERANCE)
+
+
+def test_sentence_over_the_window_is_windowed_as_offline(server, embedder: Embedder) -> None:
+    long_sentence = [f"w{i}" for i in range(40)]  # the server's window is 12 tokens with 3 of context
+    body = post(server, "/v1/embed", {"model": "en", "sentences": [long_sentence], "layers": "all"}).json()
+    expected = embedder.embed([long_sentence], "all")[0]
+    unwindowed = Embedder(embedder.bilm, max_window_tokens=1000).embed([long_sentence], "all")[0]
+    np.testing.assert_allclose(np.array(body["embeddings"][0]["vectors"]), expected, **TOLERANCE)
+    assert np.abs(expected - unwindowed).max() > 1e-3  # so the comparison above does tell windows apart
+
+
+def test_concurrent_requests_are_merged_and_each_gets_its_own_vectors(server, embedder: Embedder) -> None:
+    token_lists = [[f"t{i}", "bank", f"x{i % 3}"] * (1 + i % 4) for i in range(24)]
+    before = _metric_sums(server, "elmo_batch_requests", model="en")
+
+    def one(tokens: list[str]) -> np.ndarray:
+        response = post(server, "/v1/embed", {"model": "en", "sentences": [tokens], "layers": "average"})
+        return np.array(response.json()["embeddings"][0]["vectors"], np.float32)
+
+    with ThreadPoolExecutor(12) as pool:
+        served = list(pool.map(one, token_lists))
+    for got, expected in zip(served, embedder.embed(token_lists, "average"), strict=True):
+        np.testing.assert_allclose(got, expected, **TOLERANCE)
+    after = _metric_sums(server, "elmo_batch_requests", model="en")
+    requests, batches = after[0] - before[0], after[1] - before[1]
+    assert requests == 24 and batches < 24  # some model batches held several requests
+
+
+def test_similarity_is_the_cosine_of_the_offline_vectors(server, embedder: Embedder) -> None:
+    sentences = ["we sat on the bank of the river", "the Bank raised rates", ["a", "bank", "loan", "bank"]]
+    body = post(server, "/v1/similarity", {"model": "en", "word": "bank", "sentences": sentences}).json()
+    token_lists = [embedder.tokenize(s) for s in sentences]
+    occurrences = [(0, 4), (1, 1), (2, 1), (2, 3)]  # "Bank" matches: case is ignored by default
+    assert [(o["sentence"], o["position"]) for o in body["occurrences"]] == occurrences
+    layers = embedder.embed(token_lists, "all")
+    similarity = np.array(body["similarity"])
+    assert similarity.shape == (3, 4, 4)
+    for layer in range(3):
+        for i, (s1, p1) in enumerate(occurrences):
+            for j, (s2, p2) in enumerate(occurrences):
+                a, b = layers[s1][layer, p1].astype(np.float64), layers[s2][layer, p2].astype(np.float64)
+                assert similarity[layer, i, j] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    for groups in body["groups"]:  # each layer splits the 4 occurrences into 2 groups
+        assert len(groups) == 2 and sorted(i for group in groups for i in group) == [0, 1, 2, 3]
+    case_sensitive = post(server, "/v1/similarity", {"model": "en", "word": "bank", "sentences": sentences,
+                                                     "match_case": True}).json()
+    assert len(case_sensitive["occurrences"]) == 3
+
+
+def test_models_healthz_docs(server) -> None:
+    models = httpx.get(f"{server.url}/v1/models").json()
+    assert [(m["name"], m["n_layers"], m["dim"]) for m in models["models"]] == [("en", 3, 32), ("elmo", 3, 32)]
+    assert models["limits"]["max_sentences"] == 8
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok", "models": ["en", "elmo"]}
+    schema = httpx.get(f"{server.url}/openapi.json").json()
+    assert {"/v1/embed", "/v1/similarity", "/v1/models", "/healthz", "/metrics"} <= set(schema["paths"])
+    docs = httpx.get(f"{server.url}/docs").text
+    script = re.search(r'src="(/docs-assets/[^"]+\.js)"', docs).group(1)  # served locally, no CDN
+    assert httpx.get(f"{server.url}{script}").status_code == 200
+    page = httpx.get(f"{server.url}/")
+    assert page.status_code == 200 and "<title>elmo" in page.text
+
+
+def test_metrics_count_requests_latency_batches_and_queue(server) -> None:
+    before = _metric_sums(server, "elmo_request_duration_seconds", endpoint="/v1/embed")
+    for _ in range(3):
+        post(server, "/v1/embed", {"model": "en", "sentences": ["a b c"]})
+    post(server, "/v1/embed", {"model": "nope", "sentences": ["a"]})
+    text = httpx.get(f"{server.url}/metrics").text
+    after = _metric_sums(server, "elmo_request_duration_seconds", endpoint="/v1/embed")
+    assert after[1] - before[1] == 4  # every answer timed, refusals included
+    assert re.search(r'elmo_requests_total\{endpoint="/v1/embed",status="404"\} [1-9]', text)
+    assert 'elmo_queue_depth{model="en"} 0.0' in text and 'elmo_pending_requests{model="en"} 0.0' in text
+    assert re.search(r'elmo_batch_tokens_count\{model="en"\} [1-9]', text)
+    assert re.search(r'elmo_tokens_total\{model="en"\} [1-9]', text)
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"model": "en", "sentences": [5, "x"]}, 422, "sentences[0]"),
+    ({"model": "en", "sentences": [["a", 3]]}, 422, "sentences[0][1]"),
+    ({"model": "en", "sentences": "one string"}, 422, "sentences"),
+    ({"model": "en", "sentences": []}, 422, "sentences"),
+    ({"model": "en"}, 422, "sentences"),
+    ({"model": "en", "sentences": ["   "]}, 422, "sentences[0]"),
+    ({"model": "ru", "sentences": ["a"]}, 404, "model"),
+    ({"model": 3, "sentences": ["a"]}, 422, "model"),
+    ({"sentences": ["a"]}, 422, "model"),  # two models served: which one?
+    ({"model": "en", "sentences": ["a"], "layers": "bottom"}, 422, "layers"),
+    ({"model": "en", "sentences": ["a"], "layers": [1.0, 0.0]}, 422, "layers"),
+    ({"model": "en", "sentences": ["a"], "pooling": "max"}, 422, "pooling"),
+    ({"model": "en", "sentences": ["a"], "colour": "red"}, 422, "colour"),
+    ({"model": "en", "sentences": ["a"] * 9}, 413, "sentences"),
+    (["a", "b"], 422, "body"),
+])
+def test_bad_embed_requests_name_the_field(server, body, status: int, field: str) -> None:
+    assert_error(post(server, "/v1/embed", body), status, field)
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"model": "en", "word": "bank", "sentences": ["one bank only"]}, 422, "word"),
+    ({"model": "en", "word": "", "sentences": ["a bank", "b bank"]}, 422, "word"),
+    ({"model": "en", "word": "bank", "sentences": ["a bank", "b bank"], "n_groups": 0}, 422, "n_groups"),
+    ({"model": "en", "word": "bank", "sentences": ["a bank", "b bank"], "match_case": "yes"}, 422, "match_case"),
+])
+def test_bad_similarity_requests_name_the_field(server, body, status: int, field: str) -> None:
+    assert_error(post(server, "/v1/similarity", body), status, field)
+
+
+def test_malformed_json_wrong_media_type_and_oversized_body(server) -> None:
+    assert_error(post_raw(server, "/v1/embed", b'{"model": "en", "sentences": ['), 400, "body")
+    assert_error(post_raw(server, "/v1/embed", b"sentences=a", "application/x-www-form-urlencoded"), 415,
+                 "Content-Type")
+    oversized = json.dumps({"model": "en", "sentences": ["word " * 1000]}).encode()  # over --max-body-bytes 4096
+    assert_error(post_raw(server, "/v1/embed", oversized), 413, None)
+
+    def chunks():  # no Content-Length: the limit holds on the bytes actually read
+        yield oversized[:3000]
+        yield oversized[3000:]
+
+    chunked = httpx.post(f"{server.url}/v1/embed", content=chunks(), headers={"content-type": "application/json"})
+    assert_error(chunked, 413, None)
+
+
+def test_unacceptable_accept_header(server) -> None:
+    assert_error(post(server, "/v1/embed", {"model": "en", "sentences": ["a"]}, accept="text/html"), 406, "Accept")
+
+
+def _metric_sums(server, name: str, **labels: str) -> tuple[float, float]:
+    """(``_sum``, ``_count``) of a histogram with these labels."""
+    text = httpx.get(f"{server.url}/metrics").text
+    selector = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    values = []
+    for suffix in ("sum", "count"):
+        match = re.search(rf"^{name}_{suffix}\{{{selector}\}} (\S+)$", text, re.MULTILINE)
+        values.append(float(match.group(1)) if match else 0.0)
+    return values[0], values[1]
