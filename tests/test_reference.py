@@ -45,11 +45,17 @@ def _options(activation: str, n_filters_last: int, dim: int, projection_dim: int
     }
 
 
+def _without_clips(options: dict) -> dict:
+    return {**options, "lstm": {**options["lstm"], "cell_clip": 0, "proj_clip": 0}}
+
+
 CASES = {
     # every dimension different; CNN and LSTM projections present; skip connections
     "all-projections": _options("relu", n_filters_last=6, dim=11, projection_dim=7, skip=True),
     # 3 + 4 + 2 filters == projection_dim == dim: bilm-tf has neither CNN_proj nor W_P_0 here
     "no-projections": _options("tanh", n_filters_last=2, dim=9, projection_dim=9, skip=False),
+    # no clipping: the LSTM runs as PyTorch's fused LSTM (cuDNN on CUDA)
+    "no-clips": _without_clips(_options("relu", n_filters_last=6, dim=11, projection_dim=7, skip=True)),
 }
 
 
@@ -112,13 +118,15 @@ class Reference:
             z = np.concatenate([x, h]) @ kernel + bias
             i, j, f, o = np.split(z, 4)
             c = _sigmoid(f + 1.0) * c + _sigmoid(i) * np.tanh(j)
-            self.cell_clips_fired += int(np.sum(np.abs(c) > cell_clip))
-            c = np.clip(c, -cell_clip, cell_clip)
+            if cell_clip:
+                self.cell_clips_fired += int(np.sum(np.abs(c) > cell_clip))
+                c = np.clip(c, -cell_clip, cell_clip)
             h = _sigmoid(o) * np.tanh(c)
             if projection is not None:
                 h = h @ projection
-                self.proj_clips_fired += int(np.sum(np.abs(h) > proj_clip))
-                h = np.clip(h, -proj_clip, proj_clip)
+                if proj_clip:
+                    self.proj_clips_fired += int(np.sum(np.abs(h) > proj_clip))
+                    h = np.clip(h, -proj_clip, proj_clip)
             outputs.append(h)
         return outputs, (h, c)
 
@@ -169,8 +177,9 @@ def test_float64_forward_pass_equals_the_reference(models):
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
         assert not output.layers[:, row, len(tokens) :].any()
-    assert reference.cell_clips_fired > 0
-    if bilm.config.lstm.has_projection:
+    if bilm.config.lstm.cell_clip:
+        assert reference.cell_clips_fired > 0
+    if bilm.config.lstm.has_projection and bilm.config.lstm.proj_clip:
         assert reference.proj_clips_fired > 0
 
 

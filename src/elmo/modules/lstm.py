@@ -61,6 +61,8 @@ class ProjectedLstm(nn.Module):
         """``packed_inputs (n_real_tokens, input_dim)`` -> ``(n_real_tokens, output_dim)`` and final state."""
         forget_bias = torch.zeros_like(self.bias)
         forget_bias[2 * self.dim : 3 * self.dim] = self.FORGET_BIAS
+        if not self.cell_clip and not (self.proj_clip and self.projection is not None) and batch_sizes:
+            return self._fused(packed_inputs, batch_sizes, state, self.bias + forget_bias)
         input_gates = F.linear(packed_inputs, self.input_weight, self.bias + forget_bias)
 
         h, c = state
@@ -89,6 +91,32 @@ class ProjectedLstm(nn.Module):
         final_c = torch.cat([c, *reversed(finished_c)])
         packed_outputs = torch.cat(outputs) if outputs else input_gates.new_zeros((0, self.output_dim))
         return packed_outputs, LstmState(final_h, final_c)
+
+    def _fused(
+        self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState, bias: torch.Tensor
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Without clipping the cell is PyTorch's own LSTM (cuDNN on CUDA, one fused C++ loop on CPU).
+
+        PyTorch orders the gates i, f, g(=j), o; TF i, j, f, o. The forget bias goes into ``b_ih``.
+        """
+
+        def to_torch_order(tensor: torch.Tensor) -> torch.Tensor:
+            i, j, f, o = tensor.chunk(4, dim=0)
+            return torch.cat([i, f, j, o])
+
+        weights = [
+            to_torch_order(self.input_weight),
+            to_torch_order(self.recurrent_weight),
+            to_torch_order(bias),
+            torch.zeros_like(bias),
+        ]
+        if self.projection is not None:
+            weights.append(self.projection)
+        sizes = torch.tensor(batch_sizes, dtype=torch.long)
+        outputs, h, c = torch.lstm(
+            packed_inputs, sizes, (state.h[None], state.c[None]), weights, True, 1, 0.0, self.training, False
+        )
+        return outputs, LstmState(h[0], c[0])
 
 
 class LstmStack(nn.Module):

@@ -1,0 +1,28 @@
+import torch
+
+from elmo.modules.lstm import LstmState, ProjectedLstm
+
+
+def _run(layer, inputs, batch_sizes, state):
+    outputs, final = layer(inputs, batch_sizes, state)
+    (outputs.sum() + final.h.sum() + final.c.sum()).backward()
+    return outputs.detach(), final.h.detach(), final.c.detach(), [p.grad.clone() for p in layer.parameters()]
+
+
+def test_fused_lstm_without_clips_equals_the_step_loop_with_gradients():
+    torch.manual_seed(0)
+    for projection_dim in (5, 9):  # with and without the projection
+        layer = ProjectedLstm(7, 9, projection_dim, cell_clip=0.0, proj_clip=0.0).double()
+        with torch.no_grad():
+            layer.bias.normal_()
+        batch_sizes = [4, 4, 3, 1]  # packed: rows end at different steps
+        inputs = torch.randn(sum(batch_sizes), 7, dtype=torch.float64)
+        state = LstmState(torch.randn(4, projection_dim, dtype=torch.float64), torch.randn(4, 9, dtype=torch.float64))
+        fused = _run(layer, inputs, batch_sizes, state)
+        layer.zero_grad()
+        layer.cell_clip = 1e30  # a clip that never fires sends the same cell through the step loop
+        loop = _run(layer, inputs, batch_sizes, state)
+        for a, b in zip(fused[:3], loop[:3], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+        for a, b in zip(fused[3], loop[3], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
