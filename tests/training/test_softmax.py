@@ -42,7 +42,7 @@ def test_sampled_softmax_matches_its_definition_with_accidental_hits_removed():
     hidden, weight, bias, targets = _problem()
     candidates = sample_log_uniform(8, 30, torch.Generator().manual_seed(2))
     got = sampled_softmax_nll(hidden, targets, weight, bias, candidates)
-    hidden, weight, bias = hidden.detach(), weight.detach(), bias.detach()
+    got, hidden, weight, bias = got.detach(), hidden.detach(), weight.detach(), bias.detach()
     p = lambda k: (math.log(k + 2) - math.log(k + 1)) / math.log(31)  # noqa: E731
     expected_count = lambda k: 1 - (1 - p(k)) ** candidates.n_tries  # noqa: E731
     for row in range(len(targets)):
