@@ -5,6 +5,7 @@ import logging
 import sys
 
 from elmo.tokenizers import TOKENIZERS
+from elmo.training.commands import add_subcommands as add_training_commands
 
 
 def _layers(value: str) -> str | list[float]:
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
     demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
     demo.set_defaults(func=_demo)
+    add_training_commands(commands)
     return parser
 
 

@@ -8,10 +8,6 @@ adds that at run time, as TF does, so no arithmetic touches a loaded number.
 """
 
 import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -20,6 +16,7 @@ import torch
 
 from elmo.bilm import BiLM
 from elmo.config import BiLMConfig
+from elmo.files import atomic_path, write_text_atomic
 
 
 class WeightFormatError(ValueError):
@@ -147,22 +144,7 @@ def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
 def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> None:
     """Write ``bilm`` in the published layout (float32). Each file appears whole or not at all."""
     datasets = _state_dict_to_file(bilm.state_dict(), bilm.config)
-    with _atomic_path(Path(weight_file)) as temporary, h5py.File(temporary, "w") as handle:
+    with atomic_path(Path(weight_file)) as temporary, h5py.File(temporary, "w") as handle:
         for name, array in datasets.items():
             handle.create_dataset(name, data=array)
-    with _atomic_path(Path(options_file)) as temporary:
-        temporary.write_text(json.dumps(bilm.config.to_options(), indent=2) + "\n", encoding="utf-8")
-
-
-@contextmanager
-def _atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path``, renamed onto it only if the block finishes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(descriptor)
-    temporary = Path(name)
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_text_atomic(Path(options_file), json.dumps(bilm.config.to_options(), indent=2) + "\n")

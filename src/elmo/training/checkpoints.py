@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 
 from elmo.bilm import BiLMState
 from elmo.config import BiLMConfig
+from elmo.files import new_partial_directory, publish_directory, remove_stale_partials
 from elmo.training.corpus import RowPosition
-from elmo.training.files import new_partial_directory, publish_directory, remove_stale_partials
 from elmo.training.vocab import Vocabulary
 
 CHECKPOINT_FORMAT = "elmo-training-checkpoint/1"

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save
 
+from elmo.files import write_bytes_atomic
 from elmo.training.checkpoints import CheckpointError, load_checkpoint
-from elmo.training.files import write_bytes_atomic
 from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
 from elmo.weights import load_bilm, save_bilm

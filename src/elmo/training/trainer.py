@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from elmo.bilm import BiLMState
+from elmo.files import write_bytes_atomic, write_text_atomic
 from elmo.training.batches import Batcher, ModelInputs
 from elmo.training.checkpoints import (
     Checkpoint,
@@ -36,7 +37,6 @@ from elmo.training.checkpoints import (
 )
 from elmo.training.corpus import Corpus, RowPosition
 from elmo.training.export import grow_vocabulary, load_language_model
-from elmo.training.files import write_bytes_atomic, write_text_atomic
 from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
 from elmo.training.presets import resolve_config
 from elmo.training.vocab import Vocabulary

@@ -63,7 +63,7 @@ class Vocabulary:
         return cls(tokens, source=str(path))
 
     def save(self, path: str | Path) -> None:
-        from elmo.training.files import write_text_atomic
+        from elmo.files import write_text_atomic
 
         write_text_atomic(Path(path), "".join(f"{token}\n" for token in self.tokens))
 
