@@ -16,24 +16,25 @@ from elmo.embedder import Embedder
 @dataclass(frozen=True)
 class SenseExample:
     word: str
+    label: str  # the word as plot titles show it (Latin script: fonts for Chinese may be missing)
     language: str  # which shipped model reads it: "en" or "zh"
     sentences: tuple[tuple[str, tuple[str, ...]], ...]  # (sense, tokens)
 
 
 EXAMPLES = (
-    SenseExample("bank", "en", (
+    SenseExample("bank", "bank", "en", (
         ("river", tuple("we sat on the bank of the river and watched the water".split())),
         ("river", tuple("the boat drifted toward the muddy bank of the stream".split())),
         ("money", tuple("she deposited the money at the bank on monday".split())),
         ("money", tuple("the bank raised interest rates on loans".split())),
     )),
-    SenseExample("play", "en", (
+    SenseExample("play", "play", "en", (
         ("sport", tuple("the shortstop made a spectacular play on the grounder".split())),
         ("sport", tuple("a late defensive play saved the game for the home team".split())),
         ("theatre", tuple("she was cast in a broadway play by a famous playwright".split())),
         ("theatre", tuple("the actors rehearsed the new play before opening night".split())),
     )),
-    SenseExample("小米", "zh", (
+    SenseExample("小米", "xiaomi", "zh", (
         ("millet", ("我", "喜欢", "吃", "小米", "粥")),
         ("millet", ("农民", "在", "田里", "种", "小米", "和", "高粱")),
         ("brand", ("小米", "手机", "很", "好用")),
@@ -77,18 +78,21 @@ def plot(results: list[SenseResult], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams["font.sans-serif"] = ["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"]
     n_layers = results[0].similarities.shape[0]
     figure, axes = plt.subplots(len(results), n_layers, figsize=(3.2 * n_layers, 3.0 * len(results)), squeeze=False)
     for row, result in enumerate(results):
         labels = [sense for sense, _ in result.example.sentences]
+        lowest = float(result.similarities.min())
         for layer in range(n_layers):
             axis = axes[row, layer]
-            axis.imshow(result.similarities[layer], vmin=-1, vmax=1, cmap="RdBu_r")
+            matrix = result.similarities[layer]
+            axis.imshow(matrix, vmin=min(lowest, 0.99), vmax=1.0, cmap="viridis")
+            for (i, j), value in np.ndenumerate(matrix):
+                axis.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white")
             axis.set_xticks(range(len(labels)), labels, rotation=45, fontsize=7)
             axis.set_yticks(range(len(labels)), labels, fontsize=7)
             kind = "static (layer 0)" if layer == 0 else f"layer {layer}"
-            axis.set_title(f"{result.example.language}:{row} {kind}", fontsize=8)
+            axis.set_title(f"{result.example.label}: {kind}", fontsize=9)
     figure.suptitle("cosine similarity of one word's vectors across sentences")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -1,0 +1,24 @@
+import numpy as np
+
+from elmo.demo import EXAMPLES, run_demo, sense_similarities
+from elmo.embedder import Embedder
+
+
+def test_similarities_are_cosines_of_the_words_vectors_and_layer_0_is_static(fixture_bilm):
+    embedder = Embedder(fixture_bilm)
+    example = EXAMPLES[0]
+    result = sense_similarities(embedder, example)
+    vectors = [layers[:, list(tokens).index(example.word)]
+               for layers, (_, tokens) in zip(embedder.embed([list(t) for _, t in example.sentences]),
+                                              example.sentences, strict=True)]
+    a, b = vectors[0][2].astype(np.float64), vectors[3][2].astype(np.float64)
+    np.testing.assert_allclose(result.similarities[2, 0, 3], a @ b / np.linalg.norm(a) / np.linalg.norm(b), rtol=1e-9)
+    np.testing.assert_allclose(result.similarities[0], 1.0, atol=1e-6)  # context-free: every occurrence the same
+    assert result.separates[0] is False  # a static vector cannot tell senses apart
+
+
+def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, capsys):
+    assert run_demo(str(fixture_dir), str(tmp_path / "demo.png")) == 0
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert printed.count("layer 0 (static): DOES NOT separate the senses") == len(EXAMPLES)
