@@ -84,6 +84,8 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig) 
         torch.set_num_threads(args.threads)
     embedders = {spec.name: Embedder.load(spec.source, device=args.device, max_window_tokens=config.max_sentence_tokens,
                                           window_context=config.context_tokens) for spec in specs}
+    for embedder in embedders.values():  # load lazy tokenizer dictionaries and warm torch before /healthz says ok
+        embedder.embed(["warm up"], "top")
     app = create_app(embedders, config)
     # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
