@@ -16,5 +16,8 @@ demo: $(BIN)/.installed
 	$(BIN)/elmo demo --model tests/fixtures/elmo --out demo.png
 
 test: $(BIN)/.installed
+	# The service's page is tested in a real headless browser: Debian's chromium (CI runs as root).
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+		|| echo "could not install chromium: the browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest

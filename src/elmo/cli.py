@@ -4,6 +4,7 @@ import argparse
 import logging
 import sys
 
+from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.commands import add_subcommands as add_training_commands
 
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
     demo.set_defaults(func=_demo)
     add_training_commands(commands)
+    add_serve_commands(commands)
     return parser
 
 
