@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint
+.PHONY: demo test bench
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,3 +21,11 @@ test: $(BIN)/.installed
 		|| echo "could not install chromium: the browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
+
+# Slow tests and the benchmarks (minutes to an hour; not part of `make test`).
+bench: $(BIN)/.installed
+	$(BIN)/python -m pytest -m slow
+	$(BIN)/python benchmarks/inference_speed.py
+	$(BIN)/python benchmarks/long_inputs.py
+	$(BIN)/python benchmarks/train_throughput.py
+	$(BIN)/python benchmarks/serve_load.py
