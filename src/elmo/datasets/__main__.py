@@ -19,10 +19,13 @@ def main(argv: list[str] | None = None) -> int:
     prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
     prepare_parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
     fetch_parser = commands.add_parser("fetch", help="download and verify archives, for later offline use")
-    fetch_parser.add_argument("sources", nargs="*", choices=[[], *sorted(SOURCES)], help="default: all")
+    fetch_parser.add_argument("sources", nargs="*", help=f"default: all ({', '.join(sorted(SOURCES))})")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
+            unknown = sorted(set(args.sources) - set(SOURCES))
+            if unknown:
+                raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of {', '.join(sorted(SOURCES))}")
             for name in args.sources or sorted(SOURCES):
                 print(f"{name}: {fetch(SOURCES[name].archive, args.cache)}")
             return 0
