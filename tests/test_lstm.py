@@ -1,6 +1,6 @@
 import torch
 
-from elmo.modules.lstm import LstmState, ProjectedLstm
+from elmo.modules.lstm import LstmState, ProjectedLstm, _step_linear
 
 
 def _run(layer, inputs, batch_sizes, state):
@@ -26,3 +26,18 @@ def test_fused_lstm_without_clips_equals_the_step_loop_with_gradients():
             torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
         for a, b in zip(fused[3], loop[3], strict=True):
             torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_blocked_step_product_equals_linear_with_gradients():
+    torch.manual_seed(1)
+    for n_rows, n_in, n_out in [(1, 24, 768), (5, 24, 768), (3, 300, 512), (4, 7, 44)]:
+        inputs = torch.randn(n_rows, n_in, dtype=torch.float64, requires_grad=True)
+        weight = torch.randn(n_out, n_in, dtype=torch.float64, requires_grad=True)
+        blocked = _step_linear(inputs, weight)
+        expected = torch.nn.functional.linear(inputs, weight)
+        torch.testing.assert_close(blocked, expected, atol=1e-12, rtol=0)
+        upstream = torch.randn_like(expected)
+        grads = torch.autograd.grad(blocked, (inputs, weight), upstream)
+        expected_grads = torch.autograd.grad(expected, (inputs, weight), upstream)
+        for got, want in zip(grads, expected_grads, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-12, rtol=0)

@@ -18,6 +18,23 @@ from torch import nn
 
 from elmo.config import LSTMConfig
 
+# Output columns per block in the per-step products (see _step_linear).
+_BLOCK = 256
+
+
+def _step_linear(inputs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``F.linear(inputs, weight)`` for the few rows of one time step, as a batch of 256-column products.
+
+    With few rows, BLAS runs one wide product far below its peak (on 2 cores: 29 GFLOP/s for 32 x 512 x 16384,
+    the original model's recurrent product); as a batch of narrow blocks the same product reaches 62 GFLOP/s
+    (102 at 128 rows). The blocks are views of the weight: nothing is copied but the result.
+    """
+    n_out, n_in = weight.shape
+    if n_out % _BLOCK or n_out == _BLOCK:
+        return F.linear(inputs, weight)
+    blocks = weight.view(n_out // _BLOCK, _BLOCK, n_in).transpose(1, 2)  # (n_blocks, n_in, _BLOCK)
+    return torch.matmul(inputs, blocks).transpose(0, 1).reshape(inputs.shape[0], n_out)
+
 
 class LstmState(NamedTuple):
     """``h``: ``(batch, projection_dim)`` output (projected, clipped); ``c``: ``(batch, dim)`` memory cell."""
@@ -75,7 +92,7 @@ class ProjectedLstm(nn.Module):
                 finished_h.append(h[n_alive:])
                 finished_c.append(c[n_alive:])
                 h, c = h[:n_alive], c[:n_alive]
-            gates = input_gates[offset : offset + n_alive] + F.linear(h, self.recurrent_weight)
+            gates = input_gates[offset : offset + n_alive] + _step_linear(h, self.recurrent_weight)
             offset += n_alive
             i, j, f, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
@@ -83,7 +100,7 @@ class ProjectedLstm(nn.Module):
                 c = c.clamp(-self.cell_clip, self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
             if self.projection is not None:
-                h = F.linear(h, self.projection)
+                h = _step_linear(h, self.projection)
                 if self.proj_clip:
                     h = h.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(h)
