@@ -33,8 +33,10 @@ def test_blocked_step_product_equals_linear_with_gradients():
     for n_rows, n_in, n_out in [(1, 24, 768), (5, 24, 768), (3, 300, 512), (4, 7, 44)]:
         inputs = torch.randn(n_rows, n_in, dtype=torch.float64, requires_grad=True)
         weight = torch.randn(n_out, n_in, dtype=torch.float64, requires_grad=True)
-        blocked = _step_linear(inputs, weight)
-        expected = torch.nn.functional.linear(inputs, weight)
+        addend = torch.randn(n_rows, n_out, dtype=torch.float64)
+        blocked = _step_linear(inputs, weight, addend)
+        expected = addend + torch.nn.functional.linear(inputs, weight)
+        torch.testing.assert_close(_step_linear(inputs, weight), expected - addend, atol=1e-12, rtol=0)
         torch.testing.assert_close(blocked, expected, atol=1e-12, rtol=0)
         upstream = torch.randn_like(expected)
         grads = torch.autograd.grad(blocked, (inputs, weight), upstream)
