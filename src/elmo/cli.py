@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     embed.set_defaults(func=_embed)
 
     demo = commands.add_parser("demo", help="show contextual vectors telling word senses apart")
-    demo.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    demo.add_argument("--model", default=None,
+                      help="one model for every example (default: the shipped en or zh model of each example)")
     demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
     demo.set_defaults(func=_demo)
     add_training_commands(commands)
