@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from elmo.embedder import Embedder
+from elmo.similarity import cosine_matrices
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,7 @@ def word_vectors(embedder: Embedder, example: SenseExample) -> np.ndarray:
 
 
 def sense_similarities(embedder: Embedder, example: SenseExample) -> SenseResult:
-    vectors = word_vectors(embedder, example).astype(np.float64)
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-    similarities = np.einsum("lid,ljd->lij", unit, unit)
+    similarities = cosine_matrices(word_vectors(embedder, example))
     senses = np.array([sense for sense, _ in example.sentences])
     same = (senses[:, None] == senses[None, :]) & ~np.eye(len(senses), dtype=bool)
     other = senses[:, None] != senses[None, :]

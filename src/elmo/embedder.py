@@ -39,6 +39,31 @@ Layers = Literal["all", "top", "average"] | Sequence[float]
 TFHUB_OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default")
 
 
+def layer_weights(layers: Layers, n_layers: int) -> np.ndarray | None:
+    """``None`` for ``all``; otherwise float32 weights, one per layer. Raises ValueError naming the fault."""
+    if isinstance(layers, str):
+        if layers not in ("all", "top", "average"):
+            raise ValueError(f"layers is {layers!r}; expected 'all', 'top', 'average' or mixing weights")
+        if layers == "all":
+            return None
+        if layers == "top":
+            return np.eye(n_layers, dtype=np.float32)[-1]
+        return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
+    weights = np.asarray(layers, dtype=np.float32)
+    if weights.shape != (n_layers,):
+        raise ValueError(f"got {weights.size} mixing weights; the model has {n_layers} layers")
+    return weights
+
+
+def mix_layers(all_layers: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """``(n_layers, T, D)`` as it is when ``weights`` is None, else ``sum_j w_j h_j``: ``(T, D)``."""
+    if weights is None:
+        return all_layers
+    if weights.sum() == 1.0 and weights.max() == 1.0:  # one layer picked: no arithmetic
+        return all_layers[int(weights.argmax())]
+    return np.tensordot(weights, all_layers, axes=1)
+
+
 @dataclass(frozen=True)
 class _Piece:
     """A run of one sentence's tokens that is embedded as a unit; ``core`` is the part it supplies."""
@@ -116,7 +141,7 @@ class Embedder:
         self, sentences: Iterable[Sentence], layers: Layers = "all", batch_size: int = 32, progress: bool = False
     ) -> Iterator[np.ndarray]:
         """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences."""
-        weights = self._layer_weights(layers)
+        weights = layer_weights(layers, self.n_layers)
         chunk_size = batch_size if self.stateful else batch_size * self.bucket_batches
         bar = tqdm(disable=not progress, unit=" sentences", desc="embedding")
         chunk: list[list[str]] = []
@@ -156,29 +181,10 @@ class Embedder:
         for _ in self.iter_embed(sentences, "top", batch_size):
             pass
 
-    def _layer_weights(self, layers: Layers) -> np.ndarray | str:
-        if isinstance(layers, str):
-            if layers not in ("all", "top", "average"):
-                raise ValueError(f"layers is {layers!r}; expected 'all', 'top', 'average' or mixing weights")
-            if layers == "top":
-                return np.eye(self.n_layers, dtype=np.float32)[-1]
-            if layers == "average":
-                return np.full(self.n_layers, 1.0 / self.n_layers, dtype=np.float32)
-            return layers
-        weights = np.asarray(layers, dtype=np.float32)
-        if weights.shape != (self.n_layers,):
-            raise ValueError(f"got {weights.size} mixing weights; the model has {self.n_layers} layers")
-        return weights
-
-    def _finish(self, arrays: list[np.ndarray], weights: np.ndarray | str, bar: tqdm) -> Iterator[np.ndarray]:
+    def _finish(self, arrays: list[np.ndarray], weights: np.ndarray | None, bar: tqdm) -> Iterator[np.ndarray]:
         for array in arrays:
             bar.update(1)
-            if isinstance(weights, str):
-                yield array
-            elif weights.sum() == 1.0 and weights.max() == 1.0:  # one layer picked: no arithmetic
-                yield array[int(weights.argmax())]
-            else:
-                yield np.tensordot(weights, array, axes=1)
+            yield mix_layers(array, weights)
 
     def _embed_chunk(self, sentences: list[list[str]], batch_size: int) -> list[np.ndarray]:
         """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, in the order given."""

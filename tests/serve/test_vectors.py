@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from elmo.embedder import Embedder
-from elmo.serve.vectors import average_linkage_groups, find_occurrences, layer_weights, mix
+from elmo.embedder import Embedder, layer_weights, mix_layers
+from elmo.similarity import average_linkage_groups, find_occurrences
 
 
 @pytest.mark.parametrize("layers", ["all", "top", "average", [0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
@@ -12,7 +12,7 @@ def test_mix_of_all_layers_is_bitwise_the_embedders_choice(embedder: Embedder, l
     tokens = [["the", "bank", "of", "the", "river"]]
     (all_layers,) = embedder.embed(tokens, "all")
     (expected,) = embedder.embed(tokens, layers)
-    np.testing.assert_array_equal(mix(all_layers, layer_weights(layers, 3)), expected)
+    np.testing.assert_array_equal(mix_layers(all_layers, layer_weights(layers, 3)), expected)
 
 
 def test_wrong_layer_choices_say_why() -> None:

@@ -25,19 +25,12 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from elmo.embedder import Embedder
+from elmo.embedder import Embedder, layer_weights, mix_layers
 from elmo.serve.batching import DynamicBatcher, QueueFull, ShuttingDown
 from elmo.serve.config import ServeConfig
 from elmo.serve.guards import BearerAuth, BodySizeLimit, RequestMetrics, error_payload
 from elmo.serve.metrics import Metrics
-from elmo.serve.vectors import (
-    average_linkage_groups,
-    cosine_matrices,
-    find_occurrences,
-    layer_weights,
-    mix,
-    pool,
-)
+from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences
 
 STATIC_DIR = Path(__file__).parent / "static"
 NPY_TYPES = ("application/x-npy", "application/octet-stream")
@@ -168,7 +161,7 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
         except ValueError as error:
             raise ApiError(422, "invalid_request", str(error), "layers") from None
         token_lists = tokenize(model, body.sentences)
-        outputs = [pool(mix(layers, weights), body.pooling) for layers in await all_layers(model, token_lists)]
+        outputs = [_pool(mix_layers(layers, weights), body.pooling) for layers in await all_layers(model, token_lists)]
         if media_type != "application/json":
             return _npy_response(outputs, token_lists, body.pooling, media_type)
         payload = {"model": model.name, "layers": body.layers, "pooling": body.pooling,
@@ -260,6 +253,11 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:
+    """``mean`` averages over the token axis (second to last): ``(..., T, D)`` -> ``(..., D)``."""
+    return vectors.mean(axis=-2) if pooling == "mean" else vectors
 
 
 def _npy_response(outputs: list[np.ndarray], token_lists: list[list[str]], pooling: str, media_type: str) -> Response:
