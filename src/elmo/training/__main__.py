@@ -1,5 +1,7 @@
+"""``python -m elmo.training COMMAND ...`` runs the same commands as ``elmo COMMAND ...`` (e.g. under torchrun)."""
+
 import sys
 
-from elmo.training.commands import main
+from elmo.cli import main
 
 sys.exit(main())

@@ -1,37 +1,19 @@
 """The training subcommands: ``vocab``, ``train``, ``perplexity``, ``export``.
 
 ``add_subcommands`` registers them on an argparse subparsers action; each handler takes the parsed
-namespace and returns an exit code, printing a one-line error (no traceback) for bad input.
+namespace and returns an exit code; `elmo.cli.main` turns bad input (ValueError, FileNotFoundError) into a
+one-line error without a traceback.
 """
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from elmo.config import ConfigError
 from elmo.tokenizers import TOKENIZERS
-from elmo.training.checkpoints import CheckpointError
-from elmo.training.corpus import Corpus, CorpusError
+from elmo.training.corpus import Corpus
 from elmo.training.export import export_model, load_language_model
 from elmo.training.presets import TRAINING_PRESETS
 from elmo.training.trainer import TrainingOptions, evaluate, train
-from elmo.training.vocab import Vocabulary, VocabularyError
-from elmo.weights import WeightFormatError
-
-_USER_ERRORS = (CorpusError, VocabularyError, CheckpointError, ConfigError, WeightFormatError, ValueError,
-                FileNotFoundError)
-
-
-def _reporting_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except _USER_ERRORS as error:
-            print(f"elmo {args.command}: error: {error}", file=sys.stderr)
-            return 2
-
-    return run
+from elmo.training.vocab import Vocabulary
 
 
 def _vocab(args: argparse.Namespace) -> int:
@@ -91,7 +73,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     vocab.add_argument("--min-count", type=int, default=1, help="drop tokens seen fewer times")
     vocab.add_argument("--max-size", type=int, default=None, help="keep at most this many tokens, specials included")
     vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
-    vocab.set_defaults(func=_reporting_errors(_vocab), command="vocab")
+    vocab.set_defaults(func=_vocab)
 
     train_parser = subparsers.add_parser("train", help="pre-train a biLM, resume a run, or adapt one to new text")
     train_parser.add_argument("--corpus", nargs="+", help="training text: files or glob patterns of shards")
@@ -120,7 +102,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--valid-every", type=int, default=500)
     train_parser.add_argument("--log-every", type=int, default=10)
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    train_parser.set_defaults(func=_reporting_errors(_train), command="train")
+    train_parser.set_defaults(func=_train)
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
     perplexity.add_argument("--model", required=True, help="exported model directory, run or checkpoint directory")
@@ -128,17 +110,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     perplexity.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
     perplexity.add_argument("--batch-size", type=int, default=32)
     perplexity.add_argument("--unroll-steps", type=int, default=20)
-    perplexity.set_defaults(func=_reporting_errors(_perplexity), command="perplexity")
+    perplexity.set_defaults(func=_perplexity)
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
     export.add_argument("source", help="a run directory (its newest checkpoint) or a checkpoint directory")
     export.add_argument("--out", required=True, type=Path, help="model directory to write")
-    export.set_defaults(func=_reporting_errors(_export), command="export")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m elmo.training COMMAND ...``: the same commands without the main CLI."""
-    parser = argparse.ArgumentParser(prog="python -m elmo.training")
-    add_subcommands(parser.add_subparsers(required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    export.set_defaults(func=_export)
