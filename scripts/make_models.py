@@ -10,18 +10,16 @@ Every command it runs is printed first, so each step can be repeated by hand. Co
 
 import argparse
 import json
-import math
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 from elmo.datasets.prepare import MODEL_CORPORA, sources_markdown
-from elmo.training import Corpus, Vocabulary
+from elmo.training import Corpus, Vocabulary, unigram_perplexity
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
@@ -43,22 +41,6 @@ def run(command: list[str]) -> str:
     if result.returncode != 0:
         raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
     return result.stdout
-
-
-def unigram_perplexity(train_file: Path, eval_file: Path, vocab: Vocabulary) -> float:
-    """Add-one unigram perplexity over the forward targets (words mapped by the vocabulary, then </S>): the
-    floor a biLM has to beat on the same text."""
-    counts: Counter[int] = Counter()
-    for sentence in Corpus([str(train_file)]).sentences():
-        counts.update(vocab.token_id(token) for token in sentence)
-        counts[vocab.eos_id] += 1
-    total = sum(counts.values()) + len(vocab)
-    nll, n_targets = 0.0, 0
-    for sentence in Corpus([str(eval_file)]).sentences():
-        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
-            nll -= math.log((counts[target] + 1) / total)
-            n_targets += 1
-    return math.exp(nll / n_targets)
 
 
 def parse_perplexity(output: str) -> dict[str, float]:
@@ -86,7 +68,7 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     held_out = parse_perplexity(run([*elmo, "perplexity", "--model", str(run_dir), "--corpus",
                                      str(corpus_dir / "test.txt")]))
     vocab = Vocabulary.load(work / "vocab.txt")
-    unigram = unigram_perplexity(corpus_dir / "train.txt", corpus_dir / "test.txt", vocab)
+    unigram = unigram_perplexity(Corpus([str(corpus_dir / "train.txt")]), Corpus([str(corpus_dir / "test.txt")]), vocab)
     print(f"{model}: held-out perplexity {held_out['average']:.2f} against the unigram {unigram:.2f}")
     if export_dir.exists():
         shutil.rmtree(export_dir)

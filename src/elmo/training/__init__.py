@@ -4,7 +4,7 @@ packed batches with carried state, sampled softmax, exact resume, DDP, export to
 from elmo.training.corpus import Corpus, CorpusError
 from elmo.training.export import export_model, grow_vocabulary, load_language_model
 from elmo.training.language_model import LanguageModel
-from elmo.training.trainer import Perplexities, TrainingOptions, evaluate, train
+from elmo.training.trainer import Perplexities, TrainingOptions, evaluate, train, unigram_perplexity
 from elmo.training.vocab import Vocabulary, VocabularyError
 
 __all__ = [
@@ -20,4 +20,5 @@ __all__ = [
     "grow_vocabulary",
     "load_language_model",
     "train",
+    "unigram_perplexity",
 ]

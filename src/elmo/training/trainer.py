@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,22 @@ def evaluate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, batch_size
         raise ValueError("the evaluation corpus holds no tokens")
     forward, backward = (nll_sums / n_tokens).tolist()
     return Perplexities(math.exp(forward), math.exp(backward), math.exp((forward + backward) / 2), n_tokens)
+
+
+def unigram_perplexity(train_corpus: Corpus, eval_corpus: Corpus, vocab: Vocabulary) -> float:
+    """Add-one unigram perplexity over the forward targets (words mapped by the vocabulary, then </S>): the
+    floor a biLM has to beat on the same text."""
+    counts: Counter[int] = Counter()
+    for sentence in train_corpus.sentences():
+        counts.update(vocab.token_id(token) for token in sentence)
+        counts[vocab.eos_id] += 1
+    total = sum(counts.values()) + len(vocab)
+    nll, n_targets = 0.0, 0
+    for sentence in eval_corpus.sentences():
+        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
+            nll -= math.log((counts[target] + 1) / total)
+            n_targets += 1
+    return math.exp(nll / n_targets)
 
 
 def _to_device(inputs: ModelInputs, device: torch.device) -> ModelInputs:
