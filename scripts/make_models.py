@@ -23,12 +23,14 @@ from elmo.training import Corpus, Vocabulary, unigram_perplexity
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
-# Sized for about 70 minutes of training per model on 2 shared CPU cores, one thread: the tiny preset at
-# 32 x 20 tokens a step ran at 510-560 tokens/s (~1.2 s a step) in the smoke run; 3500 steps are 2.24 M tokens,
-# a little over one epoch of either corpus. See docs/data.md.
-DEFAULT_STEPS = 3500
+# Sized for about 75 minutes of training per model, both models at once on 2 CPU cores, one thread each: the
+# tiny preset at 32 x 20 tokens a step ran at 580-700 tokens/s (~1 s a step); 4000 steps are 2.56 M tokens,
+# about 1.2 epochs of either corpus. See docs/data.md. --state-reset 0.1: rows start from a zero state now and
+# then, as every sentence does in the embedder (without it, zh's backward LM went wrong from zero state).
+DEFAULT_STEPS = 4000
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "32", "--unroll-steps", "20", "--optimizer", "adam",
-               "--lr", "2e-3", "--negatives", "4096", "--checkpoint-every", "250", "--valid-every", "500")
+               "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "250",
+               "--valid-every", "1000")
 MIN_COUNT = 3
 EXPORTED_TOKENIZER = {"en": "english", "zh": "jieba"}
 

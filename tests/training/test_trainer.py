@@ -48,7 +48,7 @@ def test_a_run_killed_with_sigkill_and_resumed_ends_with_bit_identical_weights(
 ):
     common = ["--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config", str(micro_options_file),
               "--batch-size", "4", "--unroll-steps", "6", "--negatives", "12", "--log-every", "1",
-              "--checkpoint-every", "5", "--keep-checkpoints", "2"]
+              "--checkpoint-every", "5", "--keep-checkpoints", "2", "--state-reset", "0.2"]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     total_steps = "60"
     subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole"), "--max-steps", total_steps),
@@ -89,7 +89,8 @@ def _distributed_worker(rank: int, options: TrainingOptions, out: Path, port: in
 def test_two_gloo_processes_give_the_loss_curve_and_weights_of_one_process_with_the_same_global_batch(
     tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
 ):
-    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=10, dropout=0.1)
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=10, dropout=0.1,
+                       state_reset=0.25)
     train(options, tmp_path / "one", progress=False)
     port = 29500 + os.getpid() % 1000
     multiprocessing.spawn(_distributed_worker, args=(options, tmp_path / "two", port), nprocs=2)

@@ -38,9 +38,9 @@ def _train(args: argparse.Namespace) -> int:
         init_from=args.init_from, min_count=args.min_count, batch_size=args.batch_size,
         unroll_steps=args.unroll_steps, n_negatives=args.negatives, optimizer=args.optimizer,
         learning_rate=args.lr if args.lr is not None else (0.2 if args.optimizer == "adagrad" else 1e-3),
-        dropout=args.dropout, clip_norm=args.clip_norm, seed=args.seed, max_steps=args.max_steps,
-        epochs=args.epochs, checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-        valid_every=args.valid_every, log_every=args.log_every,
+        dropout=args.dropout, state_reset=args.state_reset, clip_norm=args.clip_norm, seed=args.seed,
+        max_steps=args.max_steps, epochs=args.epochs, checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints, valid_every=args.valid_every, log_every=args.log_every,
     )
     steps = train(options, args.out, progress=not args.quiet)
     print(f"stopped after step {steps}; run in {args.out}")
@@ -95,6 +95,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
     train_parser.add_argument("--lr", type=float, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
     train_parser.add_argument("--dropout", type=float, default=0.1)
+    train_parser.add_argument("--state-reset", type=float, default=0.0,
+                              help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
     train_parser.add_argument("--clip-norm", type=float, default=10.0, help="global gradient-norm clip")
     train_parser.add_argument("--seed", type=int, default=0)
     train_parser.add_argument("--checkpoint-every", type=int, default=500)

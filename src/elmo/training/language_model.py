@@ -28,6 +28,7 @@ from elmo.training.softmax import Candidates, full_softmax_nll, sample_log_unifo
 
 _NEGATIVES_STREAM = 0
 _DROPOUT_STREAM = 1
+_RESET_STREAM = 2
 
 
 def step_generator(seed: int, step: int, *stream: int) -> torch.Generator:
@@ -46,12 +47,28 @@ class StepNoise:
     candidates: Candidates | None
     rows: range
     n_rows: int
+    state_reset: float = 0.0
 
     @classmethod
     def draw(cls, seed: int, step: int, dropout: float, n_negatives: int, vocab_size: int, rows: range,
-             n_rows: int) -> "StepNoise":
+             n_rows: int, state_reset: float = 0.0) -> "StepNoise":
         generator = step_generator(seed, step, _NEGATIVES_STREAM)
-        return cls(seed, step, dropout, sample_log_uniform(n_negatives, vocab_size, generator), rows, n_rows)
+        return cls(seed, step, dropout, sample_log_uniform(n_negatives, vocab_size, generator), rows, n_rows,
+                   state_reset)
+
+    def reset_rows(self, state: BiLMState) -> BiLMState:
+        """``state`` with each row zeroed with probability ``state_reset`` (the same rows in every process).
+
+        bilm-tf carries every row's state forever, so a model sees a zero state only at its first step, yet
+        the embedder starts every sentence from zero: without resets a short run can learn dynamics that go
+        wrong from zero (seen: a backward LM stuck on one rare word from a zero start).
+        """
+        if self.state_reset == 0.0:
+            return state
+        uniform = torch.rand(self.n_rows, generator=step_generator(self.seed, self.step, _RESET_STREAM))
+        keep = (uniform[self.rows.start : self.rows.stop] >= self.state_reset).to(state.h.dtype)
+        keep = keep.to(state.h.device)[None, None, :, None]
+        return BiLMState(state.h * keep, state.c * keep)
 
     def apply_dropout(self, direction: int, layer: int, packed: torch.Tensor) -> torch.Tensor:
         """Dropout on a packed ``(steps * rows, dim)`` tensor with this process's slice of the global mask."""

@@ -64,6 +64,7 @@ class TrainingOptions:
     learning_rate: float = 0.2
     initial_accumulator: float = 1.0
     dropout: float = 0.1
+    state_reset: float = 0.0
     clip_norm: float = 10.0
     seed: int = 0
     max_steps: int | None = None
@@ -88,6 +89,8 @@ class TrainingOptions:
                 raise ValueError(f"{name} is {value}; expected a positive integer")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout is {self.dropout}; expected 0 <= dropout < 1")
+        if not 0.0 <= self.state_reset <= 1.0:
+            raise ValueError(f"state_reset is {self.state_reset}; expected a probability, 0 <= state_reset <= 1")
         if self.optimizer not in ("adagrad", "adam"):
             raise ValueError(f"optimizer is {self.optimizer!r}; expected 'adagrad' or 'adam'")
         if self.learning_rate <= 0 or self.clip_norm <= 0:
@@ -284,8 +287,8 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
         if inputs is None:
             break
         noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
-                               options.batch_size)
-        output = wrapped(_to_device(inputs, processes.device), state, noise)
+                               options.batch_size, options.state_reset)
+        output = wrapped(_to_device(inputs, processes.device), noise.reset_rows(state), noise)
         (output.loss * options.unroll_steps).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
         optimizer.step()
