@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from elmo.modules.lstm import LstmState, ProjectedLstm, _step_linear
+from elmo.modules.lstm import _HAS_MKL_PACKED, LstmState, ProjectedLstm, _step_linear
 
 
 def _run(layer, inputs, batch_sizes, state):
@@ -43,3 +44,28 @@ def test_blocked_step_product_equals_linear_with_gradients():
         expected_grads = torch.autograd.grad(expected, (inputs, weight), upstream)
         for got, want in zip(grads, expected_grads, strict=True):
             torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.skipif(not _HAS_MKL_PACKED, reason="this PyTorch build has no MKL packed GEMM")
+def test_packed_recurrent_product_without_autograd_gives_the_autograd_paths_outputs_and_follows_weight_changes():
+    torch.manual_seed(2)
+    layer = ProjectedLstm(16, 512, 64, cell_clip=3.0, proj_clip=3.0)
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.normal_(0.0, 0.1)
+    batch_sizes = [8] * 5 + [6, 4, 2, 1]  # all rows, padded products (>= 2 of 8 alive), then the blocked product
+    inputs = torch.randn(sum(batch_sizes), 16)
+    state = LstmState(torch.randn(8, 64), torch.randn(8, 512))
+    keys = []
+    for _ in range(2):  # the second round runs after an in-place change to the weight, which must repack it
+        with torch.no_grad():
+            packed_outputs, packed_final = layer(inputs, batch_sizes, state)
+        keys.append(layer._packed_recurrent.key)
+        assert keys[-1] is not None and keys[-1][2] == 8  # the packed product ran, packed for all 8 rows
+        outputs, final = layer(inputs, batch_sizes, state)  # autograd on: the blocked products
+        torch.testing.assert_close(packed_outputs, outputs.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(packed_final.h, final.h.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(packed_final.c, final.c.detach(), atol=1e-5, rtol=0)
+        with torch.no_grad():
+            layer.recurrent_weight.mul_(1.5)
+    assert keys[0] != keys[1]
