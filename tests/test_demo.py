@@ -1,12 +1,13 @@
 import numpy as np
 
-from elmo.demo import EXAMPLES, run_demo, sense_similarities
+from elmo.demo import run_demo, sense_similarities
 from elmo.embedder import Embedder
+from elmo.sense_examples import DEMO_EXAMPLES
 
 
 def test_similarities_are_cosines_of_the_words_vectors_and_layer_0_is_static(fixture_bilm):
     embedder = Embedder(fixture_bilm)
-    example = EXAMPLES[0]
+    example = DEMO_EXAMPLES[0]
     result = sense_similarities(embedder, example)
     vectors = [layers[:, list(tokens).index(example.word)]
                for layers, (_, tokens) in zip(embedder.embed([list(t) for _, t in example.sentences]),
@@ -21,4 +22,4 @@ def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, 
     assert run_demo(str(fixture_dir), str(tmp_path / "demo.png")) == 0
     assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
-    assert printed.count("layer 0 (static): DOES NOT separate the senses") == len(EXAMPLES)
+    assert printed.count("layer 0 (static): DOES NOT separate the senses") == len(DEMO_EXAMPLES)

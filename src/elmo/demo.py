@@ -6,57 +6,31 @@ sense closer together than occurrences of different senses. The demo prints the 
 for each layer whether that pattern holds, and draws the matrices as a heat map.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from elmo.embedder import Embedder
+from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES, SenseExample
 from elmo.similarity import cosine_matrices
-
-
-@dataclass(frozen=True)
-class SenseExample:
-    word: str
-    label: str  # the word as plot titles show it (Latin script: fonts for Chinese may be missing)
-    language: str  # which shipped model reads it: "en" or "zh"
-    sentences: tuple[tuple[str, tuple[str, ...]], ...]  # (sense, tokens)
-
-
-EXAMPLES = (
-    SenseExample("bank", "bank", "en", (
-        ("river", tuple("we sat on the bank of the river and watched the water".split())),
-        ("river", tuple("the boat drifted toward the muddy bank of the stream".split())),
-        ("money", tuple("she deposited the money at the bank on monday".split())),
-        ("money", tuple("the bank raised interest rates on loans".split())),
-    )),
-    SenseExample("play", "play", "en", (
-        ("sport", tuple("the shortstop made a spectacular play on the grounder".split())),
-        ("sport", tuple("a late defensive play saved the game for the home team".split())),
-        ("theatre", tuple("she was cast in a broadway play by a famous playwright".split())),
-        ("theatre", tuple("the actors rehearsed the new play before opening night".split())),
-    )),
-    SenseExample("小米", "xiaomi", "zh", (
-        ("millet", ("我", "喜欢", "吃", "小米", "粥")),
-        ("millet", ("农民", "在", "田里", "种", "小米", "和", "高粱")),
-        ("brand", ("小米", "手机", "很", "好用")),
-        ("brand", ("小米", "公司", "发布", "了", "新", "手机")),
-    )),
-)
 
 
 @dataclass(frozen=True)
 class SenseResult:
     example: SenseExample
     similarities: np.ndarray  # (n_layers, n_sentences, n_sentences) cosine
-    separates: list[bool]  # per layer: mean same-sense similarity > mean other-sense similarity
+    margins: list[float]  # per layer: mean same-sense similarity - mean other-sense similarity
+
+    @property
+    def separates(self) -> list[bool]:
+        """Per layer: are occurrences of the same sense closer, on average, than those of different senses?"""
+        return [margin > 0 for margin in self.margins]
 
 
 def word_vectors(embedder: Embedder, example: SenseExample) -> np.ndarray:
     """``(n_layers, n_sentences, dim)``: the word's vectors in each sentence (first occurrence)."""
     token_lists = [list(tokens) for _, tokens in example.sentences]
-    for tokens in token_lists:
-        if example.word not in tokens:
-            raise ValueError(f"{example.word!r} is not a token of {' '.join(tokens)!r}")
     layers = embedder.embed(token_lists, "all")
     return np.stack([layer[:, tokens.index(example.word)] for layer, tokens in zip(layers, token_lists, strict=True)],
                     axis=1)
@@ -67,8 +41,13 @@ def sense_similarities(embedder: Embedder, example: SenseExample) -> SenseResult
     senses = np.array([sense for sense, _ in example.sentences])
     same = (senses[:, None] == senses[None, :]) & ~np.eye(len(senses), dtype=bool)
     other = senses[:, None] != senses[None, :]
-    separates = [bool(layer[same].mean() > layer[other].mean()) for layer in similarities]
-    return SenseResult(example, similarities, separates)
+    margins = [float(layer[same].mean() - layer[other].mean()) for layer in similarities]
+    return SenseResult(example, similarities, margins)
+
+
+def separation_rates(results: Sequence[SenseResult]) -> list[float]:
+    """Per layer: the share of words whose senses that layer separates."""
+    return np.mean([result.separates for result in results], axis=0).tolist()
 
 
 def plot(results: list[SenseResult], path: str) -> None:
@@ -99,22 +78,35 @@ def plot(results: list[SenseResult], path: str) -> None:
 
 
 def run_demo(model: str | None, out_png: str) -> int:
-    """Print the tables; ``model`` overrides the shipped model of every language."""
+    """Print the tables and the larger set's separation rates; ``model`` overrides the shipped model of
+    every language."""
     embedders: dict[str, Embedder] = {}
-    results = []
-    for example in EXAMPLES:
+
+    def score(example: SenseExample) -> SenseResult:
         name = model or example.language
         if name not in embedders:
             embedders[name] = Embedder.load(name)
-        result = sense_similarities(embedders[name], example)
+        return sense_similarities(embedders[name], example)
+
+    results = []
+    for example in DEMO_EXAMPLES:
+        result = score(example)
         results.append(result)
-        print(f"\n{example.word!r} with model {name}:")
+        print(f"\n{example.word!r} with model {model or example.language}:")
         for layer, matrix in enumerate(result.similarities):
             label = "layer 0 (static)" if layer == 0 else f"layer {layer}"
             verdict = "same sense closer" if result.separates[layer] else "DOES NOT separate the senses"
-            print(f"  {label}: {verdict}")
+            print(f"  {label}: {verdict} (same minus other sense: {result.margins[layer]:+.3f})")
             for (sense, tokens), values in zip(example.sentences, matrix, strict=True):
                 print(f"    {sense:>8} {' '.join(f'{v:+.2f}' for v in values)}   {' '.join(tokens)}")
     plot(results, out_png)
     print(f"\nheat map written to {out_png}")
+
+    for language in sorted({example.language for example in POLYSEMY_EXAMPLES}):
+        examples = [example for example in POLYSEMY_EXAMPLES if example.language == language]
+        language_results = [score(example) for example in examples]
+        rates = ", ".join(f"layer {layer} {rate:.0%}" for layer, rate in enumerate(separation_rates(language_results)))
+        print(f"\n{len(examples)} polysemous {language} words, share whose senses each layer separates: {rates}")
+        missed = [result.example.word for result in language_results if not result.separates[-1]]
+        print(f"  not separated by the top layer: {', '.join(missed) or 'none'}")
     return 0
