@@ -78,3 +78,14 @@ def test_killed_run_leaves_no_finished_file_and_resume_completes_it_identically(
     for name in clean:  # a cold token cache after resuming changes float32 rounding only
         if name != "sentence_to_index":
             np.testing.assert_allclose(got[name], clean[name], atol=1e-5, rtol=0)
+
+
+def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
+    from elmo.cli import _shipped_model_for
+
+    cases = {"zh": "我喜欢吃小米粥\n小米手机很好用 (Xiaomi)\n", "en": "The bank of the river .\n",
+             "en ": "Mostly English text with one word 小米 in it .\n", "zh ": "123 456\n日本語の文章ではなく中文。\n"}
+    for expected, text in cases.items():
+        path = tmp_path / "input.txt"
+        path.write_text(text, encoding="utf-8")
+        assert _shipped_model_for(str(path)) == expected.strip(), text

@@ -5,11 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
+from elmo.cli import main
+from elmo.demo import sense_similarities
 from elmo.embedder import Embedder
 from elmo.model_dir import ModelDir, shipped_models
+from elmo.sense_examples import DEMO_EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -49,3 +53,21 @@ def test_an_installed_wheel_loads_the_models_by_name(tmp_path):
     assert shape == [2, Embedder.load("en").dim]
     source = Embedder.load("en").embed([["the", "bank"]], "top")[0]
     np.testing.assert_allclose(magnitude, float(np.abs(source).sum()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("example", DEMO_EXAMPLES, ids=lambda example: example.label)
+def test_every_contextual_layer_of_the_shipped_models_puts_the_demo_words_same_sense_occurrences_closer(example):
+    result = sense_similarities(Embedder.load(example.language), example)
+    assert not result.separates[0]  # layer 0 is context-free: one vector for every occurrence
+    assert all(result.separates[1:]), result.margins
+
+
+def test_elmo_embed_without_a_model_embeds_chinese_text_with_zh_and_english_with_en(tmp_path):
+    for name, lines in (("zh", ["我喜欢吃小米粥", "小米手机很好用"]), ("en", ["The bank of the river ."])):
+        source, target = tmp_path / f"{name}.txt", tmp_path / f"{name}.hdf5"
+        source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert main(["embed", str(source), str(target), "--layers", "top", "--quiet"]) == 0
+        expected = Embedder.load(name).embed(lines, "top")
+        with h5py.File(target) as vectors:
+            for number, array in enumerate(expected):
+                np.testing.assert_allclose(vectors[str(number)][()], array, atol=1e-6)

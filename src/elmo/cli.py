@@ -3,6 +3,7 @@
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tokenizers import TOKENIZERS
@@ -40,11 +41,27 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shipped_model_for(path: str) -> str:
+    """``zh`` when most letters of the file's first 64 KiB are CJK ideographs, else ``en``."""
+    with open(path, "rb") as handle:
+        text = handle.read(1 << 16).decode("utf-8", errors="ignore")
+    letters = [character for character in text if character.isalpha()]
+    ideographs = sum("\u4e00" <= character <= "\u9fff" or "\u3400" <= character <= "\u4dbf" for character in letters)
+    return "zh" if letters and ideographs > len(letters) / 2 else "en"
+
+
 def _embed(args: argparse.Namespace) -> int:
     from elmo.embed_file import embed_file
     from elmo.embedder import Embedder
 
-    embedder = Embedder.load(args.model, tokenizer=args.tokenizer, device=args.device)
+    model = args.model
+    if model is None:
+        if not Path(args.input).is_file():
+            raise FileNotFoundError(f"{args.input}: no such input file")
+        model = _shipped_model_for(args.input)
+        print(f"elmo embed: no --model given; the text looks {'Chinese' if model == 'zh' else 'English'}, "
+              f"so the shipped {model!r} model embeds it", file=sys.stderr)
+    embedder = Embedder.load(model, tokenizer=args.tokenizer, device=args.device)
     report = embed_file(args.input, args.output, embedder, layers=args.layers, batch_size=args.batch_size,
                         resume=args.resume, progress=not args.quiet)
     resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
@@ -69,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     embed = commands.add_parser("embed", help="embed a file of sentences (one per line) into HDF5")
     embed.add_argument("input", help="text file, one sentence per line")
     embed.add_argument("output", help="HDF5 file to write (AllenNLP's elmo command layout)")
-    embed.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    embed.add_argument("--model", default=None,
+                       help="model directory or shipped model name (default: zh for Chinese text, else en)")
     embed.add_argument("--layers", type=_layers, default="all",
                        help="all (L+1, T, 2P), top, average, or comma-separated mixing weights")
     embed.add_argument("--batch-size", type=int, default=32)
