@@ -8,8 +8,9 @@ useful GFLOP/s (model FLOPs per real token x real tokens / s; padding and the <S
 count), that as a share of the fp32 matmul peak, and the largest difference from the plain path.
 
 Paths: plain = input order, no token cache; bucketed = sorted by length within 16 batches; fast = bucketed
-plus the LRU token cache (the default Embedder). All share the packed LSTM (no padded steps) and one
-character-CNN pass per distinct token in a batch.
+plus the LRU token cache (the default Embedder); fast-unpacked = fast without MKL's pre-packed recurrent
+product (what it gains, in the same run). All share the packed LSTM (no padded steps) and one character-CNN
+pass per distinct token in a batch.
 """
 
 import argparse
@@ -23,6 +24,7 @@ import torch
 
 from elmo import BiLM, BiLMConfig, load_bilm, save_bilm
 from elmo.embedder import Embedder
+from elmo.modules import lstm
 
 
 def matmul_peak_gflops(size: int = 2048, seconds: float = 3.0) -> float:
@@ -84,7 +86,9 @@ PATHS = {
     "plain": {"bucket_batches": 1, "token_cache_size": 0},
     "bucketed": {"bucket_batches": 16, "token_cache_size": 0},
     "fast": {"bucket_batches": 16, "token_cache_size": 20_000},
+    "fast-unpacked": {"bucket_batches": 16, "token_cache_size": 20_000},
 }
+MKL_PACKED = lstm._HAS_MKL_PACKED
 
 
 def run(preset: str, workloads: dict[str, list[list[str]]], peak: float, batch_size: int) -> None:
@@ -92,11 +96,12 @@ def run(preset: str, workloads: dict[str, list[list[str]]], peak: float, batch_s
         bilm = random_model(preset, Path(directory))
     per_token = flops_per_token(bilm.config)
     print(f"\n{preset}: {per_token / 1e6:.1f} MFLOP per real token")
-    print(f"{'workload':>9} {'path':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'of peak':>8} {'max diff':>9} {'RSS MiB':>8}")
+    print(f"{'workload':>9} {'path':>13} {'tokens/s':>9} {'GFLOP/s':>8} {'of peak':>8} {'max diff':>9} {'RSS MiB':>8}")
     for name, sentences in workloads.items():
         n_tokens = sum(len(s) for s in sentences)
         reference = None
         for path, options in PATHS.items():
+            lstm._HAS_MKL_PACKED = MKL_PACKED and path != "fast-unpacked"
             embedder = Embedder(bilm, **options)
             embedder.embed(sentences[: 2 * batch_size], batch_size=batch_size)  # warm-up (and warm cache)
             start = time.perf_counter()
@@ -108,7 +113,7 @@ def run(preset: str, workloads: dict[str, list[list[str]]], peak: float, batch_s
                 difference = max(float(np.abs(a - b).max()) for a, b in zip(vectors, reference, strict=True))
             gflops = per_token * n_tokens / elapsed / 1e9
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"{name:>9} {path:>9} {n_tokens / elapsed:9.0f} {gflops:8.1f} {gflops / peak:8.1%} "
+            print(f"{name:>9} {path:>13} {n_tokens / elapsed:9.0f} {gflops:8.1f} {gflops / peak:8.1%} "
                   f"{difference:9.1e} {rss:8.0f}")
 
 
