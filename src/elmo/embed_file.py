@@ -8,6 +8,7 @@ whole. The partial file records how many lines are done (``lines_done``, updated
 chunk), and ``resume=True`` continues from there when the run's settings match.
 """
 
+import itertools
 import json
 import logging
 import os
@@ -82,23 +83,24 @@ def embed_file(
                     del out[name]
         out.attrs["settings"] = settings
         out.attrs["lines_done"] = report.resumed_from
-        lines = list(read_lines(input_path, report))
-        report.lines = len(lines)
-        todo = lines[report.resumed_from :]
-        bar = tqdm(total=len(lines), initial=report.resumed_from, unit=" sentences", disable=not progress)
+        with input_path.open("rb") as handle:
+            report.lines = sum(1 for _ in handle)
+        lines = read_lines(input_path, report)  # streamed: only one chunk of text and vectors is held at a time
+        done = sum(1 for _ in itertools.islice(lines, report.resumed_from))
+        bar = tqdm(total=report.lines, initial=done, unit=" sentences", disable=not progress)
         chunk = batch_size * embedder.bucket_batches
-        for start in range(0, len(todo), chunk):
-            texts = todo[start : start + chunk]
+        while texts := list(itertools.islice(lines, chunk)):
             for offset, vectors in enumerate(embedder.iter_embed(texts, layers, batch_size)):
-                number = report.resumed_from + start + offset
-                out.create_dataset(str(number), data=vectors)
+                out.create_dataset(str(done + offset), data=vectors)
                 report.tokens += vectors.shape[-2]
-            out.attrs["lines_done"] = report.resumed_from + start + len(texts)
+            done += len(texts)
+            out.attrs["lines_done"] = done
             out.flush()
             bar.update(len(texts))
             bar.set_postfix(tokens_per_s=f"{report.tokens / max(bar.format_dict['elapsed'], 1e-9):.0f}")
         bar.close()
-        sentence_to_index = {line: str(number) for number, line in enumerate(lines)}
+        # The layout's index of every sentence is the one part that grows with the input (text, not vectors).
+        sentence_to_index = {line: str(number) for number, line in enumerate(read_lines(input_path, EmbedReport()))}
         if "sentence_to_index" in out:
             del out["sentence_to_index"]
         out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
