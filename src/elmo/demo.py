@@ -24,8 +24,10 @@ class SenseResult:
 
     @property
     def separates(self) -> list[bool]:
-        """Per layer: are occurrences of the same sense closer, on average, than those of different senses?"""
-        return [margin > 0 for margin in self.margins]
+        """Per layer: are occurrences of the same sense closer, on average, than those of different senses?
+        (By more than float32 rounding: a token's context-free vector computed in two batches may differ in
+        the last bits, which is not separation.)"""
+        return [margin > 1e-6 for margin in self.margins]
 
 
 def word_vectors(embedder: Embedder, example: SenseExample) -> np.ndarray:
