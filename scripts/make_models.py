@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from elmo.datasets.prepare import MODEL_CORPORA, sources_markdown
+from elmo.demo import sense_similarities, separation_rates
+from elmo.embedder import Embedder
+from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES
 from elmo.training import Corpus, Vocabulary, unigram_perplexity
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -97,16 +100,30 @@ def ship(model: str, args: argparse.Namespace, export_dir: Path, run_dir: Path, 
     log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     steps = max(record["step"] for record in log)
     card = model_card(model, args, report, json.loads((target / "options.json").read_text()), steps, held_out,
-                      unigram, training_seconds, with_softmax, softmax.stat().st_size)
+                      unigram, training_seconds, with_softmax, softmax.stat().st_size, sense_lines(model, target))
     (target / "README.md").write_text(card, encoding="utf-8")
     total = sum(path.stat().st_size for path in target.iterdir())
     print(f"{model}: shipped {total / 2**20:.1f} MiB -> {target}" + ("" if with_softmax else " (no softmax)"))
     return target
 
 
+def sense_lines(model: str, target: Path) -> str:
+    """The model card's account of how its layers tell word senses apart (the examples of `elmo demo`)."""
+    embedder = Embedder.load(str(target))
+    results = [sense_similarities(embedder, example) for example in POLYSEMY_EXAMPLES if example.language == model]
+    rates = ", ".join(f"layer {layer} {rate:.0%}" for layer, rate in enumerate(separation_rates(results)))
+    lines = [f"Of {len(results)} polysemous words in sentences of known sense (`elmo.sense_examples`), the share "
+             f"whose same-sense occurrences are closer (mean cosine) than their other-sense ones: {rates}.", ""]
+    for result in results:
+        margins = ", ".join(f"{margin:+.3f}" for margin in result.margins[1:])
+        demo = " (demo word)" if result.example in DEMO_EXAMPLES else ""
+        lines.append(f"- `{result.example.word}`{demo}: same minus other sense, layers 1..: {margins}")
+    return "\n".join(lines) + "\n"
+
+
 def model_card(model: str, args: argparse.Namespace, report: dict, options: dict, steps: int,
                held_out: dict[str, float], unigram: float, training_seconds: float, with_softmax: bool,
-               softmax_bytes: int) -> str:
+               softmax_bytes: int, senses: str) -> str:
     batch = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
     tokens_seen = steps * int(batch["--batch-size"]) * int(batch["--unroll-steps"])
     command = "make models" if args.steps == DEFAULT_STEPS and not args.limit else shlex.join(
@@ -141,6 +158,8 @@ On the `test` split ({held_out['tokens']:,} tokens, never trained on), full soft
 |---|---|---|---|
 | {held_out['forward']:.1f} | {held_out['backward']:.1f} | {held_out['average']:.1f} | {unigram:.1f} |
 
+## Word senses
+{senses}
 ## Files
 `options.json` + `weights.hdf5` (bilm-tf's published layout), `vocab.txt`, `tokenizer.json`. {softmax_note}
 
