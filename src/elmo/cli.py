@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from elmo.serve.commands import add_subcommands as add_serve_commands
+from elmo.tasks.commands import add_subcommands as add_task_commands
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.commands import add_subcommands as add_training_commands
 
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     add_training_commands(commands)
     add_serve_commands(commands)
+    add_task_commands(commands)
     return parser
 
 

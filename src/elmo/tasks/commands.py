@@ -1,0 +1,131 @@
+"""``elmo task train {tagger,classifier}`` and ``elmo task predict``.
+
+``add_subcommands`` registers ``task`` on the ``elmo`` subparsers action; bad input (ValueError,
+FileNotFoundError) is reported by `elmo.cli.main` as one line without a traceback.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from elmo.files import write_text_atomic
+from elmo.tasks.data import (
+    classification_examples,
+    read_labelled,
+    read_tagged,
+    tagging_examples,
+    write_labelled,
+    write_tagged,
+)
+from elmo.tasks.pipeline import (
+    SEGMENTERS,
+    embed_examples,
+    load_static,
+    model_tokenizer,
+    predict_examples,
+    read_examples,
+    segmenter,
+    train_and_test,
+)
+from elmo.tasks.spec import TASK_KINDS, TaskSpec
+from elmo.tasks.train import TrainOptions, labels_of
+
+
+def _train(args: argparse.Namespace) -> int:
+    elmo = None if args.elmo == "none" else args.elmo
+    static_name = None if args.static == "none" else args.static
+    splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
+              for name in ("train", "dev", "test")}
+    static = load_static(static_name)
+    layers = None
+    n_layers = elmo_dim = 0
+    if elmo is not None:
+        layers = embed_examples(args.model, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
+        n_layers, _, elmo_dim = layers["train"][0].shape
+    spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
+                    static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
+                    args.max_words, args.hidden, args.dropout, args.mix_l2)
+    options = TrainOptions(args.epochs, args.patience, args.batch_size, args.lr, seed=args.seed)
+    model, summary = train_and_test(spec, splits, layers, static, options)
+    spec.save(model, args.out, summary)
+    write_text_atomic(Path(args.out) / "metrics.json", json.dumps(summary, indent=2) + "\n")
+    weights = summary["mix_weights"]
+    mix = f"; mixing weights {', '.join(f'{w:.3f}' for w in weights)}" if weights else ""
+    print(f"{summary['metric']}: dev {summary['dev']:.4f}, test {summary['test']:.4f} (best epoch "
+          f"{summary['best_epoch']} of {summary['epochs_run']}, {summary['seconds']:.0f} s){mix}; model in {args.out}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    spec, model = TaskSpec.load(args.task_model)
+    if spec.kind == "tagger":
+        sentences = read_tagged(args.input, require_tags=False)
+        examples = tagging_examples(sentences, segmenter(spec.segment))
+    else:
+        texts = [text for _, text in _labelled_or_plain(args.input)]
+        # The label is a placeholder: prediction reads no targets.
+        examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.model),
+                                           spec.max_words)
+    guesses = predict_examples(spec, model, examples, load_static(spec.static))
+    out = args.output or "/dev/stdout"
+    if spec.kind == "tagger":
+        write_tagged(out, [(example.tokens, tags) for example, tags in zip(examples, guesses, strict=True)])
+    else:
+        write_labelled(out, list(zip(guesses, texts, strict=True)))
+    if args.output:
+        print(f"wrote {len(guesses)} predictions to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _labelled_or_plain(path: str) -> list[tuple[str, str]]:
+    """``label TAB text`` lines (labels ignored) or plain text lines."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such input file")
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if lines and all("\t" in line for line in lines):
+        return read_labelled(path)
+    return [("", line.strip()) for line in lines]
+
+
+def add_subcommands(commands: argparse._SubParsersAction) -> None:
+    task = commands.add_parser("task", help="train or apply a task model (tagger, classifier) on ELMo features")
+    task_commands = task.add_subparsers(dest="task_command", required=True, metavar="TASK_COMMAND")
+
+    train = task_commands.add_parser("train", help="train on cached biLM layers, early-stopped on --dev, "
+                                                   "scored on --test")
+    train.add_argument("kind", choices=TASK_KINDS,
+                       help="tagger: CoNLL token<TAB>tag files (BIO; BMES/BIOES converted); "
+                            "classifier: label<TAB>text files")
+    train.add_argument("--train", required=True)
+    train.add_argument("--dev", required=True)
+    train.add_argument("--test", required=True)
+    train.add_argument("--model", required=True, help="biLM directory or shipped name (en, zh); its tokenizer "
+                                                      "splits classification text")
+    train.add_argument("--out", required=True, help="directory for task.json, model.safetensors, metrics.json")
+    train.add_argument("--elmo", choices=("mix", "top", "none"), default="mix",
+                       help="learned scalar mix of all layers (default), the top layer, or no ELMo")
+    train.add_argument("--static", default="none", help="static word vectors: none (default), glove, or an .npz "
+                                                        "written by StaticVectors.save (e.g. word2vec)")
+    train.add_argument("--segment", choices=SEGMENTERS, default=None,
+                       help="tagger tokens are characters; the biLM reads the words this segmenter makes")
+    train.add_argument("--max-words", type=int, default=None, help="cut classification texts to this many words")
+    train.add_argument("--cache", type=Path, default=None, help="feature cache directory (default: OUT/features)")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--epochs", type=int, default=20, help="at most this many epochs")
+    train.add_argument("--patience", type=int, default=3, help="stop after this many epochs without a better dev")
+    train.add_argument("--batch-size", type=int, default=32)
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--hidden", type=int, default=64, help="BiLSTM cells per direction")
+    train.add_argument("--dropout", type=float, default=0.5)
+    train.add_argument("--mix-l2", type=float, default=1e-3,
+                       help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(func=_train)
+
+    predict = task_commands.add_parser("predict", help="tag or classify a file with a trained task model")
+    predict.add_argument("task_model", help="directory written by `elmo task train`")
+    predict.add_argument("--input", required=True, help="tagger: CoNLL file (tags optional, ignored); "
+                                                        "classifier: text lines or label<TAB>text lines")
+    predict.add_argument("--output", default=None, help="default: standard output")
+    predict.set_defaults(func=_predict)

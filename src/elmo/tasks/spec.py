@@ -1,0 +1,84 @@
+"""A trained task model on disk: ``task.json`` (what it reads and predicts) and ``model.safetensors``.
+
+``TaskSpec`` is everything needed to rebuild the model and feed it the same inputs at prediction time: the
+kind, the label names, which ELMo representation and which static vectors it reads, and how text is turned
+into words (the biLM's tokenizer, or jieba over characters for character tagging).
+"""
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Literal
+
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from elmo.files import write_text_atomic
+from elmo.tasks.classifier import SentenceClassifier
+from elmo.tasks.inputs import ElmoMode, TokenFeatures
+from elmo.tasks.tagger import SequenceTagger
+
+TaskKind = Literal["tagger", "classifier"]
+TASK_KINDS = ("tagger", "classifier")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """- ``labels``: tag names (tagger, BIO) or class names (classifier), in id order.
+    - ``elmo``: ``mix``, ``top`` or None; ``model``: the biLM (directory or shipped name) when ELMo is read.
+    - ``static``: ``glove`` or a StaticVectors ``.npz`` path, and ``static_dim``; None for no static vectors.
+    - ``segment``: ``jieba`` when tokens are characters that the biLM reads as jieba words (``positions``
+      then adds each character's place in its word).
+    - ``max_words``: classification texts are cut to this many words.
+    """
+
+    kind: TaskKind
+    labels: tuple[str, ...]
+    elmo: ElmoMode | None
+    model: str | None
+    n_layers: int = 0
+    elmo_dim: int = 0
+    static: str | None = None
+    static_dim: int = 0
+    segment: str | None = None
+    positions: bool = False
+    max_words: int | None = None
+    hidden: int = 64
+    dropout: float = 0.5
+    mix_l2: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.kind not in TASK_KINDS:
+            raise ValueError(f"task kind {self.kind!r}; expected one of {', '.join(TASK_KINDS)}")
+        if self.elmo is not None and not (self.model and self.n_layers and self.elmo_dim):
+            raise ValueError("a task model that reads ELMo needs the biLM (model, n_layers, elmo_dim)")
+
+    def build(self) -> nn.Module:
+        features = TokenFeatures(self.elmo, self.n_layers, self.elmo_dim, self.static_dim, self.positions,
+                                 self.dropout, self.mix_l2)
+        model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
+        return model_class(features, len(self.labels), self.hidden, self.dropout)
+
+    def save(self, model: nn.Module, out: str | Path, metrics: dict | None = None) -> Path:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({name: tensor.contiguous() for name, tensor in model.state_dict().items()},
+                  str(out / "model.safetensors"))
+        write_text_atomic(out / "task.json", json.dumps({**asdict(self), "metrics": metrics or {}}, indent=2,
+                                                        ensure_ascii=False) + "\n")
+        return out
+
+    @classmethod
+    def load(cls, directory: str | Path) -> tuple["TaskSpec", nn.Module]:
+        directory = Path(directory)
+        spec_file = directory / "task.json"
+        if not spec_file.is_file():
+            raise FileNotFoundError(f"{directory} holds no task.json; is it a task model written by `elmo task train`?")
+        values = json.loads(spec_file.read_text(encoding="utf-8"))
+        known = {field.name for field in fields(cls)}
+        values = {name: value for name, value in values.items() if name in known}
+        values["labels"] = tuple(values["labels"])
+        spec = cls(**values)
+        model = spec.build()
+        model.load_state_dict(load_file(str(directory / "model.safetensors")))
+        return spec, model.eval()

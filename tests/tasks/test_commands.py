@@ -1,0 +1,82 @@
+"""``elmo task train`` and ``elmo task predict`` end to end on the small fixture biLM: files in the standard
+formats, the feature cache reused, predictions written in the input's format, bad input named."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from elmo.cli import main
+from elmo.static_vectors import StaticVectors
+from elmo.tasks.data import read_labelled, read_tagged, write_labelled, write_tagged
+
+SENTENCES = [(["mr", "ann", "saw", "the", "cat"], ["O", "B-PER", "O", "O", "O"]),
+             (["the", "cat", "saw", "mr", "bob"], ["O", "O", "O", "O", "B-PER"]),
+             (["ann", "ran"], ["O", "O"])] * 4
+TEXTS = [("pos", "a good film"), ("neg", "a bad film"), ("pos", "good"), ("neg", "not good at all")] * 3
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _files(tmp_path: Path, write, rows, suffix: str) -> list[str]:
+    paths = []
+    for name in ("train", "dev", "test"):
+        path = tmp_path / f"{name}.{suffix}"
+        write(path, rows)
+        paths += [f"--{name}", str(path)]
+    return paths
+
+
+def test_tagger_trains_caches_layers_and_predicts(tmp_path: Path, fixture_dir: Path, capsys):
+    splits = _files(tmp_path, write_tagged, SENTENCES, "bio")
+    out = tmp_path / "tagger"
+    command = ["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out), "--epochs", "2",
+               "--quiet"]
+    assert main(command) == 0
+    assert "entity-f1: dev" in capsys.readouterr().out
+    assert {"task.json", "model.safetensors", "metrics.json"} <= {p.name for p in out.iterdir()}
+    cached = out / "features" / "train.h5"
+    stamp = cached.stat().st_mtime_ns
+    assert main(command) == 0
+    assert cached.stat().st_mtime_ns == stamp  # same model and words: the cache is reused, not rewritten
+
+    unlabelled = tmp_path / "input.txt"
+    unlabelled.write_text("mr\nbob\nran\n\nthe\ncat\n", encoding="utf-8")
+    predicted = tmp_path / "predicted.bio"
+    assert main(["task", "predict", str(out), "--input", str(unlabelled), "--output", str(predicted)]) == 0
+    rows = read_tagged(predicted)
+    assert [tokens for tokens, _ in rows] == [["mr", "bob", "ran"], ["the", "cat"]]
+    assert all(tag in ("O", "B-PER") for _, tags in rows for tag in tags)
+
+
+def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):
+    vectors = tmp_path / "static.npz"
+    words = ["a", "good", "bad", "film", "not", "at", "all"]
+    StaticVectors(words, np.random.default_rng(0).normal(size=(len(words), 8))).save(vectors)
+    splits = _files(tmp_path, write_labelled, TEXTS, "tsv")
+    out = tmp_path / "classifier"
+    assert main(["task", "train", "classifier", *splits, "--model", str(fixture_dir), "--out", str(out),
+                 "--elmo", "none", "--static", str(vectors), "--epochs", "2", "--quiet"]) == 0
+    assert not (out / "features").exists()  # no ELMo read, nothing embedded
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a good film\nnot good\n", encoding="utf-8")
+    predicted = tmp_path / "predicted.tsv"
+    assert main(["task", "predict", str(out), "--input", str(texts), "--output", str(predicted)]) == 0
+    rows = read_labelled(predicted)
+    assert [text for _, text in rows] == ["a good film", "not good"]
+    assert {label for label, _ in rows} <= {"pos", "neg"}
+
+
+def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("pos\ta fine line\nno tab here\n", encoding="utf-8")
+    assert main(["task", "train", "classifier", "--train", str(bad), "--dev", str(bad), "--test", str(bad),
+                 "--model", str(fixture_dir), "--out", str(tmp_path / "out")]) == 2
+    assert "bad.tsv:2: expected 'label<TAB>text'" in capsys.readouterr().err

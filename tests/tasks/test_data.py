@@ -1,0 +1,76 @@
+"""Task data: tag schemes to BIO, characters matched to words, the file formats, fixed splits, and (slow)
+the four packaged sets as documented."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elmo.tasks import data
+from elmo.tasks.data import Example, read_tagged, split, to_bio
+from elmo.tasks.features import cache_layers, load_layers
+
+
+def test_to_bio_keeps_every_entity_span():
+    assert to_bio(["B-LOC", "M-LOC", "E-LOC", "S-PER", "O", "S-ORG"]) == ["B-LOC", "I-LOC", "I-LOC", "B-PER", "O",
+                                                                         "B-ORG"]
+    assert to_bio(["S-PER", "S-PER"]) == ["B-PER", "B-PER"]  # two one-character entities stay two
+    assert to_bio(["I-PER", "I-PER", "I-LOC"]) == ["B-PER", "I-PER", "B-LOC"]  # IOB1
+    with pytest.raises(ValueError, match="'X-PER'"):
+        to_bio(["X-PER"])
+
+
+def test_characters_take_their_words_and_positions():
+    example = Example.of_characters(list("北京市很大"), ["北京市", "很", "大"], ["B-LOC", "I-LOC", "I-LOC", "O", "O"])
+    assert example.word_index == (0, 0, 0, 1, 2)
+    assert example.word_positions() == [0, 1, 2, 3, 3]  # B M E S S
+    with pytest.raises(ValueError, match="do not spell"):
+        Example.of_characters(list("北京"), ["上海"])
+
+
+def test_read_tagged_accepts_tabs_spaces_and_bmes(tmp_path: Path):
+    path = tmp_path / "msra.txt"
+    path.write_bytes("北 B-LOC\r\n京 E-LOC\r\n好 O\r\n\r\n\r\nA\tS-PER\r\n".encode())
+    assert read_tagged(path) == [(["北", "京", "好"], ["B-LOC", "I-LOC", "O"]), (["A"], ["B-PER"])]
+    path.write_text("token-without-tag\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"msra\.txt:1"):
+        read_tagged(path)
+
+
+def test_split_is_fixed_by_its_seed_and_disjoint():
+    first = split(range(100), [60, 10, 30], seed=0)
+    assert first == split(range(100), [60, 10, 30], seed=0)
+    assert first != split(range(100), [60, 10, 30], seed=1)
+    assert sorted(item for part in first for item in part) == list(range(100))
+    with pytest.raises(ValueError, match="100 items"):
+        split(range(100), [90, 20], seed=0)
+
+
+def test_feature_cache_is_float16_and_rebuilt_for_other_words(tmp_path: Path, fixture_dir: Path):
+    import torch
+
+    from elmo.embedder import Embedder
+
+    torch.set_num_threads(1)
+    embedder = Embedder.load(str(fixture_dir))
+    sentences = [["The", "cat"], ["A", "dog", "ran"]]
+    path = cache_layers(embedder, "fixture", sentences, tmp_path / "f.h5")
+    layers = load_layers(path, 2)
+    expected = embedder.embed(sentences)
+    assert layers[1].dtype == np.float16 and layers[1].shape == expected[1].shape
+    np.testing.assert_allclose(layers[1], expected[1], atol=2e-3, rtol=2e-3)
+    cache_layers(embedder, "fixture", [["The", "cat"], ["A", "cow", "ran"]], path)
+    np.testing.assert_allclose(load_layers(path)[1], embedder.embed([["A", "cow", "ran"]])[0], atol=2e-3, rtol=2e-3)
+    with pytest.raises(ValueError, match="expected 3"):
+        load_layers(path, 3)
+
+
+@pytest.mark.slow
+def test_packaged_sets_have_their_documented_sizes():
+    assert len(data.wnut16()) == 2394
+    msra = data.msra_test()
+    assert len(msra) == 5000 and all(tag[:2] in ("O", "B-", "I-") for _, tags in msra for tag in tags)
+    reviews = data.movie_reviews()
+    assert len(reviews) == 10605 - 533 and {label for label, _ in reviews} == {"pos", "neg"}
+    chinese = data.chinese_reviews()
+    assert sum(label == "neg" for label, _ in chinese) == 18575 and len(chinese) == 18575 + 16548
