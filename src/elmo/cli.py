@@ -5,6 +5,7 @@ import logging
 import sys
 from pathlib import Path
 
+from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tasks.commands import add_subcommands as add_task_commands
 from elmo.tokenizers import TOKENIZERS
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     add_training_commands(commands)
     add_serve_commands(commands)
+    add_search_commands(commands)
     add_task_commands(commands)
     return parser
 

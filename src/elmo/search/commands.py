@@ -1,0 +1,120 @@
+"""The search subcommands: ``index``, ``neighbors``, ``senses``.
+
+``add_subcommands`` registers them on the ``elmo`` command's subparsers; `elmo.cli.main` turns bad input
+(ValueError, FileNotFoundError) into a one-line error without a traceback.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _index(args: argparse.Namespace) -> int:
+    import torch
+
+    from elmo.embedder import Embedder
+    from elmo.search.index import AnnOptions, build_index
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    embedder = Embedder.load(args.model, device=args.device)
+    ann = AnnOptions(factory=args.factory, nprobe=args.nprobe)
+    report = build_index(args.corpus, args.out, embedder, layers=args.layer, words_only=args.words_only,
+                         batch_size=args.batch_size, resume=args.resume, progress=not args.quiet, ann=ann,
+                         model_name=args.model)
+    resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
+    factories = ", ".join(f"{layer}: {factory}" for layer, factory in report.factories.items())
+    print(f"indexed {report.indexed_tokens:,} of {report.tokens:,} tokens in {report.sentences:,} sentences "
+          f"({report.words:,} word types; {factories}) -> {args.out}{resumed}")
+    return 0
+
+
+def _neighbors(args: argparse.Namespace) -> int:
+    from elmo.search.index import ContextIndex
+    from elmo.search.neighbors import format_table
+
+    index = ContextIndex.load(args.index)
+    found = index.neighbors(args.sentence, args.word, k=args.k, layer=args.layer, same_word=args.same_word,
+                            exact=args.exact, occurrence=args.occurrence)
+    if args.json:
+        print(json.dumps([neighbor.to_json() for neighbor in found], ensure_ascii=False, indent=2))
+        return 0
+    start, end = ("\033[1;4m", "\033[0m") if sys.stdout.isatty() else ("[", "]")
+    restriction = f" (only {args.word!r})" if args.same_word else ""
+    print(f"{args.word!r} in {args.sentence!r}: nearest {len(found)} uses in {index.meta['n_indexed']:,} indexed "
+          f"tokens, {index.layer(args.layer)}{restriction}")
+    for neighbor in found:
+        print(f"  {neighbor.score:6.3f}  line {neighbor.line}: {neighbor.highlighted(start, end)}")
+    if args.word in index.static_vectors:
+        lines = format_table(f"nearest words to {args.word!r} under the model's layer 0 (no context):",
+                             index.static_vectors.nearest(args.word, args.static_k))
+        print("\n".join(["", *lines]))
+    if args.glove:
+        from elmo.static_vectors import StaticVectors
+
+        glove = StaticVectors.glove()
+        if args.word in glove:
+            lines = format_table(f"nearest words to {args.word!r} under GloVe 6B 50d:",
+                                 glove.nearest(args.word, args.static_k))
+            print("\n".join(["", *lines]))
+        else:
+            print(f"\nGloVe 6B 50d has no vector for {args.word!r}")
+    return 0
+
+
+def _senses(args: argparse.Namespace) -> int:
+    from elmo.search.index import ContextIndex
+    from elmo.search.senses import plot_senses, senses
+
+    result = senses(ContextIndex.load(args.index), args.word, clusters=args.clusters, layer=args.layer,
+                    max_occurrences=args.max_occurrences)
+    plot_senses(result, args.out)
+    print(f"{args.word!r}: {len(result.rows)} occurrences, {len(result.sizes)} clusters "
+          f"(silhouette {result.silhouette:.2f}) -> {args.out}")
+    for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
+        print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")
+    return 0
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    index = subparsers.add_parser("index", help="embed every token of a corpus into a nearest-neighbour index")
+    index.add_argument("corpus", help="text file, one sentence a line")
+    index.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    index.add_argument("--out", required=True, type=Path, help="index directory to write")
+    index.add_argument("--layer", action="append", default=None, metavar="N|average",
+                       help="layer to index, repeatable (default: the top layer)")
+    index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
+    index.add_argument("--batch-size", type=int, default=32)
+    index.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    index.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    index.add_argument("--factory", default=None,
+                       help="faiss index_factory string (default: IVF-PQ sized to the corpus, Flat below 20k tokens)")
+    index.add_argument("--nprobe", type=int, default=32, help="inverted lists searched per query")
+    index.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    index.add_argument("--quiet", action="store_true", help="no progress bar")
+    index.set_defaults(func=_index)
+
+    neighbors = subparsers.add_parser("neighbors", help="uses in an indexed corpus nearest to a word in a sentence")
+    neighbors.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
+    neighbors.add_argument("--sentence", required=True, help="the sentence the word is used in")
+    neighbors.add_argument("--word", required=True, help="the word (a token of the sentence, any case)")
+    neighbors.add_argument("--occurrence", type=int, default=0, help="which use of the word in the sentence (0-based)")
+    neighbors.add_argument("--k", type=int, default=10)
+    neighbors.add_argument("--layer", default=None, help="an indexed layer (default: the first the index holds)")
+    neighbors.add_argument("--same-word", action="store_true", help="only uses of the same word (the paper's table)")
+    neighbors.add_argument("--exact", action="store_true", help="brute force instead of the ANN index")
+    neighbors.add_argument("--json", action="store_true",
+                           help='print [{"sentence", "token_index", "token", "score"}, ...] only')
+    neighbors.add_argument("--glove", action="store_true", help="also show GloVe 6B 50d's nearest words")
+    neighbors.add_argument("--static-k", type=int, default=10, help="nearest words shown for the static vectors")
+    neighbors.set_defaults(func=_neighbors)
+
+    senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")
+    senses.add_argument("word")
+    senses.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
+    senses.add_argument("--clusters", type=int, default=None, help="number of senses (default: best silhouette)")
+    senses.add_argument("--layer", default=None, help="an indexed layer (default: the first the index holds)")
+    senses.add_argument("--max-occurrences", type=int, default=2000, help="a random sample if there are more")
+    senses.add_argument("--out", required=True, type=Path, help="PNG to write")
+    senses.set_defaults(func=_senses)

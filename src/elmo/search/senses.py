@@ -1,0 +1,112 @@
+"""A word's occurrences in an indexed corpus, clustered into senses and drawn as a 2-D map.
+
+Clustering is scikit-learn's k-means on the unit vectors (so it groups by cosine); without a given number of
+clusters, the one of 2..``max_clusters`` with the best silhouette is taken. The map is a PCA projection.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from elmo.search.index import ContextIndex, LayerSpec, Occurrence
+
+
+@dataclass(frozen=True)
+class Senses:
+    """``labels[i]`` is the cluster of occurrence ``rows[i]``; ``points`` ``(n, 2)`` their PCA projection;
+    ``examples[c]`` the occurrence nearest cluster ``c``'s centre, ``sizes[c]`` how many it holds."""
+
+    word: str
+    layer: str
+    rows: np.ndarray
+    labels: np.ndarray
+    points: np.ndarray
+    examples: list[Occurrence]
+    sizes: list[int]
+    silhouette: float
+
+
+def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerSpec | str | None = None,
+           max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
+    """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more)."""
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+    from sklearn.metrics import silhouette_score
+
+    name = index.layer(layer)
+    rows = index.rows_of(word)
+    if len(rows) < 3:
+        raise ValueError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens of {index.directory}; "
+                         "at least 3 are needed to find senses")
+    if len(rows) > max_occurrences:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, max_occurrences, replace=False))
+    vectors = np.asarray(index.vectors(name)[rows], dtype=np.float64)
+    if clusters is not None and not 1 <= clusters <= len(rows):
+        raise ValueError(f"--clusters {clusters}: expected 1..{len(rows)} (the occurrences of {word!r})")
+    distinct = len(np.unique(vectors, axis=0))  # k-means cannot make more clusters than distinct points
+    most = max(2, min(max_clusters, distinct, len(rows) - 1))
+    candidates = [clusters] if clusters is not None else range(2, most + 1)
+    best = None
+    for n_clusters in candidates:
+        model = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
+        found = len(set(model.labels_))
+        score = silhouette_score(vectors, model.labels_, metric="cosine") if 1 < found < len(rows) else -1.0
+        if best is None or score > best[0]:
+            best = (score, model)
+    score, model = best
+    labels = model.labels_
+    points = PCA(n_components=2, random_state=seed).fit_transform(vectors)
+    examples, sizes = [], []
+    for cluster in range(model.n_clusters):
+        members = np.flatnonzero(labels == cluster)
+        distances = np.linalg.norm(vectors[members] - model.cluster_centers_[cluster], axis=1)
+        examples.append(index.occurrence(int(rows[members[np.argmin(distances)]])))
+        sizes.append(len(members))
+    return Senses(word, name, rows, labels, points, examples, sizes, float(score))
+
+
+def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
+    """A PNG: the occurrences' 2-D projection coloured by cluster, and each cluster's example sentence."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    n_clusters = len(result.sizes)
+    figure, (scatter, notes) = plt.subplots(2, 1, figsize=(10, 7 + 0.45 * n_clusters),
+                                            gridspec_kw={"height_ratios": [4, 0.4 + 0.35 * n_clusters]})
+    colours = plt.get_cmap("tab10")
+    for cluster in range(n_clusters):
+        members = result.labels == cluster
+        scatter.scatter(result.points[members, 0], result.points[members, 1], s=14, alpha=0.7,
+                        color=colours(cluster % 10), label=f"sense {cluster + 1} ({result.sizes[cluster]})")
+    scatter.set_title(f"{result.word!r}: {len(result.rows)} occurrences, {result.layer}, "
+                      f"{n_clusters} clusters (silhouette {result.silhouette:.2f})")
+    scatter.set_xlabel("PCA 1")
+    scatter.set_ylabel("PCA 2")
+    scatter.legend(loc="best", fontsize=8)
+    notes.axis("off")
+    for cluster, example in enumerate(result.examples):
+        text = _window(example, width)
+        notes.text(0.0, 1.0 - cluster / max(n_clusters, 1), f"sense {cluster + 1}: {text}", va="top", fontsize=8,
+                   color=colours(cluster % 10), transform=notes.transAxes)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _window(occurrence: Occurrence, width: int) -> str:
+    """The example's tokens around the matched one (marked), cut to about ``width`` characters."""
+    tokens = list(occurrence.tokens)
+    tokens[occurrence.token_index] = f"[{tokens[occurrence.token_index]}]"
+    left, right = occurrence.token_index, occurrence.token_index + 1
+    while (left > 0 or right < len(tokens)) and len(" ".join(tokens[left:right])) < width:
+        if left > 0:
+            left -= 1
+        if right < len(tokens):
+            right += 1
+    return ("... " if left else "") + " ".join(tokens[left:right]) + (" ..." if right < len(tokens) else "")

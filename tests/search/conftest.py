@@ -1,0 +1,89 @@
+"""A corpus and an embedder whose vectors are known in closed form, so the right neighbours are known.
+
+``ConstructedEmbedder`` keeps all of ``Embedder`` (tokenizing, bucketing, windows, streaming) and replaces only
+the biLM run: a token's layer 0 is its word's one-hot vector, and layer ``j >= 1`` adds ``j`` times the
+sentence's topic (sport or theatre, by the topic words it contains). So "play" in a sports sentence is nearest
+to the other sports "play"s, and every score is a cosine computable by hand (``constructed_vector``).
+"""
+
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elmo.embedder import Embedder
+
+SPORT = {"baseball", "inning", "grounder", "pitcher"}
+THEATRE = {"broadway", "stage", "actors", "curtain"}
+TOPIC_DIMS = {"sport": 30, "theatre": 31}
+
+SPORTS_LINES = [
+    "the pitcher made a fine play in the ninth inning",
+    "a spectacular play on the grounder ended the baseball game",
+    "that play in the inning won the baseball title",
+]
+THEATRE_LINES = [
+    "she wrote a play for broadway",
+    "the actors rehearsed the play on the stage",
+    "the curtain fell and the play ended on broadway",
+]
+FILLER_LINES = ["children like to play outside", "the weather is fine today", "", "a fine day for a walk"]
+
+
+def topic_of(tokens: Sequence[str]) -> str | None:
+    words = {token.casefold() for token in tokens}
+    if words & SPORT:
+        return "sport"
+    if words & THEATRE:
+        return "theatre"
+    return None
+
+
+def word_slot(word: str, dim: int) -> int:
+    return zlib.crc32(word.casefold().encode()) % (dim - 2)  # the last two dimensions are the topics
+
+
+def constructed_vector(tokens: Sequence[str], position: int, layer: int, dim: int) -> np.ndarray:
+    vector = np.zeros(dim, np.float32)
+    vector[word_slot(tokens[position], dim)] = 1.0
+    topic = topic_of(tokens)
+    if topic is not None and layer > 0:
+        vector[TOPIC_DIMS[topic]] = float(layer)
+    return vector
+
+
+class ConstructedEmbedder(Embedder):
+    """``Embedder`` with the biLM replaced by ``constructed_vector``; ``fail_after`` runs, it raises."""
+
+    def __init__(self, bilm, fail_after: int | None = None, **options) -> None:
+        super().__init__(bilm, token_cache_size=0, **options)
+        self.fail_after = fail_after
+        self.runs = 0
+
+    def _run(self, token_lists: list[Sequence[str]]) -> np.ndarray:
+        if self.fail_after is not None and self.runs >= self.fail_after:
+            raise KeyboardInterrupt("simulated interruption")
+        self.runs += 1
+        longest = max(len(tokens) for tokens in token_lists)
+        out = np.zeros((self.n_layers, len(token_lists), longest, self.dim), np.float32)
+        for row, tokens in enumerate(token_lists):
+            for position in range(len(tokens)):
+                for layer in range(self.n_layers):
+                    out[layer, row, position] = constructed_vector(tokens, position, layer, self.dim)
+        return out
+
+
+@pytest.fixture
+def constructed_embedder(fixture_bilm) -> ConstructedEmbedder:
+    return ConstructedEmbedder(fixture_bilm)
+
+
+@pytest.fixture
+def topic_corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    lines = [line for triple in zip(SPORTS_LINES, THEATRE_LINES, FILLER_LINES, strict=False) for line in triple]
+    lines += FILLER_LINES[len(SPORTS_LINES):]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

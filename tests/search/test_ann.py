@@ -1,0 +1,57 @@
+import faiss
+import numpy as np
+import pytest
+
+from elmo.search import index as index_module
+from elmo.search.index import AnnOptions, ann_search, build_ann, default_factory, exact_search, unit_rows
+
+
+def _clustered(n: int, dim: int, n_clusters: int, seed: int) -> np.ndarray:
+    """Unit vectors around random centres: the structure of contextual vectors (uses of a word sense)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_clusters, dim))
+    return unit_rows(centres[rng.integers(n_clusters, size=n)] + 0.3 * rng.normal(size=(n, dim)))
+
+
+def test_exact_search_equals_a_full_sort_across_chunks(monkeypatch):
+    monkeypatch.setattr(index_module, "_ADD_CHUNK", 7)  # many chunks: the running top-k merge is exercised
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(100, 8)).astype(np.float16)
+    queries = rng.normal(size=(5, 8)).astype(np.float32)
+    scores, ids = exact_search(vectors, queries, k=6)
+    full = queries.astype(np.float64) @ vectors.astype(np.float64).T
+    np.testing.assert_array_equal(ids, np.argsort(-full, axis=1)[:, :6])
+    np.testing.assert_allclose(scores, np.sort(full, axis=1)[:, ::-1][:, :6], rtol=1e-5)
+
+    rows = np.array([3, 10, 11, 50, 51, 52, 99, 98, 0])
+    scores, ids = exact_search(vectors, queries, k=20, rows=rows)  # k above the rows: all of them, best first
+    assert ids.shape == (5, len(rows))
+    for q in range(5):
+        np.testing.assert_array_equal(ids[q], rows[np.argsort(-full[q, rows])])
+
+
+def test_ivf_pq_with_exact_reranking_recalls_the_brute_force_neighbours(tmp_path):
+    vectors = _clustered(30_000, 32, 200, seed=1).astype(np.float16)
+    queries = _clustered(200, 32, 200, seed=1)  # same centres, new points
+    options = AnnOptions()
+    factory = default_factory(len(vectors), 32, options)
+    assert factory == "IVF512,PQ8x4fsr"
+    faiss.omp_set_num_threads(1)
+    ann = build_ann(vectors, options)
+    assert ann.ntotal == len(vectors)
+    faiss.extract_index_ivf(ann).nprobe = options.nprobe
+    _, found = ann_search(ann, vectors, queries, 10, options.candidates)
+    _, truth = exact_search(vectors, queries, k=10)
+    recalled = [len(set(found[q]) & set(truth[q])) / 10 for q in range(len(queries))]
+    assert np.mean(recalled) >= 0.9
+
+
+@pytest.mark.parametrize(("n_vectors", "dim", "expected"), [
+    (19_999, 256, "Flat"),
+    (1_000_000, 256, "IVF4096,PQ64x4fsr"),
+    (20_000, 256, "IVF512,PQ64x4fsr"),  # 4 sqrt(n) = 566 -> 512 lists; 512 * 39 <= 20,000
+    (50_000, 1024, "IVF1024,PQ256x4fsr"),
+    (30_000, 36, "IVF512,SQ8"),  # not a multiple of 8: no 4-dimensional pieces for fast scan
+])
+def test_default_factory_sizes_ivf_pq_to_the_corpus(n_vectors, dim, expected):
+    assert default_factory(n_vectors, dim) == expected

@@ -1,0 +1,62 @@
+import json
+
+import numpy as np
+import pytest
+
+from elmo.cli import main
+from elmo.embedder import Embedder
+
+
+@pytest.fixture
+def fixture_corpus(fixture_sentences, tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(" ".join(tokens) for tokens in fixture_sentences) + "\n", encoding="utf-8")
+    return path
+
+
+def test_index_then_neighbors_json_equals_brute_force_over_the_embedder(fixture_dir, fixture_sentences,
+                                                                         fixture_corpus, tmp_path, capsys):
+    assert main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"),
+                 "--layer", "1", "--quiet"]) == 0
+    assert "indexed" in capsys.readouterr().out
+    query = "The market for shares fell sharply on Monday ."
+    assert main(["neighbors", "--index", str(tmp_path / "index"), "--sentence", query, "--word", "market",
+                 "--k", "5", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+
+    embedder = Embedder.load(str(fixture_dir))
+    query_vector = embedder.embed([query.split()], [0, 1, 0])[0][1].astype(np.float64)
+    scored = [(float(v @ query_vector / np.linalg.norm(v) / np.linalg.norm(query_vector)), line, position)
+              for line, vectors in enumerate(embedder.embed(fixture_sentences, [0, 1, 0]))
+              for position, v in enumerate(vectors.astype(np.float64))]
+    best = sorted(scored, reverse=True)[:5]
+    assert [record["score"] for record in found] == pytest.approx([score for score, _, _ in best], abs=2e-3)
+    for record, (_, line, position) in zip(found, best, strict=True):
+        assert record["sentence"] == " ".join(fixture_sentences[line])
+        assert (record["token_index"], record["token"]) == (position, fixture_sentences[line][position])
+
+
+def test_plain_neighbors_highlight_the_word_and_show_layer0_words(fixture_dir, fixture_sentences, fixture_corpus,
+                                                                  tmp_path, capsys):
+    main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"), "--quiet"])
+    capsys.readouterr()
+    assert main(["neighbors", "--index", str(tmp_path / "index"), "--sentence", "the schools will open",
+                 "--word", "schools", "--same-word", "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    uses = sum(tokens.count("schools") for tokens in fixture_sentences)
+    assert uses >= 2
+    assert out.count("[schools]") == min(3, uses)
+    assert "under the model's layer 0" in out
+
+
+def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, capsys):
+    main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"), "--quiet"])
+    assert main(["senses", "the", "--index", str(tmp_path / "index"), "--clusters", "2",
+                 "--out", str(tmp_path / "the.png")]) == 0
+    assert (tmp_path / "the.png").read_bytes()[:4] == b"\x89PNG"
+    assert "sense 2" in capsys.readouterr().out
+
+
+def test_errors_are_one_line_naming_the_input(tmp_path, capsys):
+    assert main(["neighbors", "--index", str(tmp_path / "nowhere"), "--sentence", "a b", "--word", "a"]) == 2
+    assert "nowhere is not a finished index" in capsys.readouterr().err

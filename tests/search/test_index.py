@@ -1,0 +1,171 @@
+import json
+
+import numpy as np
+import pytest
+
+from elmo.search import AnnOptions, ContextIndex, build_index
+from elmo.search.index import TOKEN_DTYPE
+
+from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
+
+
+def _corpus_lines(path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def _brute_force(lines: list[str], query: np.ndarray, layer: int, dim: int) -> dict[tuple[int, int], float]:
+    """Cosine of the query to every token of the corpus, from the closed form, keyed by (line, position)."""
+    query = query / np.linalg.norm(query)
+    scores = {}
+    for line, text in enumerate(lines):
+        tokens = text.split()
+        for position in range(len(tokens)):
+            vector = constructed_vector(tokens, position, layer, dim)
+            scores[line, position] = float(vector @ query / np.linalg.norm(vector))
+    return scores
+
+
+def test_every_token_is_stored_with_its_line_position_and_unit_vector(topic_corpus, constructed_embedder, tmp_path):
+    report = build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[1, 2], progress=False)
+    lines = _corpus_lines(topic_corpus)
+    n_tokens = sum(len(line.split()) for line in lines)
+    assert (report.sentences, report.tokens, report.indexed_tokens) == (len(lines), n_tokens, n_tokens)
+    index = ContextIndex.load(tmp_path / "index")
+    assert index.layers == ["layer1", "layer2"]
+    row = 0
+    for line, text in enumerate(lines):
+        for position, token in enumerate(text.split()):
+            occurrence = index.occurrence(row)
+            assert (occurrence.line, occurrence.sentence, occurrence.token_index, occurrence.token) == \
+                (line, text, position, token)
+            for layer in (1, 2):
+                expected = constructed_vector(text.split(), position, layer, index.dim)
+                np.testing.assert_allclose(index.vectors(layer)[row], expected / np.linalg.norm(expected),
+                                           atol=1e-3)  # float16
+            row += 1
+    assert row == index.n_indexed
+    assert not (tmp_path / "index.partial").exists()
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_neighbours_are_the_brute_force_nearest_tokens(topic_corpus, constructed_embedder, tmp_path, exact):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[2], progress=False,
+                ann=AnnOptions(factory="IVF4,PQ4x4", nprobe=4))  # IVF-PQ even on a small corpus
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    assert not index.ann().__class__.__name__.endswith("Flat")
+    query = SPORTS_LINES[1]
+    found = index.neighbors(query, "play", k=8, exact=exact)
+    tokens = query.split()
+    expected = _brute_force(_corpus_lines(topic_corpus), constructed_vector(tokens, tokens.index("play"), 2, 32),
+                            2, index.dim)
+    query_line = _corpus_lines(topic_corpus).index(query)
+    del expected[query_line, tokens.index("play")]  # the query token itself is not its own neighbour
+    best = sorted(expected.values(), reverse=True)[:8]
+    np.testing.assert_allclose([n.score for n in found], best, atol=2e-3)
+    for neighbor in found:
+        assert neighbor.score == pytest.approx(expected[neighbor.line, neighbor.token_index], abs=2e-3)
+        assert neighbor.tokens[neighbor.token_index] == neighbor.token
+
+
+def test_same_word_finds_the_sense_of_the_query_first(topic_corpus, constructed_embedder, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[2], progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    lines = _corpus_lines(topic_corpus)
+    sports = {lines.index(line) for line in SPORTS_LINES}
+    theatre = {lines.index(line) for line in THEATRE_LINES}
+
+    from_sport = index.neighbors("Chico Ruiz made a spectacular play on the grounder", "play", k=10, same_word=True)
+    assert all(n.token == "play" for n in from_sport)
+    assert {n.line for n in from_sport[:3]} == sports
+    from_theatre = index.neighbors("he signed to do a broadway play", "Play", k=3, same_word=True)
+    assert {n.line for n in from_theatre} == theatre
+    assert len(from_sport) == 7  # every "play" of the corpus: 3 sports, 3 theatre, 1 filler
+
+
+def test_neighbours_json_has_the_documented_fields(topic_corpus, constructed_embedder, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    record = index.neighbors(THEATRE_LINES[0], "play", k=1)[0].to_json()
+    assert set(record) == {"sentence", "token_index", "token", "score"}
+    assert json.loads(json.dumps(record)) == record
+    assert record["sentence"].split()[record["token_index"]] == record["token"]
+
+
+def test_words_only_indexes_just_those_words_but_keeps_the_whole_vocabulary(topic_corpus, constructed_embedder,
+                                                                            tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text("Play\nstage\n", encoding="utf-8")
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, words_only=words, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    tokens = [token for line in _corpus_lines(topic_corpus) for token in line.split()]
+    assert index.n_indexed == sum(token in ("play", "stage") for token in tokens)
+    assert {index.occurrence(row).token for row in range(index.n_indexed)} == {"play", "stage"}
+    assert sorted(index.words) == sorted(set(tokens))
+    assert dict(zip(index.words, index.counts.tolist(), strict=True)) == {t: tokens.count(t) for t in set(tokens)}
+
+
+def test_layer0_static_neighbours_are_context_free_vectors_of_the_vocabulary(topic_corpus, constructed_embedder,
+                                                                             tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    static = index.static_vectors
+    for word in ("play", "broadway", "fine"):
+        np.testing.assert_array_equal(static.vector(word), constructed_vector([word], 0, 0, index.dim))
+    # One-hot rows: the nearest words of "play" are the ones hashed to its slot (cosine 1), then all others (0).
+    play = static.vector("play")
+    expected = sorted((float(static.vector(w) @ play) for w in index.words if w != "play"), reverse=True)[:3]
+    assert [score for _, score in static.nearest("play", k=3)] == pytest.approx(expected)
+
+
+def test_an_interrupted_build_never_looks_complete_and_resumes_to_the_same_index(topic_corpus, fixture_bilm,
+                                                                                   tmp_path):
+    clean = tmp_path / "clean"
+    build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), batch_size=2, progress=False,
+                checkpoint_lines=2)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm, fail_after=2), batch_size=1,
+                    progress=False, checkpoint_lines=1)
+    assert not out.exists()
+    with pytest.raises(FileNotFoundError, match="unfinished build"):
+        ContextIndex.load(out)
+    progress = json.loads((tmp_path / "resumed.partial" / "progress.json").read_text())
+    assert 0 < progress["lines"] < len(_corpus_lines(topic_corpus))
+    report = build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), batch_size=1, progress=False,
+                         resume=True, checkpoint_lines=1)
+    assert report.resumed_from == progress["lines"]
+    for name in ("sentences.txt", "sentence_offsets.i8", "tokens.bin", "vectors-layer2.f16", "vocab.txt",
+                 "layer0.f16"):
+        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
+    np.testing.assert_array_equal(np.load(out / "counts.npy"), np.load(clean / "counts.npy"))
+    assert not (tmp_path / "resumed.partial").exists()
+
+
+def test_resume_refuses_a_partial_index_made_with_other_settings(topic_corpus, fixture_bilm, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, tmp_path / "index", ConstructedEmbedder(fixture_bilm, fail_after=1),
+                    batch_size=1, progress=False, checkpoint_lines=1)
+    with pytest.raises(ValueError, match="other settings"):
+        build_index(topic_corpus, tmp_path / "index", ConstructedEmbedder(fixture_bilm), layers=[1],
+                    progress=False, resume=True)
+
+
+def test_bad_inputs_are_named(topic_corpus, constructed_embedder, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
+        build_index(tmp_path / "missing.txt", tmp_path / "index", constructed_embedder, progress=False)
+    with pytest.raises(ValueError, match="layer 7"):
+        build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[7], progress=False)
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[1], progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    with pytest.raises(ValueError, match="holds layer1, not layer2"):
+        index.neighbors(SPORTS_LINES[0], "play", layer=2)
+    with pytest.raises(ValueError, match="'tennis' is not a token"):
+        index.neighbors(SPORTS_LINES[0], "tennis")
+    with pytest.raises(ValueError, match="'tennis' does not occur"):
+        index.neighbors("tennis anyone", "tennis", same_word=True)
+    with pytest.raises(ValueError, match="was built from an Embedder"):
+        ContextIndex.load(tmp_path / "index").neighbors(SPORTS_LINES[0], "play")
+
+
+def test_token_records_have_a_fixed_layout():
+    assert TOKEN_DTYPE.itemsize == 16

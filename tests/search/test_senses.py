@@ -1,0 +1,54 @@
+import matplotlib.image
+import numpy as np
+import pytest
+
+from elmo.search import ContextIndex, build_index, plot_senses, senses
+
+from .conftest import SPORTS_LINES, THEATRE_LINES
+
+
+def _index(corpus_path, embedder, tmp_path) -> ContextIndex:
+    # Each topic sentence twice more, so each sense has enough uses to form a cluster.
+    lines = corpus_path.read_text(encoding="utf-8").split("\n")[:-1] + (SPORTS_LINES + THEATRE_LINES) * 2
+    corpus_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    build_index(corpus_path, tmp_path / "index", embedder, progress=False)
+    return ContextIndex.load(tmp_path / "index", embedder=embedder)
+
+
+def test_the_uses_of_a_word_cluster_into_its_known_senses(topic_corpus, constructed_embedder, tmp_path):
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    result = senses(index, "play", clusters=3)
+    lines = topic_corpus.read_text(encoding="utf-8").split("\n")
+    truth = [("sport" if lines[index.occurrence(int(r)).line] in SPORTS_LINES else
+              "theatre" if lines[index.occurrence(int(r)).line] in THEATRE_LINES else "none") for r in result.rows]
+    # A partition equal to the truth: each cluster holds exactly one sense.
+    clusters = {label: {t for t, lab in zip(truth, result.labels, strict=True) if lab == label}
+                for label in set(result.labels)}
+    assert sorted(map(sorted, clusters.values())) == [["none"], ["sport"], ["theatre"]]
+    assert sorted(result.sizes) == sorted([truth.count("none"), truth.count("sport"), truth.count("theatre")])
+    for cluster, example in enumerate(result.examples):
+        assert example.token == "play"
+        assert result.labels[list(result.rows).index(example.row)] == cluster
+    assert result.points.shape == (len(result.rows), 2)
+
+
+def test_without_a_count_the_silhouette_picks_the_number_of_senses(topic_corpus, constructed_embedder, tmp_path):
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    assert len(senses(index, "play").sizes) == 3
+    assert len(senses(index, "play", max_clusters=2).sizes) == 2
+
+
+def test_the_sense_map_is_a_png(topic_corpus, constructed_embedder, tmp_path):
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    path = plot_senses(senses(index, "play", clusters=2), tmp_path / "play.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 500 and np.ptp(image) > 0
+
+
+def test_a_word_with_too_few_uses_is_refused(topic_corpus, constructed_embedder, tmp_path):
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    with pytest.raises(ValueError, match="'tennis' occurs 0 time"):
+        senses(index, "tennis")
+    with pytest.raises(ValueError, match="--clusters 99"):
+        senses(index, "play", clusters=99)
