@@ -161,6 +161,20 @@ class SenseInstance:
 _EXAMPLE = re.compile(r'"([^"]+)"')
 
 
+def parse_data_line(line: str) -> tuple[str, list[str], list[str]] | None:
+    """A line of WordNet's ``data.POS``: ``offset lex_filenum ss_type w_cnt word lex_id ... | gloss`` ->
+    (synset id ``offset + ss_type``, its one-word lemmas lowercased, the gloss's quoted examples); None for
+    the license header (lines that start with spaces)."""
+    if line.startswith(" ") or " | " not in line:
+        return None
+    head, _, gloss = line.partition(" | ")
+    fields = head.split()
+    n_words = int(fields[3], 16)
+    # An adjective lemma may carry a syntactic marker: "big(a)".
+    lemmas = sorted({re.sub(r"\(.*\)$", "", fields[4 + 2 * i]).lower() for i in range(n_words)})
+    return f"{fields[0]}{fields[2]}", [lemma for lemma in lemmas if "_" not in lemma], _EXAMPLE.findall(gloss)
+
+
 def wordnet_instances(tokenize: Callable[[str], list[str]], cache: Path | None = None) -> list[SenseInstance]:
     """Every occurrence of a synset's one-word lemma in one of its quoted examples, for lemmas with
     instances in at least two synsets (see the module docstring)."""
@@ -172,20 +186,16 @@ def wordnet_instances(tokenize: Callable[[str], list[str]], cache: Path | None =
     for member in WORDNET_DATA_MEMBERS:
         pos = member.rpartition(".")[2]
         for line in read_member(archive, member).decode("latin-1").splitlines():
-            if line.startswith(" "):  # the license header
+            parsed = parse_data_line(line)
+            if parsed is None:
                 continue
-            head, _, gloss = line.partition(" | ")
-            fields = head.split()
-            n_words = int(fields[3], 16)
-            lemmas = {re.sub(r"\(.*\)$", "", fields[4 + 2 * i]).lower() for i in range(n_words)}
-            lemmas = {lemma for lemma in lemmas if "_" not in lemma}
-            for example in _EXAMPLE.findall(gloss):
+            synset, lemmas, examples = parsed
+            for example in examples:
                 tokens = tuple(tokenize(example))
                 lowered = [token.lower() for token in tokens]
-                for lemma in sorted(lemmas):
+                for lemma in lemmas:
                     if lemma in lowered:
-                        found[lemma, pos].append(SenseInstance(lemma, pos, f"{fields[0]}{fields[2]}", tokens,
-                                                               lowered.index(lemma)))
+                        found[lemma, pos].append(SenseInstance(lemma, pos, synset, tokens, lowered.index(lemma)))
     return [instance for instances in found.values() if len({i.synset for i in instances}) >= 2
             for instance in instances]
 

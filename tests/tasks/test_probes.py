@@ -1,0 +1,87 @@
+"""Layer probes: held-out lines only in the probe's test set, a linear probe that reads the layer holding
+the tags, WordNet lines parsed, and the sense 1-NN scored against the right neighbour."""
+
+import numpy as np
+import pytest
+import torch
+
+from elmo.tasks import probes
+from elmo.tasks.probes import SenseInstance, TaggedLine
+
+WORDNET_LINE = ('09236472 17 n 02 bank 0 cant 1 003 @ 09387222 n 0000 | sloping land (especially the slope beside '
+                'a body of water); "they pulled the canoe up on the bank"; "he sat on the bank of the river"  ')
+WORDNET_ADJECTIVE = '00001740 00 a 01 able(p) 0 002 | (usually followed by `to\') having the means; "able to swim"  '
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_brown_tags_lose_title_headline_and_foreign_markers():
+    assert [probes.simplify_brown_tag(t) for t in ("np-tl", "NN-HL", "fw-nn", "ppss+md", "nn$-tl")] == [
+        "np", "nn", "nn", "ppss+md", "nn$"]
+
+
+def test_probe_test_lines_come_only_from_held_out_splits():
+    lines = [TaggedLine((f"w{i}",), ("n",), split) for i, split in
+             enumerate(["train"] * 50 + ["test"] * 8 + ["valid"] * 2)]
+    train, test = probes.probe_splits(lines, 20, 10, seed=0)
+    assert all(line.split == "train" for line in train) and len(train) == 20
+    assert {line.split for line in test} == {"test", "valid"} and len(test) == 10
+    with pytest.raises(ValueError, match="11 held-out"):
+        probes.probe_splits(lines, 20, 11, seed=0)
+
+
+def test_pos_probe_reads_the_layer_that_holds_the_tags():
+    """Layer 1 is a noisy code of the tag, layer 0 noise: the probe must find the tags in layer 1 only."""
+    rng = np.random.default_rng(0)
+    tags = ["n", "v", "a", "d"]
+    codes = rng.normal(size=(len(tags), 16))
+
+    def make(n_lines: int) -> tuple[list[TaggedLine], list[np.ndarray]]:
+        lines, layers = [], []
+        for _ in range(n_lines):
+            line_tags = [tags[i] for i in rng.integers(0, len(tags), size=6)]
+            signal = np.stack([codes[tags.index(tag)] for tag in line_tags]) + rng.normal(scale=0.3, size=(6, 16))
+            layers.append(np.stack([rng.normal(size=(6, 16)), signal]).astype(np.float16))
+            lines.append(TaggedLine(tuple("w" * 6), tuple(line_tags), "train"))
+        return lines, layers
+
+    (train, train_layers), (test, test_layers) = make(200), make(50)
+    accuracy = probes.pos_probe(train, test, train_layers, test_layers)
+    assert accuracy["layer_1"] >= 0.95
+    assert accuracy["layer_0"] < 0.45  # chance is 0.25
+    assert accuracy["majority"] < 0.45  # one word for every tag: the word alone says little
+
+
+def test_wordnet_data_lines_give_synset_lemmas_and_examples():
+    assert probes.parse_data_line(WORDNET_LINE) == (
+        "09236472n", ["bank", "cant"], ["they pulled the canoe up on the bank", "he sat on the bank of the river"])
+    assert probes.parse_data_line(WORDNET_ADJECTIVE) == ("00001740a", ["able"], ["able to swim"])
+    assert probes.parse_data_line("  1 This software and database is being provided") is None
+
+
+def _instance(synset: str, n: int) -> SenseInstance:
+    return SenseInstance("bank", "noun", synset, ("the", "bank", str(n)), 1)
+
+
+def test_sense_1nn_follows_the_nearest_instance_of_the_lemma():
+    instances = [_instance("river", 0), _instance("river", 1), _instance("money", 2), _instance("money", 3),
+                 _instance("money", 4)]
+    scored = probes.scored_instances(instances)
+    assert scored == [0, 1, 2, 3, 4]
+    clustered = np.array([[1, 0.1], [1, 0.2], [0, 1], [0.1, 1], [0.2, 1]])
+    assert probes.sense_1nn_accuracy(instances, clustered, scored) == 1.0
+    # Interleaved on a circle (degrees): river 0, 22; money 10, 31, 45. Only money at 45 has its own sense
+    # nearest (money at 31).
+    angles = np.radians([0, 22, 10, 31, 45])
+    interleaved = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    assert probes.sense_1nn_accuracy(instances, interleaved, scored) == pytest.approx(1 / 5)
+    # Leave one out with 2 river and 4 money instances: the other instances' majority is money for every one,
+    # right for the 4 money ones only.
+    six = [*instances, _instance("money", 5)]
+    assert probes.most_frequent_sense_accuracy(six, probes.scored_instances(six)) == pytest.approx(4 / 6)
