@@ -331,7 +331,8 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
     for task in tasks:
         metric = summary.get(task.name, {}).get("elmo-mix", {}).get("metric", "score")
         lines += ["", f"### {task.title}", "",
-                  f"| method | test {metric}, mean ± std | runs | dev {metric} | best epoch / epochs run | s per run |",
+                  f"| method | test {metric} (%), mean ± std | runs | dev {metric} (%) "
+                  "| best epoch-epochs run, per seed | s per run |",
                   "|---|---|---|---|---|---|"]
         shown_commands = []
         for method in METHODS:
@@ -355,15 +356,79 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
             mean = [statistics.fmean(w[layer] for w in weights) for layer in range(len(weights[0]))]
             lines += ["", "Learned mix (elmo-mix, mean over seeds): " +
                       ", ".join(f"layer {layer} {value:.3f}" for layer, value in enumerate(mean))]
-    if probes:
-        lines += ["", "### Layer probes", ""]
-        for name, probe in probes.items():
-            accuracy = probe["accuracy"]
-            lines += [f"**{name}**: " + ", ".join(f"{key} {100 * value:.2f}" for key, value in accuracy.items()) +
-                      " (" + ", ".join(f"{key} {value}" for key, value in probe.items()
-                                       if key not in ("accuracy", "seconds")) + ")", ""]
-    (work / "report-tables.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines += probe_tables(probes)
+    coverage = static_coverage(work, tasks)
+    if coverage:
+        lines += ["", "Share of test tokens that have a static vector: " +
+                  "; ".join(f"{name} {', '.join(f'{k} {100 * v:.1f}%' for k, v in shares.items())}"
+                            for name, shares in coverage.items()) + "."]
+    tables = "\n".join(lines)
+    (work / "report-tables.md").write_text(tables + "\n", encoding="utf-8")
+    results_md = docs / "results.md"
+    if results_md.is_file() and TABLES_BEGIN in results_md.read_text(encoding="utf-8"):
+        text = results_md.read_text(encoding="utf-8")
+        before, _, rest = text.partition(TABLES_BEGIN)
+        _, _, after = rest.partition(TABLES_END)
+        results_md.write_text(f"{before}{TABLES_BEGIN}\n{tables}\n{TABLES_END}{after}", encoding="utf-8")
+        log(f"tables written into {results_md}")
     log(f"tables in {work / 'report-tables.md'}, JSON in {docs / 'results.json'}")
+
+
+TABLES_BEGIN = "<!-- tables:begin (scripts/run_tasks.py writes this part) -->"
+TABLES_END = "<!-- tables:end -->"
+
+
+def probe_tables(probes: dict) -> list[str]:
+    lines = []
+    pos = {name: probe for name, probe in probes.items() if name.startswith("pos-")}
+    if pos:
+        layers = sorted({key for probe in pos.values() for key in probe["accuracy"] if key.startswith("layer_")})
+        lines += ["", "### POS probe (linear, one layer at a time; accuracy on held-out lines)", "",
+                  "| corpus | " + " | ".join(f"layer {key[6:]}" for key in layers) +
+                  " | word's majority tag | tags | train tokens (lines) | test tokens (lines) |",
+                  "|---|" + "---|" * (len(layers) + 4)]
+        for name, probe in pos.items():
+            accuracy = probe["accuracy"]
+            lines.append(f"| {name} | " + " | ".join(f"{100 * accuracy[key]:.2f}" for key in layers) +
+                         f" | {100 * accuracy['majority']:.2f} | {probe['tags']} | {probe['train_tokens']:,} "
+                         f"({probe['train_lines']:,}) | {probe['test_tokens']:,} ({probe['test_lines']:,}) |")
+    wsd = probes.get("wsd-en")
+    if wsd:
+        accuracy = wsd["accuracy"]
+        layers = sorted(key for key in accuracy if key.startswith("layer_"))
+        lines += ["", "### Word-sense probe (WordNet 3.1 examples, 1-NN by cosine, one layer at a time)", "",
+                  "| " + " | ".join(f"layer {key[6:]}" for key in layers) +
+                  " | most frequent other sense | lemmas (of available) | instances | scored |",
+                  "|" + "---|" * (len(layers) + 4),
+                  "| " + " | ".join(f"{100 * accuracy[key]:.2f}" for key in layers) +
+                  f" | {100 * accuracy['most_frequent_sense']:.2f} | {wsd['lemmas']:,} ({wsd['lemmas_available']:,}) "
+                  f"| {wsd['instances']:,} | {wsd['scored']:,} |"]
+    return lines
+
+
+def static_coverage(work: Path, tasks: tuple[Task, ...]) -> dict[str, dict[str, float]]:
+    """For each task, the share of its test tokens (the words the task model reads) that GloVe and word2vec
+    cover: a static model gives every other token a zero vector."""
+    from elmo.static_vectors import StaticVectors
+    from elmo.tasks.pipeline import read_examples
+
+    coverage: dict[str, dict[str, float]] = {}
+    glove = None
+    for task in tasks:
+        test = work / "data" / task.name / f"test.{task.suffix}"
+        vectors_file = work / "vectors" / f"word2vec-{task.language}.npz"
+        model_file = work / "runs" / task.name / "word2vec" / "seed-0" / "task.json"
+        if not (test.is_file() and vectors_file.is_file() and model_file.is_file()):
+            continue
+        model = json.loads(model_file.read_text())["model"]
+        examples = read_examples(task.kind, test, model, task.segment, task.max_words)
+        words = [word for example in examples for word in example.words]
+        shares = {"word2vec": StaticVectors.load(vectors_file).coverage(words)}
+        if task.language == "en":
+            glove = glove or StaticVectors.glove()
+            shares["glove"] = glove.coverage(words)
+        coverage[task.name] = shares
+    return coverage
 
 
 # --- main -----------------------------------------------------------------------------------------------
