@@ -35,7 +35,7 @@ def test_ivf_pq_with_exact_reranking_recalls_the_brute_force_neighbours(tmp_path
     queries = _clustered(200, 32, 200, seed=1)  # same centres, new points
     options = AnnOptions()
     factory = default_factory(len(vectors), 32, options)
-    assert factory == "IVF512,PQ8x4fsr"
+    assert factory == "IVF128,PQ8x4fsr"
     faiss.omp_set_num_threads(1)
     ann = build_ann(vectors, options)
     assert ann.ntotal == len(vectors)
@@ -48,10 +48,14 @@ def test_ivf_pq_with_exact_reranking_recalls_the_brute_force_neighbours(tmp_path
 
 @pytest.mark.parametrize(("n_vectors", "dim", "expected"), [
     (19_999, 256, "Flat"),
-    (1_000_000, 256, "IVF4096,PQ64x4fsr"),
-    (20_000, 256, "IVF512,PQ64x4fsr"),  # 4 sqrt(n) = 566 -> 512 lists; 512 * 39 <= 20,000
-    (50_000, 1024, "IVF1024,PQ256x4fsr"),
-    (30_000, 36, "IVF512,SQ8"),  # not a multiple of 8: no 4-dimensional pieces for fast scan
+    (1_000_000, 256, "IVF1024,PQ64x4fsr"),
+    (20_000, 256, "IVF128,PQ64x4fsr"),  # sqrt(n) = 141 -> 128 lists
+    (3_000_000, 1024, "IVF2048,PQ256x4fsr"),  # sqrt(n) = 1732 -> 2048
+    (30_000, 36, "IVF128,SQ8"),  # not a multiple of 8: no 4-dimensional pieces for fast scan
 ])
 def test_default_factory_sizes_ivf_pq_to_the_corpus(n_vectors, dim, expected):
     assert default_factory(n_vectors, dim) == expected
+
+
+def test_default_factory_keeps_39_training_points_per_list():
+    assert default_factory(1_000, 64, AnnOptions(exact_below=0)) == "IVF16,PQ16x4fsr"  # sqrt: 32 lists, too many

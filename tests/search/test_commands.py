@@ -60,3 +60,18 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
 def test_errors_are_one_line_naming_the_input(tmp_path, capsys):
     assert main(["neighbors", "--index", str(tmp_path / "nowhere"), "--sentence", "a b", "--word", "a"]) == 2
     assert "nowhere is not a finished index" in capsys.readouterr().err
+
+
+def test_glove_contrast_lists_glove_nearest_words_by_cosine(fixture_dir, fixture_corpus, tmp_path, capsys,
+                                                             monkeypatch):
+    from elmo.static_vectors import StaticVectors
+
+    words = ["schools", "colleges", "teachers", "rivers"]
+    matrix = np.array([[1.0, 0.0], [0.9, 0.1], [0.6, 0.8], [-1.0, 0.2]], np.float32)  # cosines to row 0: .99, .6, -.98
+    monkeypatch.setattr(StaticVectors, "glove", classmethod(lambda cls: cls(words, matrix, lowercase=True)))
+    main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"), "--quiet"])
+    capsys.readouterr()
+    assert main(["neighbors", "--index", str(tmp_path / "index"), "--sentence", "the schools will open",
+                 "--word", "Schools", "--glove", "--static-k", "2"]) == 0
+    glove_part = capsys.readouterr().out.split("under GloVe 6B 50d:")[1].split()
+    assert glove_part == ["0.994", "colleges", "0.600", "teachers"]

@@ -112,6 +112,8 @@ def test_layer0_static_neighbours_are_context_free_vectors_of_the_vocabulary(top
     for word in ("play", "broadway", "fine"):
         np.testing.assert_array_equal(static.vector(word), constructed_vector([word], 0, 0, index.dim))
     # One-hot rows: the nearest words of "play" are the ones hashed to its slot (cosine 1), then all others (0).
+    assert (index.vocabulary_form("PLAY"), index.vocabulary_form("play"), index.vocabulary_form("tennis")) == \
+        ("play", "play", None)
     play = static.vector("play")
     expected = sorted((float(static.vector(w) @ play) for w in index.words if w != "play"), reverse=True)[:3]
     assert [score for _, score in static.nearest("play", k=3)] == pytest.approx(expected)

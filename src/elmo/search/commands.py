@@ -46,9 +46,10 @@ def _neighbors(args: argparse.Namespace) -> int:
           f"tokens, {index.layer(args.layer)}{restriction}")
     for neighbor in found:
         print(f"  {neighbor.score:6.3f}  line {neighbor.line}: {neighbor.highlighted(start, end)}")
-    if args.word in index.static_vectors:
-        lines = format_table(f"nearest words to {args.word!r} under the model's layer 0 (no context):",
-                             index.static_vectors.nearest(args.word, args.static_k))
+    form = index.vocabulary_form(args.word)
+    if form is not None:
+        lines = format_table(f"nearest words to {form!r} under the model's layer 0 (no context):",
+                             index.static_vectors.nearest(form, args.static_k))
         print("\n".join(["", *lines]))
     if args.glove:
         from elmo.static_vectors import StaticVectors

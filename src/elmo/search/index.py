@@ -77,19 +77,19 @@ class AnnOptions:
 
     factory: str | None = None
     nprobe: int = 32
-    candidates: int = 100
+    candidates: int = 300
     train_size: int = 100_000
     exact_below: int = 20_000
 
 
 def default_factory(n_vectors: int, dim: int, options: AnnOptions = AnnOptions()) -> str:
-    """``Flat`` below ``options.exact_below``; else IVF with about ``4 sqrt(n)`` lists (a power of two, at most
+    """``Flat`` below ``options.exact_below``; else IVF with about ``sqrt(n)`` lists (a power of two, at most
     ``n / 39``, faiss's minimum of training points per centroid) and residuals coded by 4-bit fast-scan PQ over
     4-dimensional pieces (``dim / 8`` bytes a vector), or by 8-bit scalar quantization when ``dim`` is not a
     multiple of 8. docs/search.md has the measurements behind this choice."""
     if n_vectors < options.exact_below:
         return "Flat"
-    nlist = 2 ** round(math.log2(4 * math.sqrt(n_vectors)))
+    nlist = 2 ** round(math.log2(math.sqrt(n_vectors)))
     while nlist > 1 and nlist * 39 > n_vectors:
         nlist //= 2
     return f"IVF{nlist},PQ{dim // 4}x4fsr" if dim % 8 == 0 else f"IVF{nlist},SQ8"
@@ -510,6 +510,13 @@ class ContextIndex:
         """Ids of the vocabulary's forms of ``word``, ignoring case."""
         wanted = word.casefold()
         return np.array([i for i, form in enumerate(self.words) if form.casefold() == wanted], np.int64)
+
+    def vocabulary_form(self, word: str) -> str | None:
+        """``word`` as the corpus spells it: itself if present, else its most frequent case variant, else None."""
+        ids = self.word_ids(word)
+        if not len(ids):
+            return None
+        return word if word in self.words else self.words[int(ids[np.argmax(self.counts[ids])])]
 
     def rows_of(self, word: str) -> np.ndarray:
         """Rows of every indexed occurrence of ``word`` (ignoring case), in corpus order."""
