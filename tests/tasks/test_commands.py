@@ -1,6 +1,7 @@
 """``elmo task train`` and ``elmo task predict`` end to end on the small fixture biLM: files in the standard
 formats, the feature cache reused, predictions written in the input's format, bad input named."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -80,3 +81,16 @@ def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     assert main(["task", "train", "classifier", "--train", str(bad), "--dev", str(bad), "--test", str(bad),
                  "--model", str(fixture_dir), "--out", str(tmp_path / "out")]) == 2
     assert "bad.tsv:2: expected 'label<TAB>text'" in capsys.readouterr().err
+
+
+def test_character_tagger_reads_jieba_words_and_keeps_characters(tmp_path: Path, fixture_dir: Path):
+    sentences = [(list("北京很大"), ["B-LOC", "I-LOC", "O", "O"]), (list("我在上海"), ["O", "O", "B-LOC", "I-LOC"])] * 3
+    splits = _files(tmp_path, write_tagged, sentences, "bio")
+    out = tmp_path / "zh"
+    assert main(["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out),
+                 "--segment", "jieba", "--epochs", "1", "--quiet"]) == 0
+    spec = json.loads((out / "task.json").read_text(encoding="utf-8"))
+    assert spec["segment"] == "jieba" and spec["positions"] is True
+    predicted = tmp_path / "predicted.bio"
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.bio"), "--output", str(predicted)]) == 0
+    assert [tokens for tokens, _ in read_tagged(predicted)] == [tokens for tokens, _ in sentences]

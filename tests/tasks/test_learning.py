@@ -8,7 +8,16 @@ import torch
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import TrainOptions, accuracy, entity_f1, fit, items_for, labels_of, seed_everything
+from elmo.tasks.train import (
+    TrainOptions,
+    accuracy,
+    entity_f1,
+    fit,
+    items_for,
+    labels_of,
+    predict,
+    seed_everything,
+)
 
 NAMES = ["ann", "bob", "cy", "di"]
 OTHERS = ["the", "saw", "a", "cat", "ran", "to", "park", "and", "was", "here"]
@@ -110,3 +119,18 @@ def test_learned_mix_finds_the_informative_layer():
     weights = model.features.mix_weights()
     assert weights[2] > 0.5 and weights[2] > max(weights[:2])
     assert entity_f1(model, items[2], spec.labels) == 1.0
+
+
+def test_a_saved_model_predicts_as_the_trained_one(tmp_path):
+    seed_everything(0)
+    train, dev, test = _data(_sentiment_sentence, (60, 20, 30))
+    static = _static()
+    spec = TaskSpec("classifier", labels_of("classifier", train), None, None, static="random",
+                    static_dim=static.dim, hidden=8)
+    model = spec.build()
+    items = [items_for(spec, split, None, static) for split in (train, dev, test)]
+    fit(model, items[0], items[1], accuracy, TrainOptions(max_epochs=1))
+    spec.save(model, tmp_path / "model")
+    loaded_spec, loaded = TaskSpec.load(tmp_path / "model")
+    assert loaded_spec == spec
+    assert predict(loaded, items[2]) == predict(model, items[2])
