@@ -94,3 +94,23 @@ def test_character_tagger_reads_jieba_words_and_keeps_characters(tmp_path: Path,
     predicted = tmp_path / "predicted.bio"
     assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.bio"), "--output", str(predicted)]) == 0
     assert [tokens for tokens, _ in read_tagged(predicted)] == [tokens for tokens, _ in sentences]
+
+
+def test_fine_tuning_trains_the_bilm_and_saves_it(tmp_path: Path, fixture_dir: Path):
+    from safetensors.torch import load_file
+
+    from elmo.model_dir import ModelDir
+
+    splits = _files(tmp_path, write_tagged, SENTENCES, "bio")
+    out = tmp_path / "fine-tuned"
+    assert main(["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out), "--epochs", "1",
+                 "--fine-tune", "--lr", "1e-2", "--quiet"]) == 0
+    assert not (out / "features").exists()  # nothing cached: the biLM runs inside the model
+    saved = load_file(str(out / "model.safetensors"))
+    original = ModelDir.find(str(fixture_dir)).load_bilm().state_dict()
+    bilm_names = [name for name in saved if name.startswith("features.bilm.")]
+    assert bilm_names
+    assert any(not torch.equal(saved[name], original[name.removeprefix("features.bilm.")]) for name in bilm_names)
+    predicted = tmp_path / "predicted.bio"
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.bio"), "--output", str(predicted)]) == 0
+    assert len(read_tagged(predicted)) == len(SENTENCES)

@@ -38,14 +38,21 @@ def _train(args: argparse.Namespace) -> int:
     splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
               for name in ("train", "dev", "test")}
     static = load_static(static_name)
+    if args.fine_tune and elmo is None:
+        raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
     layers = None
     n_layers = elmo_dim = 0
-    if elmo is not None:
+    if args.fine_tune:
+        from elmo.model_dir import ModelDir
+
+        config = ModelDir.find(args.model).load_bilm().config
+        n_layers, elmo_dim = config.n_output_layers, config.output_dim
+    elif elmo is not None:
         layers = embed_examples(args.model, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"][0].shape
     spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
-                    args.max_words, args.hidden, args.dropout, args.mix_l2)
+                    args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune)
     options = TrainOptions(args.epochs, args.patience, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -120,6 +127,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--dropout", type=float, default=0.5)
     train.add_argument("--mix-l2", type=float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
+    train.add_argument("--fine-tune", action="store_true",
+                       help="train the biLM along with the task model (no cache; much slower)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_train)
 

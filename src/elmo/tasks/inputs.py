@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from elmo.bilm import BiLM
+from elmo.characters import batch_to_char_ids
 from elmo.modules.scalar_mix import ScalarMix
 from elmo.tasks.data import WORD_POSITIONS, Example
 
@@ -23,18 +25,23 @@ ElmoMode = Literal["mix", "top"]
 @dataclass(frozen=True)
 class Item:
     """One example's token-level inputs: ``layers`` float16 ``(n_layers, T, D)``, ``static`` float32
-    ``(T, S)``, ``positions`` int ``(T,)``; ``target`` is the tag ids ``(T,)`` or the label id."""
+    ``(T, S)``, ``positions`` int ``(T,)``; ``target`` is the tag ids ``(T,)`` or the label id. When the
+    biLM is fine-tuned, it runs in the model: ``words`` and each token's ``word_index`` ``(T,)`` replace
+    ``layers``."""
 
     layers: torch.Tensor | None
     static: torch.Tensor | None
     positions: torch.Tensor | None
     target: torch.Tensor | int
+    words: tuple[str, ...] | None = None
+    word_index: torch.Tensor | None = None
 
 
 @dataclass
 class Batch:
     """``layers`` ``(n_layers, B, T, D)``, ``static`` ``(B, T, S)``, ``positions`` ``(B, T)``, ``mask``
-    ``(B, T)`` bool, ``lengths`` ``(B,)``; ``targets`` ``(B, T)`` (tags, 0 at padding) or ``(B,)``."""
+    ``(B, T)`` bool, ``lengths`` ``(B,)``; ``targets`` ``(B, T)`` (tags, 0 at padding) or ``(B,)``; for a
+    fine-tuned biLM ``char_ids`` ``(B, W, 50)`` and ``word_index`` ``(B, T)``."""
 
     layers: torch.Tensor | None
     static: torch.Tensor | None
@@ -42,12 +49,14 @@ class Batch:
     mask: torch.Tensor
     lengths: torch.Tensor
     targets: torch.Tensor
+    char_ids: torch.Tensor | None = None
+    word_index: torch.Tensor | None = None
 
 
 def make_items(examples: Sequence[Example], layers: Sequence[np.ndarray] | None, static,
-               positions: bool, targets: Sequence[torch.Tensor | int]) -> list[Item]:
+               positions: bool, targets: Sequence[torch.Tensor | int], fine_tune: bool = False) -> list[Item]:
     """Token-level items: each token takes its word's biLM layers and static vector (``static`` is a
-    ``StaticVectors`` or None)."""
+    ``StaticVectors`` or None); with ``fine_tune`` the items carry the words for the model's own biLM."""
     if layers is not None and len(layers) != len(examples):
         raise ValueError(f"{len(layers)} cached feature arrays for {len(examples)} examples")
     items = []
@@ -61,7 +70,9 @@ def make_items(examples: Sequence[Example], layers: Sequence[np.ndarray] | None,
             example_layers = torch.from_numpy(layers[i])[:, index]
         example_static = None if static is None else torch.from_numpy(static.lookup(example.words))[index]
         example_positions = torch.tensor(example.word_positions()) if positions else None
-        items.append(Item(example_layers, example_static, example_positions, targets[i]))
+        words = example.words if fine_tune else None
+        items.append(Item(example_layers, example_static, example_positions, targets[i], words,
+                          index if fine_tune else None))
     return items
 
 
@@ -86,11 +97,15 @@ def collate(items: Sequence[Item]) -> Batch:
         targets = pad([item.target for item in items], 0)
     else:
         targets = torch.tensor([item.target for item in items])
-    return Batch(layers, static, positions, mask, lengths, targets)
+    char_ids = word_index = None
+    if first.words is not None:
+        char_ids = batch_to_char_ids([item.words for item in items])
+        word_index = pad([item.word_index for item in items], 0)
+    return Batch(layers, static, positions, mask, lengths, targets, char_ids, word_index)
 
 
 def _length(item: Item) -> int:
-    for part in (item.layers, item.static, item.positions):
+    for part in (item.layers, item.static, item.positions, item.word_index):
         if part is not None:
             return part.shape[-2] if part.dim() >= 2 else part.shape[0]
     raise ValueError("an item needs ELMo layers, static vectors or word positions")
@@ -104,11 +119,17 @@ class TokenFeatures(nn.Module):
     - ``static_dim``: width of the static vectors (0: none); ``positions``: add the word-position one-hot.
     - ``mix_l2``: weight of ``||softmax(s) - 1/n_layers||^2`` in the loss, the paper's regularization of the
       mixing weights towards an even average (0.001 in the paper).
+    - ``bilm``: a biLM to fine-tune with the task: it runs on the batch's ``char_ids`` and is trained along
+      (instead of reading cached, frozen layers).
     """
 
     def __init__(self, elmo: ElmoMode | None, n_layers: int, elmo_dim: int, static_dim: int = 0,
-                 positions: bool = False, dropout: float = 0.5, mix_l2: float = 1e-3) -> None:
+                 positions: bool = False, dropout: float = 0.5, mix_l2: float = 1e-3,
+                 bilm: BiLM | None = None) -> None:
         super().__init__()
+        if bilm is not None and elmo is None:
+            raise ValueError("a biLM to fine-tune needs an ELMo input ('mix' or 'top')")
+        self.bilm = bilm
         if elmo not in (None, "mix", "top"):
             raise ValueError(f"elmo is {elmo!r}; expected 'mix', 'top' or None")
         if elmo is None and not static_dim and not positions:
@@ -124,9 +145,10 @@ class TokenFeatures(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         parts = []
         if self.elmo is not None:
-            if batch.layers is None:
+            layers = self.bilm_layers(batch) if self.bilm is not None else batch.layers
+            if layers is None:
                 raise ValueError("this model reads ELMo layers, but the batch has none")
-            parts.append(self.mix(batch.layers, batch.mask) if self.mix is not None else batch.layers[-1])
+            parts.append(self.mix(layers, batch.mask) if self.mix is not None else layers[-1])
         if self.static_dim:
             if batch.static is None:
                 raise ValueError("this model reads static vectors, but the batch has none")
@@ -134,6 +156,16 @@ class TokenFeatures(nn.Module):
         if self.positions:
             parts.append(nn.functional.one_hot(batch.positions, len(WORD_POSITIONS)).float())
         return self.dropout(torch.cat(parts, dim=-1))
+
+    def bilm_layers(self, batch: Batch) -> torch.Tensor:
+        """``(n_layers, B, T, D)`` from the biLM being fine-tuned: run on the words, then each token takes
+        its word's vectors."""
+        if batch.char_ids is None or batch.word_index is None:
+            raise ValueError("this model fine-tunes its biLM, but the batch has no char_ids")
+        output, _ = self.bilm(batch.char_ids)
+        n_layers, _, _, dim = output.layers.shape
+        index = batch.word_index[None, :, :, None].expand(n_layers, -1, -1, dim)
+        return output.layers.gather(2, index)
 
     def mix_weights(self) -> list[float] | None:
         """softmax(s), the learned share of each layer (None without a learned mix)."""

@@ -95,7 +95,7 @@ def predict_examples(spec: TaskSpec, model: torch.nn.Module, examples: Sequence[
                      static: StaticVectors | None, batch_size: int = 64) -> list:
     """Tag names per token (tagger) or a label name per example (classifier), embedding on the fly."""
     layers = None
-    if spec.elmo is not None:
+    if spec.elmo is not None and not spec.fine_tune:
         from elmo.embedder import Embedder
 
         embedder = Embedder.load(spec.model, tokenizer="whitespace")

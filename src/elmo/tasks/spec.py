@@ -30,6 +30,8 @@ class TaskSpec:
     - ``segment``: ``jieba`` when tokens are characters that the biLM reads as jieba words (``positions``
       then adds each character's place in its word).
     - ``max_words``: classification texts are cut to this many words.
+    - ``fine_tune``: the biLM is part of the task model and trained with it (its weights are saved in
+      ``model.safetensors``); otherwise it is frozen and its layers are read from a cache.
     """
 
     kind: TaskKind
@@ -46,6 +48,7 @@ class TaskSpec:
     hidden: int = 64
     dropout: float = 0.5
     mix_l2: float = 1e-3
+    fine_tune: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
@@ -54,8 +57,13 @@ class TaskSpec:
             raise ValueError("a task model that reads ELMo needs the biLM (model, n_layers, elmo_dim)")
 
     def build(self) -> nn.Module:
+        bilm = None
+        if self.fine_tune:
+            from elmo.model_dir import ModelDir
+
+            bilm = ModelDir.find(self.model or "").load_bilm()
         features = TokenFeatures(self.elmo, self.n_layers, self.elmo_dim, self.static_dim, self.positions,
-                                 self.dropout, self.mix_l2)
+                                 self.dropout, self.mix_l2, bilm)
         model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
         return model_class(features, len(self.labels), self.hidden, self.dropout)
 

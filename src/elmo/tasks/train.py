@@ -126,15 +126,15 @@ def items_for(spec: TaskSpec, examples: Sequence[Example], layers: Sequence[np.n
               with_targets: bool = True) -> list[Item]:
     """The model inputs of ``examples`` (``layers``: their cached biLM layers, needed when the spec reads
     ELMo; ``static``: the spec's StaticVectors, or None)."""
-    if spec.elmo is not None and layers is None:
+    if spec.elmo is not None and layers is None and not spec.fine_tune:
         raise ValueError("this task model reads ELMo layers; give the examples' cached layers")
     if with_targets:
         targets = targets_of(spec, examples)
     else:
         targets = [torch.zeros(len(example.tokens), dtype=torch.long) if spec.kind == "tagger" else 0
                    for example in examples]
-    return make_items(examples, layers if spec.elmo is not None else None,
-                      static if spec.static_dim else None, spec.positions, targets)
+    return make_items(examples, layers if spec.elmo is not None and not spec.fine_tune else None,
+                      static if spec.static_dim else None, spec.positions, targets, spec.fine_tune)
 
 
 def labels_of(kind: str, *splits: Sequence[Example]) -> tuple[str, ...]:
