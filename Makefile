@@ -32,7 +32,7 @@ bench: $(BIN)/.installed
 
 # The shipped models: corpora from registry packages, vocabularies, training, export into src/elmo/models.
 # About 75 minutes for both on 2 CPU cores with the default budget (see docs/data.md).
-MODEL_STEPS ?= 3500
+MODEL_STEPS ?= 3000
 models: $(BIN)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --steps $(MODEL_STEPS) --models en & en=$$!; \
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --steps $(MODEL_STEPS) --models zh; zh=$$?; \

@@ -27,10 +27,10 @@ from elmo.training import Corpus, Vocabulary, unigram_perplexity
 REPOSITORY = Path(__file__).resolve().parent.parent
 SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
 # Sized for about 75 minutes of training per model, both models at once on 2 CPU cores, one thread each: the
-# tiny preset at 32 x 20 tokens a step ran at 450-700 tokens/s (~1-1.4 s a step); 3500 steps are 2.24 M tokens,
-# about 1.1 epochs of either corpus. See docs/data.md. --state-reset 0.1: rows start from a zero state now and
+# tiny preset at 32 x 20 tokens a step ran at 450-700 tokens/s (~1-1.4 s a step); 3000 steps are 1.92 M tokens,
+# about one epoch of either corpus. See docs/data.md. --state-reset 0.1: rows start from a zero state now and
 # then, as every sentence does in the embedder (without it, zh's backward LM went wrong from zero state).
-DEFAULT_STEPS = 3500
+DEFAULT_STEPS = 3000
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "32", "--unroll-steps", "20", "--optimizer", "adam",
                "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "250",
                "--valid-every", "1000")
