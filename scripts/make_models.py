@@ -15,7 +15,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from elmo.datasets.prepare import MODEL_CORPORA, sources_markdown
@@ -62,14 +61,12 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     run(prepare + (["--limit", str(args.limit)] if args.limit else []))
     run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
          str(MIN_COUNT)])
-    started = time.monotonic()
     if (run_dir / "checkpoints").is_dir():
         run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(args.steps), "--quiet"])
     else:
         run([*elmo, "train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(work / "vocab.txt"),
              "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(args.steps),
              *TRAIN_FLAGS, "--quiet"])
-    training_seconds = time.monotonic() - started
     held_out = parse_perplexity(run([*elmo, "perplexity", "--model", str(run_dir), "--corpus",
                                      str(corpus_dir / "test.txt")]))
     vocab = Vocabulary.load(work / "vocab.txt")
@@ -78,11 +75,11 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     if export_dir.exists():
         shutil.rmtree(export_dir)
     run([*elmo, "export", str(run_dir), "--out", str(export_dir)])
-    return ship(model, args, export_dir, run_dir, corpus_dir, held_out, unigram, training_seconds)
+    return ship(model, args, export_dir, run_dir, corpus_dir, held_out, unigram)
 
 
 def ship(model: str, args: argparse.Namespace, export_dir: Path, run_dir: Path, corpus_dir: Path,
-         held_out: dict[str, float], unigram: float, training_seconds: float) -> Path:
+         held_out: dict[str, float], unigram: float) -> Path:
     """The shipped copy: everything the embedder needs, the softmax only if the whole stays within 25 MB."""
     target = args.out_root / model
     if target.exists():
@@ -99,6 +96,13 @@ def ship(model: str, args: argparse.Namespace, export_dir: Path, run_dir: Path, 
     report = json.loads((corpus_dir / "sources.json").read_text(encoding="utf-8"))
     log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     steps = max(record["step"] for record in log)
+    # Wall time of the training steps from the log (each record covers the steps since the previous one), so
+    # it counts every session of a resumed run.
+    flags = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
+    tokens_per_step = int(flags["--batch-size"]) * int(flags["--unroll-steps"])
+    timed = [record for record in log if "tokens_per_s" in record]
+    training_seconds = sum((record["step"] - previous) * tokens_per_step / record["tokens_per_s"]
+                           for previous, record in zip([0] + [r["step"] for r in timed[:-1]], timed, strict=True))
     card = model_card(model, args, report, json.loads((target / "options.json").read_text()), steps, held_out,
                       unigram, training_seconds, with_softmax, softmax.stat().st_size, sense_lines(model, target))
     (target / "README.md").write_text(card, encoding="utf-8")
