@@ -53,7 +53,7 @@ def _train(args: argparse.Namespace) -> int:
     spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune)
-    options = TrainOptions(args.epochs, args.patience, args.batch_size, args.lr, seed=args.seed)
+    options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
     write_text_atomic(Path(args.out) / "metrics.json", json.dumps(summary, indent=2) + "\n")
@@ -121,6 +121,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--epochs", type=int, default=20, help="at most this many epochs")
     train.add_argument("--patience", type=int, default=3, help="stop after this many epochs without a better dev")
+    train.add_argument("--min-epochs", type=int, default=1, help="never stop early before this epoch")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument("--hidden", type=int, default=64, help="BiLSTM cells per direction")

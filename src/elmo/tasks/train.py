@@ -24,6 +24,7 @@ from elmo.tasks.spec import TaskSpec
 class TrainOptions:
     max_epochs: int = 20
     patience: int = 3
+    min_epochs: int = 1  # no early stop before this: a tagger's entity F1 sits at 0 for its first epochs
     batch_size: int = 32
     learning_rate: float = 1e-3
     clip_norm: float = 5.0
@@ -100,7 +101,7 @@ def fit(model: nn.Module, train_items: Sequence[Item], dev_items: Sequence[Item]
         history.append(dev)
         if dev > best_dev:
             best_dev, best_epoch, best_state = dev, epoch, copy.deepcopy(model.state_dict())
-        elif epoch - best_epoch >= options.patience:
+        elif epoch - best_epoch >= options.patience and epoch >= options.min_epochs:
             break
     model.load_state_dict(best_state)
     model.eval()
