@@ -13,7 +13,7 @@ $(BIN)/.installed: pyproject.toml Makefile
 	touch $@
 
 demo: $(BIN)/.installed
-	$(BIN)/elmo demo --model tests/fixtures/elmo --out demo.png
+	$(BIN)/elmo demo --out demo.png
 
 test: $(BIN)/.installed
 	# The service's page is tested in a real headless browser: Debian's chromium (CI runs as root).
