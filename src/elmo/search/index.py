@@ -22,6 +22,7 @@ An index directory holds
 import io
 import itertools
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from elmo.embedder import Embedder
     from elmo.search.neighbors import Neighbor
     from elmo.static_vectors import StaticVectors
+
+log = logging.getLogger(__name__)
 
 LayerSpec = int | Literal["average"]
 
@@ -339,13 +342,12 @@ def build_index(
     n_indexed = state.progress["indexed"]
     if n_indexed == 0:
         raise ValueError(f"{corpus}: no token to index" + (" among --words-only" if indexed is not None else ""))
+    import faiss
+
     for name in names:
         vectors = np.memmap(partial / f"vectors-{name}.f16", np.float16, "r", shape=(n_indexed, embedder.dim))
-        index = build_ann(vectors, ann)
+        faiss.write_index(build_ann(vectors, ann), str(partial / f"ann-{name}.faiss"))
         report.factories[name] = ann.factory or default_factory(n_indexed, embedder.dim, ann)
-        import faiss
-
-        faiss.write_index(index, str(partial / f"ann-{name}.faiss"))
     meta = {"format": FORMAT_VERSION, "model": model_name, "model_config": settings["model"],
             "tokenizer": embedder.tokenizer_name, "corpus": settings["corpus"], "layers": names,
             "dim": embedder.dim, "n_sentences": state.progress["lines"], "n_tokens": state.progress["tokens"],
@@ -356,6 +358,8 @@ def build_index(
     publish_directory(partial, out)
     report.sentences, report.tokens = meta["n_sentences"], meta["n_tokens"]
     report.indexed_tokens, report.words = n_indexed, meta["n_words"]
+    for warning in report.warnings:
+        log.warning(warning)
     return report
 
 
@@ -415,7 +419,7 @@ class ContextIndex:
         self.dim: int = meta["dim"]
         self.tokenize = get_tokenizer(meta["tokenizer"])
         self.tokens = np.memmap(directory / "tokens.bin", TOKEN_DTYPE, "r", shape=(meta["n_indexed"],))
-        self.sentence_offsets = np.fromfile(directory / "sentence_offsets.i8", np.int64)
+        self.sentence_offsets = np.memmap(directory / "sentence_offsets.i8", np.int64, "r")
         vocab_text = (directory / "vocab.txt").read_bytes().decode("utf-8")
         self.words: list[str] = vocab_text.split("\n")[:-1]
         self.counts = np.load(directory / "counts.npy")
