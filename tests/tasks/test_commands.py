@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from elmo.cli import main
@@ -16,14 +15,6 @@ SENTENCES = [(["mr", "ann", "saw", "the", "cat"], ["O", "B-PER", "O", "O", "O"])
              (["the", "cat", "saw", "mr", "bob"], ["O", "O", "O", "O", "B-PER"]),
              (["ann", "ran"], ["O", "O"])] * 4
 TEXTS = [("pos", "a good film"), ("neg", "a bad film"), ("pos", "good"), ("neg", "not good at all")] * 3
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _files(tmp_path: Path, write, rows, suffix: str) -> list[str]:

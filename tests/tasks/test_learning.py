@@ -2,8 +2,6 @@
 scalar mix moves its weight to the one layer that carries the signal."""
 
 import numpy as np
-import pytest
-import torch
 
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example
@@ -22,14 +20,6 @@ from elmo.tasks.train import (
 NAMES = ["ann", "bob", "cy", "di"]
 OTHERS = ["the", "saw", "a", "cat", "ran", "to", "park", "and", "was", "here"]
 VOCAB = ["mr", "good", "bad", "not", *NAMES, *OTHERS]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _static(dim: int = 16) -> StaticVectors:

@@ -3,7 +3,6 @@ the tags, WordNet lines parsed, and the sense 1-NN scored against the right neig
 
 import numpy as np
 import pytest
-import torch
 
 from elmo.tasks import probes
 from elmo.tasks.probes import SenseInstance, TaggedLine
@@ -11,14 +10,6 @@ from elmo.tasks.probes import SenseInstance, TaggedLine
 WORDNET_LINE = ('09236472 17 n 02 bank 0 cant 1 003 @ 09387222 n 0000 | sloping land (especially the slope beside '
                 'a body of water); "they pulled the canoe up on the bank"; "he sat on the bank of the river"  ')
 WORDNET_ADJECTIVE = '00001740 00 a 01 able(p) 0 002 | (usually followed by `to\') having the means; "able to swim"  '
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_brown_tags_lose_title_headline_and_foreign_markers():
