@@ -1,14 +1,15 @@
 """The HTTP service: ``create_app`` turns loaded embedders and a ``ServeConfig`` into a FastAPI app.
 
-Endpoints: ``POST /v1/embed``, ``POST /v1/similarity``, ``GET /v1/models``, ``GET /healthz``,
+Endpoints: ``POST /v1/embed``, ``POST /v1/similarity``, ``GET /v1/models``, contextual search over served
+indexes (``POST /v1/neighbors``, ``POST /v1/senses``, ``GET /v1/indexes``), ``GET /healthz``,
 ``GET /metrics``, the sense page at ``/`` and the OpenAPI docs at ``/docs`` (Swagger UI served from the
 package, so it works offline). The app holds no per-client state, so any number of replicas can sit
 behind a load balancer.
 """
 
 import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,16 +27,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from elmo.embedder import Embedder, layer_weights, mix_layers
+from elmo.search.index import ContextIndex
+from elmo.search.senses import Senses, senses
 from elmo.serve.batching import DynamicBatcher, QueueFull, ShuttingDown
 from elmo.serve.config import ServeConfig
 from elmo.serve.guards import BearerAuth, BodySizeLimit, RequestMetrics, error_payload
 from elmo.serve.metrics import Metrics
+from elmo.serve.search import SearchRunner, ServedIndex, open_index, senses_png
 from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences
 
 STATIC_DIR = Path(__file__).parent / "static"
 NPY_TYPES = ("application/x-npy", "application/octet-stream")
 MAX_OCCURRENCES = 32  # the page's heat map and the O(N^3) grouping stay small
-ENDPOINTS = ("/", "/healthz", "/metrics", "/v1/models", "/v1/embed", "/v1/similarity")
+MAX_NEIGHBORS = 100
+MAX_SENSES = 32
+SENSE_SAMPLE = 2000  # occurrences clustered at most (a random sample of them beyond): senses' max_occurrences
+ENDPOINTS = ("/", "/healthz", "/metrics", "/v1/models", "/v1/embed", "/v1/similarity", "/v1/indexes",
+             "/v1/neighbors", "/v1/senses")
 
 Sentence = str | list[str]
 
@@ -64,7 +72,36 @@ class SimilarityRequest(BaseModel):
     n_groups: int = Field(2, ge=1, le=MAX_OCCURRENCES, description="how many groups the occurrences are split into")
 
 
-REQUEST_FIELDS = frozenset(EmbedRequest.model_fields) | frozenset(SimilarityRequest.model_fields)
+class NeighborsRequest(BaseModel):
+    """The indexed uses nearest to ``word`` as used in ``sentence``, and its nearest words under layer 0."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    index: str | None = Field(None, description="a served index's name; may be left out when only one is served")
+    sentence: Sentence = Field(examples=["He signed to do a Broadway play ."])
+    word: str = Field(min_length=1, examples=["play"], description="a token of the sentence, any case")
+    occurrence: int = Field(0, ge=0, description="which use of the word in the sentence, 0-based")
+    k: int = Field(10, ge=1, le=MAX_NEIGHBORS, description="neighbours (and static neighbours) returned")
+    layer: int | str | None = Field(None, description="an indexed layer (2, 'layer2' or 'average'); "
+                                                      "default: the first the index holds")
+    same_word: bool = Field(False, description="only uses of the same word (ignoring case), searched exactly")
+    exact: bool = Field(False, description="brute force over every indexed token instead of the ANN index")
+
+
+class SensesRequest(BaseModel):
+    """A word's indexed uses clustered into senses (k-means on their unit vectors)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    index: str | None = None
+    word: str = Field(min_length=1, examples=["play"])
+    clusters: int | None = Field(None, ge=1, le=MAX_SENSES, description="default: the count of 2..6 with the "
+                                                                        "best silhouette")
+    layer: int | str | None = None
+
+
+REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (EmbedRequest, SimilarityRequest,
+                                                                       NeighborsRequest, SensesRequest)))
 
 
 class ApiError(Exception):
@@ -83,8 +120,11 @@ class ServedModel:
     batcher: DynamicBatcher
 
 
-def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
-    """``embedders`` maps the names requests use to loaded models; each gets its own batcher."""
+def create_app(embedders: dict[str, Embedder], config: ServeConfig,
+               indexes: dict[str, tuple[str | Path, str]] | None = None) -> FastAPI:
+    """``embedders`` maps the names requests use to loaded models; each gets its own batcher. ``indexes`` maps
+    the names search requests use to an index directory and the served model that embeds its queries (the one
+    it was built with; ``elmo.serve.search.model_for_index``). ValueError if an index does not fit its model."""
     if not embedders:
         raise ValueError("serve at least one model")
     metrics = Metrics()
@@ -94,6 +134,12 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
                                  config.batch_size, on_batch=partial(metrics.record_batch, name))
         metrics.watch(batcher)
         served[name] = ServedModel(name, embedder, batcher)
+    served_indexes: dict[str, ServedIndex] = {}
+    for name, (directory, model_name) in (indexes or {}).items():
+        model = served[model_name]
+        served_indexes[name] = open_index(name, directory, model_name, model.embedder, model.batcher,
+                                          config.request_timeout_s)
+    searcher = SearchRunner(config.max_queue, config.request_timeout_s)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -103,12 +149,14 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
         # uvicorn calls this after in-flight requests have been answered; stop() still runs any job left.
         for model in served.values():
             await model.batcher.stop()
+        await searcher.stop()
 
     app = FastAPI(title="elmo", summary="ELMo contextual word vectors over HTTP", lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.config = config
     app.state.metrics = metrics
     app.state.served = served
+    app.state.indexes = served_indexes
     _add_error_handlers(app)
 
     def find_model(name: str | None) -> ServedModel:
@@ -121,24 +169,45 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
             raise ApiError(404, "model_not_found", f"unknown model {name!r}; served: {', '.join(served)}", "model")
         return served[name]
 
+    def find_index(name: str | None) -> ServedIndex:
+        if not served_indexes:
+            raise ApiError(404, "index_not_found", "this server holds no index (elmo serve --index)", "index")
+        if name is None:
+            if len(served_indexes) == 1:
+                return next(iter(served_indexes.values()))
+            raise ApiError(422, "invalid_request", "required when several indexes are served "
+                           f"({', '.join(served_indexes)})", "index")
+        if name not in served_indexes:
+            raise ApiError(404, "index_not_found", f"unknown index {name!r}; served: {', '.join(served_indexes)}",
+                           "index")
+        return served_indexes[name]
+
+    def index_layer(index: ContextIndex, layer: int | str | None) -> str:
+        try:
+            return index.layer(layer)
+        except ValueError as error:
+            raise ApiError(422, "invalid_request", str(error), "layer") from None
+
+    def tokenize_one(model: ServedModel, sentence: Any, field: str) -> list[str]:
+        tokens = model.embedder.tokenize(sentence)
+        if not tokens:
+            raise ApiError(422, "invalid_request", "the sentence has no tokens", field)
+        if config.long_sentences == "refuse" and len(tokens) > config.max_sentence_tokens:
+            raise ApiError(413, "sentence_too_long", f"{len(tokens)} tokens; at most {config.max_sentence_tokens}"
+                           " per sentence (--max-sentence-tokens)", field)
+        return tokens
+
     def tokenize(model: ServedModel, sentences: list[Any]) -> list[list[str]]:
         if len(sentences) > config.max_sentences:
             raise ApiError(413, "too_many_sentences", f"{len(sentences)} sentences; at most {config.max_sentences} "
                            "per request (--max-sentences)", "sentences")
-        token_lists = []
-        for i, sentence in enumerate(sentences):
-            tokens = model.embedder.tokenize(sentence)
-            if not tokens:
-                raise ApiError(422, "invalid_request", "the sentence has no tokens", f"sentences[{i}]")
-            if config.long_sentences == "refuse" and len(tokens) > config.max_sentence_tokens:
-                raise ApiError(413, "sentence_too_long", f"{len(tokens)} tokens; at most {config.max_sentence_tokens}"
-                               " per sentence (--max-sentence-tokens)", f"sentences[{i}]")
-            token_lists.append(tokens)
-        return token_lists
+        return [tokenize_one(model, sentence, f"sentences[{i}]") for i, sentence in enumerate(sentences)]
 
-    async def all_layers(model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
+    @contextmanager
+    def refusals() -> Iterator[None]:
+        """A full queue, a stopping service and a timeout as the errors clients can act on."""
         try:
-            return await model.batcher.submit(token_lists, config.request_timeout_s)
+            yield
         except QueueFull as error:
             raise ApiError(503, "overloaded", f"{error}; retry later", None,
                            {"Retry-After": str(config.retry_after_s)}) from None
@@ -147,6 +216,18 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
         except TimeoutError:
             raise ApiError(504, "timeout", f"not answered within {config.request_timeout_s:g} s "
                            "(--request-timeout)") from None
+
+    async def all_layers(model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
+        with refusals():
+            return await model.batcher.submit(token_lists, config.request_timeout_s)
+
+    async def run_search(work: Callable[[], Any]) -> Any:
+        """``work`` on a search thread; what ``elmo.search`` refuses (ValueError) is the client's input."""
+        with refusals():
+            try:
+                return await searcher.run(work)
+            except ValueError as error:
+                raise ApiError(422, "invalid_request", str(error)) from None
 
     @app.post("/v1/embed", response_model=None, responses={200: {"content": {
         "application/json": {}, "application/x-npy": {}, "application/octet-stream": {}},
@@ -191,6 +272,69 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
                 "similarity": matrices.tolist(),
                 "groups": [average_linkage_groups(matrix, n_groups) for matrix in matrices]}
 
+    @app.post("/v1/neighbors")
+    async def neighbors(body: NeighborsRequest) -> dict[str, Any]:
+        """The ``k`` indexed uses nearest to ``word`` as used in ``sentence`` (``ContextIndex.neighbors``: the
+        sentence is embedded by the index's model, through its batcher), and the ``k`` nearest words to it under
+        layer 0, which has no context (``static``)."""
+        served_index = find_index(body.index)
+        index = served_index.index
+        layer = index_layer(index, body.layer)
+        tokens = tokenize_one(served[served_index.model], body.sentence, "sentence")
+        uses = find_occurrences([tokens], body.word, match_case=False)
+        if not uses:
+            raise ApiError(422, "word_not_in_sentence", f"{body.word!r} is not a token of the sentence "
+                           f"{' '.join(tokens)!r}", "word")
+        if body.occurrence >= len(uses):
+            raise ApiError(422, "invalid_request", f"{body.word!r} occurs {len(uses)} time(s) in the sentence; "
+                           f"occurrence {body.occurrence} is out of range", "occurrence")
+
+        def search() -> dict[str, Any]:
+            if body.same_word and not len(index.rows_of(body.word)):
+                raise ApiError(422, "word_not_indexed", f"{body.word!r} does not occur among the indexed tokens "
+                               f"of index {served_index.name!r}", "word")
+            found = index.neighbors(tokens, body.word, body.k, layer, body.same_word, body.exact, body.occurrence)
+            form = index.vocabulary_form(body.word)
+            static = index.static_vectors.nearest(form, body.k) if form is not None else []
+            return {"index": served_index.name, "layer": layer, "word": body.word, "tokens": tokens,
+                    "token_index": uses[body.occurrence][1],
+                    "neighbors": [neighbor.to_json() for neighbor in found],
+                    "static_word": form, "static": [{"word": word, "score": score} for word, score in static]}
+
+        return await run_search(search)
+
+    @app.post("/v1/senses", response_model=None, responses={200: {"content": {
+        "application/json": {}, "image/png": {}},
+        "description": "JSON (clusters, their sizes and example uses, silhouette), or the sense map as PNG"}})
+    async def senses_endpoint(body: SensesRequest, accept: Annotated[str | None, Header()] = None) -> Response:
+        """The indexed uses of ``word`` clustered into senses (``elmo.search.senses``): each cluster's size and
+        the use nearest its centre; with ``Accept: image/png``, the map ``elmo senses`` draws."""
+        media_type = _negotiate(accept, ("application/json", "image/png"))
+        served_index = find_index(body.index)
+        index = served_index.index
+        layer = index_layer(index, body.layer)
+
+        def cluster() -> Response:
+            n_uses = len(index.rows_of(body.word))
+            if n_uses < 3:
+                raise ApiError(422, "too_few_occurrences", f"{body.word!r} occurs {n_uses} time(s) among the "
+                               f"indexed tokens of index {served_index.name!r}; at least 3 are needed to find "
+                               "senses", "word")
+            if body.clusters is not None and body.clusters > min(n_uses, SENSE_SAMPLE):
+                raise ApiError(422, "invalid_request", f"{body.clusters} clusters of {min(n_uses, SENSE_SAMPLE)} "
+                               f"uses of {body.word!r}", "clusters")
+            result = senses(index, body.word, body.clusters, layer, max_occurrences=SENSE_SAMPLE)
+            if media_type == "image/png":
+                return Response(senses_png(result), media_type="image/png")
+            return JSONResponse(_senses_json(served_index.name, result))
+
+        return await run_search(cluster)
+
+    @app.get("/v1/indexes")
+    async def list_indexes() -> dict[str, Any]:
+        """The served indexes: their layers and sizes, and the model that embeds their query sentences."""
+        return {"indexes": [served_index.describe() for served_index in served_indexes.values()]}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         """The served models and the limits that apply to them."""
@@ -231,9 +375,8 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig) -> FastAPI:
     return app
 
 
-def _negotiate(accept: str | None) -> str:
-    """JSON unless Accept prefers .npy/octet-stream; 406 if it allows none of them."""
-    offered = ("application/json", *NPY_TYPES)
+def _negotiate(accept: str | None, offered: tuple[str, ...] = ("application/json", *NPY_TYPES)) -> str:
+    """The first of ``offered`` unless Accept prefers another of them; 406 if it allows none of them."""
     best, best_quality = None, 0.0
     for item in (accept or "*/*").split(","):
         media_type, *params = (part.strip() for part in item.split(";"))
@@ -245,6 +388,14 @@ def _negotiate(accept: str | None) -> str:
         raise ApiError(406, "not_acceptable", f"Accept {accept!r}: this endpoint answers {', '.join(offered)}",
                        "Accept")
     return best
+
+
+def _senses_json(index_name: str, result: Senses) -> dict[str, Any]:
+    return {"index": index_name, "word": result.word, "layer": result.layer, "occurrences": len(result.rows),
+            "silhouette": result.silhouette,
+            "clusters": [{"size": size, "sentence": example.sentence, "token_index": example.token_index,
+                          "token": example.token, "line": example.line}
+                         for size, example in zip(result.sizes, result.examples, strict=True)]}
 
 
 def _is_number(text: str) -> bool:

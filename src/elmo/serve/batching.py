@@ -68,6 +68,7 @@ class DynamicBatcher:
         self._arrived = asyncio.Event()
         self._stopping = False
         self._worker: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"elmo-{name}")
 
     @property
@@ -76,7 +77,8 @@ class DynamicBatcher:
         return len(self._jobs)
 
     def start(self) -> None:
-        self._worker = asyncio.get_running_loop().create_task(self._run(), name=f"batcher-{self.name}")
+        self._loop = asyncio.get_running_loop()
+        self._worker = self._loop.create_task(self._run(), name=f"batcher-{self.name}")
 
     async def stop(self) -> None:
         """Refuse new work, run every job already admitted, then stop the worker thread."""
@@ -106,6 +108,26 @@ class DynamicBatcher:
         finally:
             if not job.future.done():
                 job.future.cancel()  # the worker skips it, or drops its rows if it is already running
+
+    def submit_from_thread(self, token_lists: list[list[str]], timeout_s: float) -> list[np.ndarray]:
+        """``submit`` for code on another thread (a search worker): blocks that thread, never the event loop.
+
+        The sentences join the same batches, queue limit and timeout as a request's; the wait is bounded even
+        if the loop stops before answering.
+        """
+        if self._loop is None:
+            raise ShuttingDown(f"model {self.name!r} is not running")
+        submission = self.submit(token_lists, timeout_s)
+        try:
+            future = asyncio.run_coroutine_threadsafe(submission, self._loop)
+        except RuntimeError:  # the loop has closed
+            submission.close()
+            raise ShuttingDown(f"model {self.name!r} is shutting down") from None
+        try:
+            return future.result(timeout_s + 1)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     async def _run(self) -> None:
         while True:

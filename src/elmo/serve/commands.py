@@ -7,7 +7,7 @@ runs the same command on its own. Bad flags print a one-line error and exit 2 be
 import argparse
 import sys
 
-from elmo.serve.config import ModelSpec, ServeConfig, is_loopback, read_api_keys
+from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, read_api_keys
 
 DEFAULTS = ServeConfig()
 
@@ -19,10 +19,15 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--model", action="append", required=True, metavar="[NAME=]MODEL", dest="models",
                        help="a model directory or shipped model name, repeatable; served under NAME, else under "
                             "the directory's name (en=path/to/dir serves path/to/dir as 'en')")
+    serve.add_argument("--index", action="append", default=[], metavar="[NAME=]DIR", dest="indexes",
+                       help="a contextual-search index from `elmo index`, repeatable, for /v1/neighbors and "
+                            "/v1/senses; served under NAME, else under the directory's name. The model it was "
+                            "built with must be served too (--model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="torch (and faiss) CPU threads (default: their choice)")
     serve.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' on /v1/ and /metrics; "
                                               "one key per line. Required off loopback unless --no-auth")
     serve.add_argument("--no-auth", action="store_true", help="serve a non-loopback address without a key")
@@ -56,6 +61,11 @@ def serve_command(args: argparse.Namespace) -> int:
         names = [spec.name for spec in specs]
         if len(set(names)) != len(names):
             raise ValueError(f"two --model flags serve the same name ({', '.join(names)}); name them NAME=DIR")
+        index_specs = [IndexSpec.parse(value) for value in args.indexes]
+        index_names = [spec.name for spec in index_specs]
+        if len(set(index_names)) != len(index_names):
+            raise ValueError(f"two --index flags serve the same name ({', '.join(index_names)}); name them "
+                             "NAME=DIR")
         if args.no_auth and args.api_key_file:
             raise ValueError("--no-auth and --api-key-file contradict each other")
         if not is_loopback(args.host) and not args.api_key_file and not args.no_auth:
@@ -67,13 +77,24 @@ def serve_command(args: argparse.Namespace) -> int:
             window_context=args.window_context, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
             max_queue=args.max_queue, request_timeout_s=args.request_timeout, batch_size=args.batch_size,
             api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
-        return _run(args, specs, config)
+        indexes = _index_models(index_specs, specs)
+        return _run(args, specs, config, indexes)
     except (FileNotFoundError, ValueError) as error:
         print(f"elmo serve: error: {error}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig) -> int:
+def _index_models(index_specs: list[IndexSpec], specs: list[ModelSpec]) -> dict[str, tuple[str, str]]:
+    """Each index's directory and the served model that embeds its queries, checked before any model loads."""
+    if not index_specs:
+        return {}
+    from elmo.serve.search import model_for_index
+
+    return {spec.name: (str(spec.directory), model_for_index(spec, specs)) for spec in index_specs}
+
+
+def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
+         indexes: dict[str, tuple[str, str]]) -> int:
     import torch
     import uvicorn
 
@@ -82,11 +103,15 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig) 
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+        if indexes:
+            import faiss
+
+            faiss.omp_set_num_threads(args.threads)
     embedders = {spec.name: Embedder.load(spec.source, device=args.device, max_window_tokens=config.max_sentence_tokens,
                                           window_context=config.context_tokens) for spec in specs}
     for embedder in embedders.values():  # load lazy tokenizer dictionaries and warm torch before /healthz says ok
         embedder.embed(["warm up"], "top")
-    app = create_app(embedders, config)
+    app = create_app(embedders, config, indexes)
     # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
                 timeout_graceful_shutdown=int(config.request_timeout_s) + 5)

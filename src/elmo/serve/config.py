@@ -30,6 +30,24 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class IndexSpec:
+    """A served search index: ``name`` is what requests say in ``"index"``; ``directory`` is from ``elmo index``."""
+
+    name: str
+    directory: Path
+
+    @classmethod
+    def parse(cls, value: str) -> "IndexSpec":
+        """``NAME=DIR`` names it; a bare directory is served under its directory name."""
+        name, separator, directory = value.partition("=")
+        if separator:
+            if not name or not directory:
+                raise ValueError(f"--index {value!r}: expected NAME=DIR or an index directory")
+            return cls(name, Path(directory))
+        return cls(Path(value).resolve().name, Path(value))
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """Limits and batching knobs; the defaults suit a CPU replica serving short sentences."""
 
