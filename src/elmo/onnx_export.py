@@ -1,0 +1,274 @@
+"""The biLM as an ONNX graph, for serving with onnxruntime.
+
+``export_onnx(model, "elmo.onnx")`` writes a graph from character ids ``char_ids`` int64
+``(batch, max_tokens, max_characters)`` (padding tokens all zeros, as ``BiLM.forward`` takes them) to
+``layers`` float32 ``(n_layers + 1, batch, max_tokens, 2 * projection_dim)`` and ``mask`` bool
+``(batch, max_tokens)``; batch and max_tokens are free. It then runs the file in onnxruntime on a batch
+of other shapes and compares it with ``BiLM.forward``. ``OnnxBiLM`` runs such a file and checks its input
+first.
+
+The graph computes what ``BiLM.forward`` computes with no state (every sentence from zeros), in a form
+an exporter can capture. ``BiLM.forward`` packs sequences by length, which needs the lengths as Python
+numbers; here every row runs over all ``max_tokens + 2`` steps (boundaries included) instead:
+
+- the forward direction reads each padded row in order; steps past a row's ``</S>`` only follow it, so
+  they change nothing that is kept;
+- the backward direction reads each row reversed from its own ``</S>`` by a gather (step t reads
+  position ``length + 1 - t``), runs the same padded loop, and the same gather puts the outputs back;
+- the time loop is ``torch._higher_order_ops.scan``, which the dynamo exporter (``torch.onnx.export``
+  with ``dynamo=True``, built on onnxscript) writes as an ONNX ``Scan``: one loop node per layer and
+  direction whatever the length, not a copy per step.
+
+``_ExportableBiLM`` holds the BiLM's own modules, not copies of their weights, and reads the LSTM cell's
+constants (forget bias, clips) from them; only the cell's arithmetic is written again here, in the form
+``scan`` needs. Tokens go through the BiLM's own ``TokenEncoder``, each distinct one once (ONNX
+``Unique``), as ``BiLM.encode_tokens`` does.
+"""
+
+import logging
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch._higher_order_ops.scan import scan
+
+from elmo.bilm import BiLM
+from elmo.characters import batch_to_char_ids
+from elmo.model_dir import ModelDir
+from elmo.modules.lstm import LstmStack, ProjectedLstm
+
+# The opset torch 2.13's exporter writes natively; another one goes through onnx's version converter.
+DEFAULT_OPSET = 18
+INPUT_NAME = "char_ids"
+OUTPUT_NAMES = ("layers", "mask")
+# Traced at one shape, exported for all: the axes are declared dynamic, so the graph is not tied to it.
+_EXAMPLE_SENTENCES = [["Export", "example", "sentence", "."], ["short"], ["a", "b"]]
+# The check after export: another batch size and length, a 1-token and an empty sentence.
+_CHECK_SENTENCES = [
+    "a check sentence that is longer than the one traced at export".split(),
+    ["one"],
+    [],
+    "the backward LSTM reads each row from its own end".split(),
+    ["two", "tokens"],
+]
+# Largest absolute difference from BiLM.forward that the check accepts (float32; measured: about 1e-6).
+CHECK_TOLERANCE = 1e-4
+_MISSING_PACKAGES = "ONNX export needs the packages onnx, onnxscript and onnxruntime: pip install 'elmo[onnx]'"
+
+
+class OnnxExport(NamedTuple):
+    path: Path
+    max_difference: float | None  # from BiLM.forward on the check batch; None when not checked
+
+
+def export_onnx(
+    bilm_or_model_dir: BiLM | str | Path, path: str | Path, opset: int = DEFAULT_OPSET, check: bool = True
+) -> OnnxExport:
+    """Write the stateless biLM as one ONNX file at ``path``.
+
+    ``bilm_or_model_dir`` is a BiLM, a model directory or a shipped model name (``en``, ``zh``). The
+    graph's input is ``char_ids`` int64 ``(batch, max_tokens, max_characters)``; its outputs are
+    ``layers`` float32 ``(n_layers + 1, batch, max_tokens, 2 * projection_dim)`` and ``mask`` bool
+    ``(batch, max_tokens)``, as ``BiLM.forward(char_ids)`` returns them. ``batch`` and ``max_tokens``
+    are dynamic. Weights are stored inside the file (in a ``.data`` file beside it only past 2 GB).
+
+    With ``check``, onnxruntime runs the file on a batch of another size and length than the one traced,
+    and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError.
+    """
+    try:
+        import onnx  # noqa: F401  (the exporter needs both; fail here with the fix, not deep inside)
+        import onnxscript  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"{_MISSING_PACKAGES} ({error})") from None
+    bilm = bilm_or_model_dir if isinstance(bilm_or_model_dir, BiLM) else ModelDir.find(bilm_or_model_dir).load_bilm()
+    path = Path(path)
+    example = batch_to_char_ids(_EXAMPLE_SENTENCES, bilm.config.char_cnn.max_characters_per_token)
+    dynamic_shapes = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("max_tokens")},)
+    was_training = bilm.training
+    module = _ExportableBiLM(bilm).eval()
+    exporter_logger = logging.getLogger("torch.onnx")
+    level = exporter_logger.level
+    exporter_logger.setLevel(logging.ERROR)  # "torchvision is not installed" and the like
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch 2.13's exporter trips over its own pytree deprecation; nothing the caller can act on.
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            program = torch.onnx.export(
+                module,
+                (example,),
+                input_names=[INPUT_NAME],
+                output_names=list(OUTPUT_NAMES),
+                opset_version=opset,
+                dynamo=True,
+                dynamic_shapes=dynamic_shapes,
+                verbose=False,
+            )
+    finally:
+        exporter_logger.setLevel(level)
+        bilm.train(was_training)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    program.save(path, external_data=False)
+    if not check:
+        return OnnxExport(path, None)
+    difference = max_difference(bilm, path)
+    if difference > CHECK_TOLERANCE:
+        raise RuntimeError(f"{path}: onnxruntime's outputs differ from BiLM.forward's by up to {difference:.2g} "
+                           f"(tolerance {CHECK_TOLERANCE:g}) on the check batch")
+    return OnnxExport(path, difference)
+
+
+def max_difference(bilm: BiLM, path: str | Path, char_ids: torch.Tensor | None = None) -> float:
+    """Largest absolute difference between the ONNX file run by onnxruntime and ``BiLM.forward``, over
+    ``layers``, on ``char_ids`` (default: the check batch); a mask that differs anywhere gives ``inf``."""
+    if char_ids is None:
+        char_ids = batch_to_char_ids(_CHECK_SENTENCES, bilm.config.char_cnn.max_characters_per_token)
+    layers, mask = OnnxBiLM(path)(char_ids)
+    was_training = bilm.training
+    bilm.eval()
+    try:
+        with torch.no_grad():
+            expected = bilm(char_ids)[0]
+    finally:
+        bilm.train(was_training)
+    if not np.array_equal(mask, expected.mask.numpy(force=True)):
+        return float("inf")
+    return float(np.abs(layers - expected.layers.numpy(force=True)).max(initial=0.0))
+
+
+class OnnxBiLM:
+    """An exported biLM run by onnxruntime: ``OnnxBiLM(path)(char_ids) -> (layers, mask)`` as NumPy arrays.
+
+    ``char_ids`` (NumPy or torch, any integer type) is checked as ``BiLM.forward`` checks it, so a bad
+    batch gets an error naming the fault instead of onnxruntime's. ``threads``: onnxruntime's intra-op
+    threads (default: its own choice, one per physical core).
+    """
+
+    def __init__(self, path: str | Path, threads: int | None = None) -> None:
+        try:
+            import onnxruntime
+        except ImportError as error:
+            message = "running an exported biLM needs onnxruntime: pip install 'elmo[onnx]'"
+            raise ImportError(f"{message} ({error})") from None
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such ONNX file")
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        char_input = self.session.get_inputs()[0]
+        if char_input.name != INPUT_NAME or len(char_input.shape) != 3 or not isinstance(char_input.shape[2], int):
+            raise ValueError(f"{path}: input {char_input.name!r} {char_input.shape} is not an exported biLM's "
+                             f"{INPUT_NAME!r} (batch, max_tokens, max_characters)")
+        self.max_characters = char_input.shape[2]
+
+    def __call__(self, char_ids: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """``char_ids (batch, max_tokens, max_characters)`` -> ``layers (n_layers + 1, batch, max_tokens,
+        2 * projection_dim)`` float32, zeros at padding, and ``mask (batch, max_tokens)`` bool."""
+        char_ids = char_ids.numpy(force=True) if isinstance(char_ids, torch.Tensor) else np.asarray(char_ids)
+        if char_ids.ndim != 3 or char_ids.shape[2] != self.max_characters:
+            raise ValueError(f"char_ids has shape {char_ids.shape}; expected (batch, tokens, {self.max_characters})")
+        if not np.issubdtype(char_ids.dtype, np.integer):
+            raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer array")
+        if char_ids.size and (char_ids.min() < 0 or char_ids.max() > 261):
+            raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
+        mask = (char_ids > 0).any(axis=-1)
+        if not np.array_equal(mask, np.arange(mask.shape[1]) < mask.sum(axis=1, keepdims=True)):
+            raise ValueError("a padding token comes before a real token in some row")
+        layers, mask = self.session.run(list(OUTPUT_NAMES), {INPUT_NAME: char_ids.astype(np.int64, copy=False)})
+        return layers, mask
+
+
+class _ExportableBiLM(nn.Module):
+    """``char_ids (batch, max_tokens, max_characters)`` -> ``layers (n_layers + 1, batch, max_tokens,
+    2 * projection_dim)``, ``mask (batch, max_tokens)``; stateless ``BiLM.forward`` without packing."""
+
+    def __init__(self, bilm: BiLM) -> None:
+        super().__init__()
+        self.bilm = bilm
+
+    def forward(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        bilm = self.bilm
+        mask = (char_ids > 0).any(dim=-1)
+        lengths = mask.sum(dim=1)
+        batch_size, max_tokens, max_characters = char_ids.shape
+        # Each distinct token of the batch (padding included, as one more) is encoded once, as in BiLM.
+        unique_ids, inverse = torch.unique(char_ids.reshape(-1, max_characters), dim=0, return_inverse=True)
+        token_vectors = bilm.token_encoder(unique_ids)[inverse]
+        token_vectors = token_vectors.reshape(batch_size, max_tokens, bilm.token_encoder.output_dim) * mask[:, :, None]
+
+        # (batch, max_tokens + 2, P): <S>, the tokens, </S> at each row's length + 1, zeros after it.
+        boundaries = bilm.token_encoder(torch.stack([bilm.bos_char_ids, bilm.eos_char_ids]))
+        bos_vector, eos_vector = boundaries[0], boundaries[1]
+        steps = torch.arange(max_tokens + 2, device=char_ids.device)
+        padded = torch.cat(
+            [
+                bos_vector.expand(batch_size, 1, -1),
+                token_vectors,
+                token_vectors.new_zeros((batch_size, 1, token_vectors.shape[2])),
+            ],
+            dim=1,
+        )
+        is_eos = (steps[None, :] == (lengths + 1)[:, None])[:, :, None]
+        padded = torch.where(is_eos, eos_vector, padded)
+
+        # Step t of a reversed row reads position length + 1 - t. Steps past the row's <S> read <S> again;
+        # they come after every real step, so nothing that is kept depends on them.
+        reversed_positions = ((lengths + 1)[:, None] - steps[None, :]).clamp(min=0)
+        reverse_index = reversed_positions[:, :, None].expand_as(padded)
+
+        forward_outputs = _run_stack(bilm.forward_lstm, padded)
+        backward_outputs = [
+            output.gather(1, reverse_index)
+            for output in _run_stack(bilm.backward_lstm, padded.gather(1, reverse_index))
+        ]
+        layers = [torch.cat([padded, padded], dim=2)]
+        layers += [torch.cat(pair, dim=2) for pair in zip(forward_outputs, backward_outputs, strict=True)]
+        stacked = torch.stack(layers)[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
+        return stacked, mask
+
+
+def _run_stack(stack: LstmStack, inputs: torch.Tensor) -> list[torch.Tensor]:
+    """Each layer's outputs ``(batch, n_steps, projection_dim)`` over padded ``inputs``, from zero state."""
+    outputs = []
+    layer_input = inputs
+    for index, layer in enumerate(stack.layers):
+        output = _run_layer(layer, layer_input)
+        if index > 0 and stack.use_skip_connections:
+            output = output + layer_input
+        outputs.append(output)
+        layer_input = output
+    return outputs
+
+
+def _run_layer(layer: ProjectedLstm, inputs: torch.Tensor) -> torch.Tensor:
+    """``ProjectedLstm.forward``'s cell over ``inputs (batch, n_steps, input_dim)`` from zero state."""
+    dim = layer.dim
+    forget_bias = torch.zeros_like(layer.bias)
+    forget_bias[2 * dim : 3 * dim] = layer.FORGET_BIAS
+    input_gates = nn.functional.linear(inputs, layer.input_weight, layer.bias + forget_bias).transpose(0, 1)
+    recurrent_weight = layer.recurrent_weight.t()
+    projection = layer.projection.t() if layer.projection is not None else None
+    cell_clip, proj_clip = layer.cell_clip, layer.proj_clip
+
+    def step(state: tuple[torch.Tensor, torch.Tensor], step_gates: torch.Tensor):
+        h, c = state
+        gates = step_gates + h @ recurrent_weight
+        i, j, f, o = gates.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+        if cell_clip:
+            c = c.clamp(-cell_clip, cell_clip)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        if projection is not None:
+            h = h @ projection
+            if proj_clip:
+                h = h.clamp(-proj_clip, proj_clip)
+        return (h, c), h.clone()
+
+    batch_size = inputs.shape[0]
+    zero_state = (inputs.new_zeros((batch_size, layer.output_dim)), inputs.new_zeros((batch_size, dim)))
+    _, outputs = scan(step, zero_state, input_gates)
+    return outputs.transpose(0, 1)
