@@ -77,6 +77,14 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args.model, args.out)
 
 
+def _export_onnx(args: argparse.Namespace) -> int:
+    from elmo.onnx_export import export_onnx
+
+    exported = export_onnx(args.model, args.out, opset=args.opset)
+    print(f"wrote {exported.path}; onnxruntime's outputs differ from PyTorch's by up to {exported.max_difference:.1e}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo", description="Deep contextualized word representations (ELMo).")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -104,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="one model for every example (default: the shipped en or zh model of each example)")
     demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
     demo.set_defaults(func=_demo)
+
+    export_onnx = commands.add_parser("export-onnx", help="write a model's biLM as an ONNX graph (docs/onnx.md)")
+    export_onnx.add_argument("model", help="model directory or shipped model name")
+    export_onnx.add_argument("--out", required=True, help="the .onnx file to write")
+    export_onnx.add_argument("--opset", type=int, default=18, help="ONNX opset (default: 18, the exporter's own)")
+    export_onnx.set_defaults(func=_export_onnx)
     add_training_commands(commands)
     add_serve_commands(commands)
     add_search_commands(commands)
