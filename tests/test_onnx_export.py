@@ -1,0 +1,158 @@
+"""The exported ONNX graph, run by onnxruntime, against BiLM.forward.
+
+Each model is exported once (about 10 s each): a random-weight biLM with every dimension different and
+both clips firing, exported from its model directory through the CLI, and the shipped ``en`` model by
+name. Every check runs the graph at batch sizes and lengths other than the one traced at export.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+import onnx
+
+from elmo import BiLM, BiLMConfig, batch_to_char_ids, save_bilm
+from elmo.cli import main
+from elmo.model_dir import ModelDir
+from elmo.onnx_export import OnnxBiLM, _ExportableBiLM, export_onnx
+
+RANDOM_OPTIONS = {
+    "char_cnn": {
+        "activation": "relu",
+        "embedding": {"dim": 5},
+        "filters": [[1, 3], [2, 4], [4, 6]],
+        "max_characters_per_token": 50,
+        "n_characters": 262,
+        "n_highway": 2,
+    },
+    "lstm": {"cell_clip": 0.7, "dim": 11, "n_layers": 3, "proj_clip": 0.4, "projection_dim": 7,
+             "use_skip_connections": True},
+}
+
+# Batches unlike the export example (3 rows, 4 tokens): 1 row of 1 token, rows of different lengths with
+# a 1-token and an empty sentence, and more rows, longer than the example.
+WORDS = "the bank of a river money she sat down on it 小米 手机 很 好用 long-winded !".split()
+BATCHES = {
+    "one-token": [["bank"]],
+    "mixed-lengths": [WORDS[:9], ["a"], [], WORDS[3:6], WORDS[::-1]],
+    "longer": [(WORDS * 3)[k : k + 37 - 3 * k] for k in range(9)],
+}
+
+
+def _random_bilm(options: dict, seed: int = 0) -> BiLM:
+    torch.manual_seed(seed)
+    bilm = BiLM(BiLMConfig.from_options(options))
+    with torch.no_grad():
+        for parameter in bilm.parameters():
+            parameter.normal_(0.0, 0.6)
+    return bilm.eval()
+
+
+@pytest.fixture(scope="module")
+def random_export(tmp_path_factory) -> tuple[BiLM, Path]:
+    directory = tmp_path_factory.mktemp("random-model")
+    bilm = _random_bilm(RANDOM_OPTIONS)
+    save_bilm(bilm, directory / "options.json", directory / "weights.hdf5")
+    path = directory / "bilm.onnx"
+    assert main(["export-onnx", str(directory), "--out", str(path)]) == 0
+    return bilm, path
+
+
+@pytest.fixture(scope="module")
+def en_export(tmp_path_factory) -> tuple[BiLM, Path]:
+    exported = export_onnx("en", tmp_path_factory.mktemp("en") / "en.onnx")
+    assert exported.max_difference is not None and exported.max_difference < 1e-5
+    return ModelDir.find("en").load_bilm().eval(), exported.path
+
+
+@pytest.fixture(params=["random", "en"])
+def exported(request) -> tuple[BiLM, Path]:
+    return request.getfixturevalue(f"{request.param}_export")
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+def test_onnxruntime_matches_bilm_at_shapes_not_seen_at_export(exported, batch):
+    bilm, path = exported
+    char_ids = batch_to_char_ids(BATCHES[batch])
+    layers, mask = OnnxBiLM(path, threads=1)(char_ids)
+    with torch.no_grad():
+        expected = bilm(char_ids)[0]
+    assert layers.shape == tuple(expected.layers.shape)
+    np.testing.assert_array_equal(mask, expected.mask.numpy())
+    np.testing.assert_allclose(layers, expected.layers.numpy(), rtol=0, atol=1e-5)
+
+
+def test_random_model_clips_its_projections(random_export):
+    """Without firing clips the comparison above would not test them."""
+    bilm, path = random_export
+    layers, mask = OnnxBiLM(path)(batch_to_char_ids(BATCHES["longer"]))
+    first_lstm_layer = layers[1][mask]  # no skip connection into the first layer: its outputs are clipped h
+    assert np.isclose(np.abs(first_lstm_layer), bilm.config.lstm.proj_clip).mean() > 0.05
+
+
+def test_graph_has_dynamic_batch_and_length_and_a_scan_per_layer_and_direction(random_export):
+    bilm, path = random_export
+    graph = onnx.load(str(path)).graph
+    (char_input,) = graph.input
+    dims = char_input.type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == ["batch", "max_tokens", 50]
+    op_types = [node.op_type for node in graph.node]
+    assert op_types.count("Scan") == 2 * bilm.config.lstm.n_layers
+    assert "Loop" not in op_types
+
+
+def test_empty_batch_and_batch_of_empty_sentences(random_export):
+    bilm, path = random_export
+    model = OnnxBiLM(path)
+    n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
+    for shape in ((0, 4, 50), (2, 0, 50)):
+        layers, mask = model(np.zeros(shape, dtype=np.int64))
+        assert layers.shape == (n_layers, shape[0], shape[1], width)
+        assert mask.shape == shape[:2]
+
+
+def test_wrapper_names_the_fault_in_a_bad_batch(random_export):
+    _, path = random_export
+    model = OnnxBiLM(path)
+    good = batch_to_char_ids([["a", "b"], ["c"]])
+    with pytest.raises(ValueError, match=r"shape \(2, 2, 49\); expected \(batch, tokens, 50\)"):
+        model(good[:, :, :49])
+    with pytest.raises(ValueError, match="expected"):
+        model(good[0])
+    with pytest.raises(ValueError, match=r"outside 0\.\.261"):
+        model(good + 300)
+    with pytest.raises(ValueError, match="padding token comes before a real token"):
+        model(good.flip(1))
+    with pytest.raises(TypeError, match="dtype float"):
+        model(good.float())
+    layers_int32, _ = model(good.int())
+    np.testing.assert_array_equal(layers_int32, model(good)[0])
+
+
+@pytest.mark.parametrize("variant", ["no-projections", "no-clips"])
+def test_exportable_module_matches_bilm_in_pytorch(variant):
+    """The export-friendly recurrence also without LSTM/CNN projections and without clips, in PyTorch
+    itself (the ONNX translation of the same operations is checked above)."""
+    lstm = RANDOM_OPTIONS["lstm"]
+    if variant == "no-projections":  # 3 + 4 + 2 filters == projection_dim == dim: no W_P_0, no CNN_proj
+        cnn = {**RANDOM_OPTIONS["char_cnn"], "filters": [[1, 3], [2, 4], [4, 2]]}
+        options = {"char_cnn": cnn, "lstm": {**lstm, "dim": 9, "projection_dim": 9, "use_skip_connections": False}}
+    else:
+        options = {**RANDOM_OPTIONS, "lstm": {**lstm, "cell_clip": 0, "proj_clip": 0}}
+    bilm = _random_bilm(options, seed=1)
+    char_ids = batch_to_char_ids(BATCHES["mixed-lengths"])
+    with torch.no_grad():
+        expected = bilm(char_ids)[0]
+        layers, mask = _ExportableBiLM(bilm)(char_ids)
+    assert torch.equal(mask, expected.mask)
+    torch.testing.assert_close(layers, expected.layers, rtol=0, atol=1e-5)
+
+
+def test_cli_reports_a_model_that_does_not_exist(tmp_path, capsys):
+    assert main(["export-onnx", str(tmp_path / "missing"), "--out", str(tmp_path / "x.onnx")]) == 2
+    assert "neither a directory nor a shipped model" in capsys.readouterr().err
