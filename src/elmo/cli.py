@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_onnx = commands.add_parser("export-onnx", help="write a model's biLM as an ONNX graph (docs/onnx.md)")
     export_onnx.add_argument("model", help="model directory or shipped model name")
     export_onnx.add_argument("--out", required=True, help="the .onnx file to write")
-    export_onnx.add_argument("--opset", type=int, default=18, help="ONNX opset (default: 18, the exporter's own)")
+    export_onnx.add_argument("--opset", type=int, default=18, help="ONNX opset: 18 (default) or later")
     export_onnx.set_defaults(func=_export_onnx)
     add_training_commands(commands)
     add_serve_commands(commands)

@@ -40,7 +40,9 @@ from elmo.characters import batch_to_char_ids
 from elmo.model_dir import ModelDir
 from elmo.modules.lstm import LstmStack, ProjectedLstm
 
-# The opset torch 2.13's exporter writes natively; another one goes through onnx's version converter.
+# The opset torch 2.13's exporter writes natively; a later one goes through onnx's version converter (21
+# tested). An earlier one cannot be had: the converter fails on this graph (tried: 13, 17) and the exporter
+# then keeps 18 with only a logged traceback, so export_onnx refuses it up front.
 DEFAULT_OPSET = 18
 INPUT_NAME = "char_ids"
 OUTPUT_NAMES = ("layers", "mask")
@@ -78,6 +80,8 @@ def export_onnx(
     With ``check``, onnxruntime runs the file on a batch of another size and length than the one traced,
     and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError.
     """
+    if opset < DEFAULT_OPSET:
+        raise ValueError(f"opset {opset}: the exporter writes opset {DEFAULT_OPSET} or later only")
     try:
         import onnx  # noqa: F401  (the exporter needs both; fail here with the fix, not deep inside)
         import onnxscript  # noqa: F401
@@ -109,6 +113,9 @@ def export_onnx(
     finally:
         exporter_logger.setLevel(level)
         bilm.train(was_training)
+    written_opset = program.model.opset_imports.get("")
+    if written_opset != opset:
+        raise RuntimeError(f"asked for opset {opset}, the exporter produced opset {written_opset}")
     path.parent.mkdir(parents=True, exist_ok=True)
     program.save(path, external_data=False)
     if not check:
