@@ -89,7 +89,7 @@ def main() -> None:
     n_tokens = sum(len(s) for s in sentences)
     with tempfile.TemporaryDirectory() as directory:
         start = time.perf_counter()
-        path = export_onnx(bilm, Path(directory) / f"{args.preset}.onnx")
+        path = export_onnx(bilm, Path(directory) / f"{args.preset}.onnx").path
         export_seconds = time.perf_counter() - start
         onnx_model = OnnxBiLM(path, threads=threads)
 
