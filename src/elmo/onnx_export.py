@@ -62,6 +62,8 @@ _MISSING_PACKAGES = "ONNX export needs the packages onnx, onnxscript and onnxrun
 
 
 class OnnxExport(NamedTuple):
+    """What ``export_onnx`` wrote, and how far onnxruntime's outputs were from ``BiLM.forward``'s."""
+
     path: Path
     max_difference: float | None  # from BiLM.forward on the check batch; None when not checked
 
@@ -182,8 +184,8 @@ class OnnxBiLM:
             raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer array")
         if char_ids.size and (char_ids.min() < 0 or char_ids.max() > 261):
             raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
-        mask = (char_ids > 0).any(axis=-1)
-        if not np.array_equal(mask, np.arange(mask.shape[1]) < mask.sum(axis=1, keepdims=True)):
+        real = (char_ids > 0).any(axis=-1)
+        if not np.array_equal(real, np.arange(real.shape[1]) < real.sum(axis=1, keepdims=True)):
             raise ValueError("a padding token comes before a real token in some row")
         layers, mask = self.session.run(list(OUTPUT_NAMES), {INPUT_NAME: char_ids.astype(np.int64, copy=False)})
         return layers, mask
