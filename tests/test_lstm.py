@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from elmo.modules.lstm import _HAS_MKL_PACKED, LstmState, ProjectedLstm, _step_linear
+from elmo.modules.lstm import LstmState, ProjectedLstm, _step_linear
+from elmo.modules.prepacked import HAS_ONEDNN
 
 
 def _run(layer, inputs, batch_sizes, state):
@@ -46,26 +47,28 @@ def test_blocked_step_product_equals_linear_with_gradients():
             torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
 
 
-@pytest.mark.skipif(not _HAS_MKL_PACKED, reason="this PyTorch build has no MKL packed GEMM")
-def test_packed_recurrent_product_without_autograd_gives_the_autograd_paths_outputs_and_follows_weight_changes():
+@pytest.mark.skipif(not HAS_ONEDNN, reason="this PyTorch build has no oneDNN")
+def test_prepacked_products_without_autograd_give_the_autograd_paths_outputs_and_follow_weight_changes():
+    """The input, recurrent and projection products run from oneDNN's reordered weights under no_grad."""
     torch.manual_seed(2)
     layer = ProjectedLstm(16, 512, 64, cell_clip=3.0, proj_clip=3.0)
     with torch.no_grad():
         for parameter in layer.parameters():
             parameter.normal_(0.0, 0.1)
-    batch_sizes = [8] * 5 + [6, 4, 2, 1]  # all rows, padded products (>= 2 of 8 alive), then the blocked product
+    batch_sizes = [8] * 5 + [6, 4, 2, 1]
     inputs = torch.randn(sum(batch_sizes), 16)
     state = LstmState(torch.randn(8, 64), torch.randn(8, 512))
     keys = []
-    for _ in range(2):  # the second round runs after an in-place change to the weight, which must repack it
+    for _ in range(2):  # the second round runs after an in-place change to a weight, which must repack it
         with torch.no_grad():
-            packed_outputs, packed_final = layer(inputs, batch_sizes, state)
-        keys.append(layer._packed_recurrent.key)
-        assert keys[-1] is not None and keys[-1][2] == 8  # the packed product ran, packed for all 8 rows
+            prepacked_outputs, prepacked_final = layer(inputs, batch_sizes, state)
+        keys.append((layer._prepacked_input.key, layer._prepacked_recurrent.key, layer._prepacked_projection.key))
+        assert None not in keys[-1]  # all three products ran from reordered weights
         outputs, final = layer(inputs, batch_sizes, state)  # autograd on: the blocked products
-        torch.testing.assert_close(packed_outputs, outputs.detach(), atol=1e-5, rtol=0)
-        torch.testing.assert_close(packed_final.h, final.h.detach(), atol=1e-5, rtol=0)
-        torch.testing.assert_close(packed_final.c, final.c.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(prepacked_outputs, outputs.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(prepacked_final.h, final.h.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(prepacked_final.c, final.c.detach(), atol=1e-5, rtol=0)
         with torch.no_grad():
             layer.recurrent_weight.mul_(1.5)
-    assert keys[0] != keys[1]
+            layer.projection.mul_(0.9)
+    assert keys[0][0] == keys[1][0] and keys[0][1] != keys[1][1] and keys[0][2] != keys[1][2]

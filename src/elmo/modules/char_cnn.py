@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import CharCNNConfig
+from elmo.modules.prepacked import PrepackedWeight, linear
 
 
 class Highway(nn.Module):
@@ -20,10 +21,13 @@ class Highway(nn.Module):
         super().__init__()
         self.transform = nn.Linear(dim, dim)
         self.carry = nn.Linear(dim, dim)
+        self._prepacked_transform = PrepackedWeight()
+        self._prepacked_carry = PrepackedWeight()
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        gate = torch.sigmoid(self.carry(inputs))
-        return gate * F.relu(self.transform(inputs)) + (1.0 - gate) * inputs
+        gate = torch.sigmoid(linear(inputs, self.carry.weight, self.carry.bias, self._prepacked_carry))
+        transformed = linear(inputs, self.transform.weight, self.transform.bias, self._prepacked_transform)
+        return gate * F.relu(transformed) + (1.0 - gate) * inputs
 
 
 class TokenEncoder(nn.Module):
@@ -43,6 +47,7 @@ class TokenEncoder(nn.Module):
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, output_dim) if config.n_filters != output_dim else None
         self.output_dim = output_dim
+        self._prepacked_projection = PrepackedWeight()
         nn.init.uniform_(self.char_embeddings, -1.0, 1.0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
@@ -54,5 +59,6 @@ class TokenEncoder(nn.Module):
         for highway in self.highways:
             token_vectors = highway(token_vectors)
         if self.projection is not None:
-            token_vectors = self.projection(token_vectors)
+            token_vectors = linear(token_vectors, self.projection.weight, self.projection.bias,
+                                   self._prepacked_projection)
         return token_vectors

@@ -17,11 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import LSTMConfig
+from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
 # Output columns per block in the per-step products (see _step_linear).
 _BLOCK = 256
-# MKL's packed GEMM (CPU builds with MKL, x86): the weight packed once, reused at every step.
-_HAS_MKL_PACKED = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
 
 
 def _step_linear(inputs: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor | None = None) -> torch.Tensor:
@@ -42,33 +41,15 @@ def _step_linear(inputs: torch.Tensor, weight: torch.Tensor, addend: torch.Tenso
     return (addend.view(n_rows, n_out // _BLOCK, _BLOCK) + product).view(n_rows, n_out)
 
 
-class _PackedWeight:
-    """One weight in MKL's packed layout for products with ``n_rows`` rows, remade when the weight changes.
-
-    BLAS repacks its right-hand matrix on every call; for the few-row recurrent product of each time step that
-    packing is a large share of the work (on one core of the test machine: 29 GFLOP/s blocked, 44 packed for
-    the original model's 32 x 512 x 16384 product). MKL packs for a given row count, so the copy is made for
-    all rows of the batch, and steps at which some rows have ended pad the product with zero rows: the few-row
-    product costs nearly as much as the full one (weight traffic dominates), so that pays down to a quarter of
-    the rows alive; below that ``_step_linear`` runs. Only without autograd (MKL's packed product has no
-    backward).
-    """
-
-    def __init__(self) -> None:
-        self.key: tuple[int, int, int] | None = None
-        self.packed: torch.Tensor | None = None
-
-    @staticmethod
-    def usable(weight: torch.Tensor, n_rows: int) -> bool:
-        return (_HAS_MKL_PACKED and n_rows > 1 and weight.device.type == "cpu" and weight.dtype == torch.float32
-                and not (torch.is_grad_enabled() and weight.requires_grad))
-
-    def get(self, weight: torch.Tensor, n_rows: int) -> torch.Tensor:
-        key = (weight.data_ptr(), weight._version, n_rows)
-        if key != self.key or self.packed is None:
-            self.packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), n_rows)
-            self.key = key
-        return self.packed
+def _step_product(inputs: torch.Tensor, weight: torch.Tensor, prepacked: PrepackedWeight,
+                  addend: torch.Tensor | None = None) -> torch.Tensor:
+    """``addend + F.linear(inputs, weight)`` for one time step: from oneDNN's reordered weight where it may run
+    (inference on CPU, see ``modules/prepacked.py``), else as block products."""
+    packed = prepacked.get(inputs, weight)
+    if packed is None:
+        return _step_linear(inputs, weight, addend)
+    product = prepacked_product(inputs, packed)
+    return product if addend is None else product.add_(addend)  # a new tensor, no autograd: add in place
 
 
 class LstmState(NamedTuple):
@@ -103,7 +84,9 @@ class ProjectedLstm(nn.Module):
         self.projection = (
             nn.Parameter(torch.empty(projection_dim, dim)) if projection_dim < dim else None
         )
-        self._packed_recurrent = _PackedWeight()
+        self._prepacked_input = PrepackedWeight()
+        self._prepacked_recurrent = PrepackedWeight()
+        self._prepacked_projection = PrepackedWeight()
         for weight in (self.input_weight, self.recurrent_weight, self.projection):
             if weight is not None:
                 nn.init.xavier_uniform_(weight)
@@ -116,12 +99,9 @@ class ProjectedLstm(nn.Module):
         forget_bias[2 * self.dim : 3 * self.dim] = self.FORGET_BIAS
         if not self.cell_clip and not (self.proj_clip and self.projection is not None) and batch_sizes:
             return self._fused(packed_inputs, batch_sizes, state, self.bias + forget_bias)
-        input_gates = F.linear(packed_inputs, self.input_weight, self.bias + forget_bias)
+        input_gates = linear(packed_inputs, self.input_weight, self.bias + forget_bias, self._prepacked_input)
 
         h, c = state
-        n_rows = h.shape[0]
-        packed = (self._packed_recurrent.get(self.recurrent_weight, n_rows)
-                  if _PackedWeight.usable(self.recurrent_weight, n_rows) else None)
         finished_h: list[torch.Tensor] = []  # rows whose sequence ended, last first
         finished_c: list[torch.Tensor] = []
         outputs: list[torch.Tensor] = []
@@ -131,13 +111,8 @@ class ProjectedLstm(nn.Module):
                 finished_h.append(h[n_alive:])
                 finished_c.append(c[n_alive:])
                 h, c = h[:n_alive], c[:n_alive]
-            step_gates = input_gates[offset : offset + n_alive]
-            if packed is not None and 4 * n_alive >= n_rows:
-                rows = h if n_alive == n_rows else torch.cat([h, h.new_zeros(n_rows - n_alive, h.shape[1])])
-                product = torch.ops.mkl._mkl_linear(rows, packed, self.recurrent_weight, None, n_rows)
-                gates = step_gates + product[:n_alive]
-            else:
-                gates = _step_linear(h, self.recurrent_weight, step_gates)
+            gates = _step_product(h, self.recurrent_weight, self._prepacked_recurrent,
+                                  input_gates[offset : offset + n_alive])
             offset += n_alive
             i, j, f, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
@@ -145,7 +120,7 @@ class ProjectedLstm(nn.Module):
                 c = c.clamp(-self.cell_clip, self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
             if self.projection is not None:
-                h = _step_linear(h, self.projection)
+                h = _step_product(h, self.projection, self._prepacked_projection)
                 if self.proj_clip:
                     h = h.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(h)

@@ -1,0 +1,64 @@
+"""oneDNN's products on reordered weights give F.linear's results, and only run where no gradient is needed."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from elmo import BiLM, BiLMConfig, batch_to_char_ids
+from elmo.modules.prepacked import HAS_ONEDNN, PrepackedWeight, linear
+
+pytestmark = pytest.mark.skipif(not HAS_ONEDNN, reason="this PyTorch build has no oneDNN")
+
+
+@pytest.mark.parametrize(("rows", "n_in", "n_out"), [(1, 64, 256), (7, 128, 1024), (300, 96, 40), (32, 512, 2048)])
+def test_the_reordered_product_equals_linear_in_float64_to_float32_rounding(rows, n_in, n_out):
+    torch.manual_seed(rows)
+    inputs, weight, bias = torch.randn(rows, n_in), torch.randn(n_out, n_in), torch.randn(n_out)
+    expected = F.linear(inputs.double(), weight.double(), bias.double())
+    cache = PrepackedWeight()
+    with torch.no_grad():
+        got = linear(inputs, weight, bias, cache)
+    assert cache.key is not None  # it ran from the reordered copy
+    scale = float(inputs.abs().max() * weight.abs().max()) * n_in
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=1e-6 * scale)
+    torch.testing.assert_close(got, F.linear(inputs, weight, bias), rtol=0, atol=1e-6 * scale)
+
+
+def test_with_a_gradient_wanted_it_is_f_linear_with_its_gradients():
+    weight = torch.randn(16, 8, requires_grad=True)
+    inputs = torch.randn(4, 8)
+    cache = PrepackedWeight()
+    output = linear(inputs, weight, None, cache)
+    assert cache.key is None
+    output.sum().backward()
+    torch.testing.assert_close(weight.grad, inputs.sum(0).expand(16, 8))
+    frozen = weight.detach()
+    assert linear(inputs, frozen, None, cache).requires_grad is False
+    assert cache.key is not None  # a frozen weight with inputs needing no gradient: reordered, grad mode or not
+    assert linear(inputs.requires_grad_(), frozen, None, PrepackedWeight()).requires_grad  # inputs need one
+
+
+def test_an_in_place_update_of_the_weight_is_seen():
+    weight, inputs = torch.randn(32, 16), torch.randn(3, 16)
+    cache = PrepackedWeight()
+    with torch.no_grad():
+        before = linear(inputs, weight, None, cache)
+        weight.mul_(2.0)
+        after = linear(inputs, weight, None, cache)
+    torch.testing.assert_close(after, 2.0 * before, rtol=1e-6, atol=1e-6)
+
+
+def test_the_bilm_under_no_grad_equals_the_bilm_with_autograd():
+    """The whole model: reordered weights everywhere (no_grad) against F.linear and block products (autograd)."""
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig.preset("small"))
+    with torch.no_grad():
+        for parameter in bilm.parameters():
+            parameter.normal_(0.0, 0.05)
+    char_ids = batch_to_char_ids([["The", "bank", "of", "the", "river", "."], ["Money", "talks"] * 9, ["A"]])
+    with torch.no_grad():
+        fast, _ = bilm(char_ids)
+    plain, _ = bilm(char_ids)
+    assert bilm.forward_lstm.layers[1]._prepacked_recurrent.key is not None
+    assert bilm.token_encoder.highways[0]._prepacked_carry.key is not None
+    torch.testing.assert_close(fast.layers, plain.layers.detach(), rtol=0, atol=1e-5)
