@@ -11,6 +11,16 @@ from typing import Literal
 LOOPBACK_NAMES = ("localhost",)
 
 
+def _split_name(value: str, flag: str, expected: str) -> tuple[str, str] | None:
+    """``NAME=THING`` as ``(NAME, THING)``; None for a bare ``THING``; ValueError for ``=THING`` or ``NAME=``."""
+    name, separator, thing = value.partition("=")
+    if not separator:
+        return None
+    if not name or not thing:
+        raise ValueError(f"{flag} {value!r}: expected {expected}")
+    return name, thing
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A served model: ``name`` is what requests say in ``"model"``; ``source`` a directory or shipped name."""
@@ -21,12 +31,8 @@ class ModelSpec:
     @classmethod
     def parse(cls, value: str) -> "ModelSpec":
         """``NAME=DIR`` names it; a bare directory is served under its directory name, a shipped name as itself."""
-        name, separator, source = value.partition("=")
-        if separator:
-            if not name or not source:
-                raise ValueError(f"--model {value!r}: expected NAME=DIR, a directory or a shipped model name")
-            return cls(name, source)
-        return cls(Path(value).name or value, value)
+        named = _split_name(value, "--model", "NAME=DIR, a directory or a shipped model name")
+        return cls(*named) if named else cls(Path(value).name or value, value)
 
 
 @dataclass(frozen=True)
@@ -39,12 +45,8 @@ class IndexSpec:
     @classmethod
     def parse(cls, value: str) -> "IndexSpec":
         """``NAME=DIR`` names it; a bare directory is served under its directory name."""
-        name, separator, directory = value.partition("=")
-        if separator:
-            if not name or not directory:
-                raise ValueError(f"--index {value!r}: expected NAME=DIR or an index directory")
-            return cls(name, Path(directory))
-        return cls(Path(value).resolve().name, Path(value))
+        named = _split_name(value, "--index", "NAME=DIR or an index directory")
+        return cls(named[0], Path(named[1])) if named else cls(Path(value).resolve().name, Path(value))
 
 
 @dataclass(frozen=True)
