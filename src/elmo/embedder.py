@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLM, BiLMState
 from elmo.characters import batch_to_char_ids
+from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import get_tokenizer
@@ -100,6 +101,7 @@ class Embedder:
         self.bucket_batches = bucket_batches
         self.stateful = stateful
         self._state: BiLMState | None = None
+        self._memory = FreedMemoryTrimmer()
         self.token_cache = (
             TokenVectorCache(self.bilm.token_encoder, bilm.config.char_cnn.max_characters_per_token, token_cache_size)
             if token_cache_size > 0
@@ -197,6 +199,7 @@ class Embedder:
         for start in range(0, len(pieces), batch_size):
             batch = pieces[start : start + batch_size]
             layers = self._run([piece.tokens for piece in batch])
+            self._memory.after_batch()
             for row, piece in enumerate(batch):
                 core = slice(piece.core_start - piece.offset, piece.core_end - piece.offset)
                 results[piece.sentence][:, piece.core_start : piece.core_end] = layers[:, row, core]
