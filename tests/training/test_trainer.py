@@ -180,3 +180,19 @@ def test_resume_without_a_checkpoint_and_a_second_run_in_the_same_directory_are_
     train(options, tmp_path / "run", progress=False)
     with pytest.raises(CheckpointError, match="already holds a run"):
         train(options, tmp_path / "run", progress=False)
+
+
+def test_a_run_started_with_relative_paths_resumes_from_another_directory(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from elmo.cli import main
+
+    monkeypatch.chdir(synthetic_corpus.parent)
+    arguments = ["train", "--corpus", synthetic_corpus.name, "--vocab", os.path.relpath(vocab_file),
+                 "--config", os.path.relpath(micro_options_file), "--valid", synthetic_corpus.name,
+                 "--out", "run", "--max-steps", "2", "--checkpoint-every", "1", "--quiet"]
+    assert main(arguments) == 0
+    run = synthetic_corpus.parent / "run"
+    monkeypatch.chdir(tmp_path.parent)  # where none of the relative names lead anywhere
+    assert main(["train", "--resume", str(run), "--max-steps", "3", "--quiet"]) == 0
+    assert [checkpoint.name for checkpoint in list_checkpoints(run)][-1].endswith("3")

@@ -24,6 +24,13 @@ def _vocab(args: argparse.Namespace) -> int:
     return 0
 
 
+def _absolute(paths: str | list[str] | None) -> str | list[str] | None:
+    """File names or glob patterns made absolute against the current directory."""
+    if paths is None or isinstance(paths, list):
+        return None if paths is None else [str(Path(path).absolute()) for path in paths]
+    return str(Path(paths).absolute())
+
+
 def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
@@ -34,8 +41,11 @@ def _train(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"give {' and '.join('--' + name for name in missing)} (or --resume DIR)")
     options = TrainingOptions(
-        corpus=args.corpus, vocab=args.vocab, config=args.config, tokenizer=args.tokenizer, valid=args.valid or [],
-        init_from=args.init_from, min_count=args.min_count, batch_size=args.batch_size,
+        # Absolute paths: the run records them, and --resume may be given from another directory.
+        corpus=_absolute(args.corpus), vocab=_absolute(args.vocab), tokenizer=args.tokenizer,
+        config=args.config if args.config in TRAINING_PRESETS else _absolute(args.config),
+        valid=_absolute(args.valid or []), init_from=_absolute(args.init_from), min_count=args.min_count,
+        batch_size=args.batch_size,
         unroll_steps=args.unroll_steps, n_negatives=args.negatives, optimizer=args.optimizer,
         learning_rate=args.lr if args.lr is not None else (0.2 if args.optimizer == "adagrad" else 1e-3),
         dropout=args.dropout, state_reset=args.state_reset, clip_norm=args.clip_norm, seed=args.seed,
