@@ -25,11 +25,13 @@ from elmo.training import Corpus, Vocabulary, unigram_perplexity
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
-# Sized for about 75 minutes of training per model, both models at once on 2 CPU cores, one thread each: the
-# tiny preset at 32 x 20 tokens a step ran at 450-700 tokens/s (~1-1.4 s a step); 3000 steps are 1.92 M tokens,
-# about one epoch of either corpus. See docs/data.md. --state-reset 0.1: rows start from a zero state now and
-# then, as every sentence does in the embedder (without it, zh's backward LM went wrong from zero state).
-DEFAULT_STEPS = 3000
+# Training steps per model, one thread each (the tiny preset at 32 x 20 tokens a step runs at ~900-1100
+# tokens/s on an idle core). en: 9000 steps, 5.76 M tokens, about 3 epochs, 1 h 50 min; at 3000 steps (one
+# epoch) its held-out perplexity was 161 and it did not tell play's senses apart. zh: 3000 steps, one epoch
+# (it separated all its sense examples at that length). See docs/data.md. --state-reset 0.1: rows start from
+# a zero state now and then, as every sentence does in the embedder (without it, zh's backward LM went wrong
+# from zero state).
+DEFAULT_STEPS = {"en": 9000, "zh": 3000}
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "32", "--unroll-steps", "20", "--optimizer", "adam",
                "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "250",
                "--valid-every", "1000")
@@ -53,6 +55,10 @@ def parse_perplexity(output: str) -> dict[str, float]:
             "backward": float(values["backward perplexity"]), "average": float(values["perplexity"])}
 
 
+def steps_of(model: str, args: argparse.Namespace) -> int:
+    return args.steps if args.steps is not None else DEFAULT_STEPS[model]
+
+
 def make_model(model: str, args: argparse.Namespace) -> Path:
     work = args.work / model
     corpus_dir, run_dir, export_dir = work / "corpus", work / "run", work / "export"
@@ -62,10 +68,10 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
          str(MIN_COUNT)])
     if (run_dir / "checkpoints").is_dir():
-        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(args.steps), "--quiet"])
+        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(steps_of(model, args)), "--quiet"])
     else:
         run([*elmo, "train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(work / "vocab.txt"),
-             "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(args.steps),
+             "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(steps_of(model, args)),
              *TRAIN_FLAGS, "--quiet"])
     held_out = parse_perplexity(run([*elmo, "perplexity", "--model", str(run_dir), "--corpus",
                                      str(corpus_dir / "test.txt")]))
@@ -130,8 +136,8 @@ def model_card(model: str, args: argparse.Namespace, report: dict, options: dict
                softmax_bytes: int, senses: str) -> str:
     batch = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
     tokens_seen = steps * int(batch["--batch-size"]) * int(batch["--unroll-steps"])
-    command = "make models" if args.steps == DEFAULT_STEPS and not args.limit else shlex.join(
-        ["python", "scripts/make_models.py", "--models", model, "--steps", str(args.steps)]
+    command = "make models" if args.steps is None and not args.limit else shlex.join(
+        ["python", "scripts/make_models.py", "--models", model, "--steps", str(steps_of(model, args))]
         + (["--limit", str(args.limit)] if args.limit else []))
     lstm, cnn = options["lstm"], options["char_cnn"]
     softmax_note = ("`softmax.safetensors` is included (for `elmo perplexity` and `elmo train --init-from`)."
@@ -153,7 +159,8 @@ tokenizer (`tokenizer.json`), each word's UTF-8 bytes go through the character C
   {len(Vocabulary.load(args.work / model / 'vocab.txt')):,} tokens (train tokens seen {MIN_COUNT}+ times).
 - Flags: `{' '.join(TRAIN_FLAGS)}` (as `elmo train` takes them), seed 0.
 - {steps:,} steps, {tokens_seen:,} tokens seen ({tokens_seen / max(report['totals']['train']['tokens'], 1):.2f}
-  epochs of the training text), {training_seconds / 60:.0f} minutes on {os.cpu_count()} CPU cores.
+  epochs of the training text), {training_seconds / 60:.0f} minutes of wall time with one training thread on a
+  {os.cpu_count()}-core machine shared with other work.
 
 ## Held-out perplexity
 On the `test` split ({held_out['tokens']:,} tokens, never trained on), full softmax:
@@ -177,7 +184,7 @@ From the repository root, on a machine with registry access (archives are cached
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", choices=sorted(MODEL_CORPORA), default=sorted(MODEL_CORPORA))
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="training steps per model")
+    parser.add_argument("--steps", type=int, help=f"training steps of each model (default: {DEFAULT_STEPS})")
     parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
     parser.add_argument("--work", type=Path, default=REPOSITORY / "data" / "models", help="corpora and runs")
     parser.add_argument("--out-root", type=Path, default=REPOSITORY / "src" / "elmo" / "models",

@@ -55,16 +55,7 @@ def test_an_installed_wheel_loads_the_models_by_name(tmp_path):
     np.testing.assert_allclose(magnitude, float(np.abs(source).sum()), rtol=1e-5)
 
 
-# The tiny en model does not tell "play" (sport / theatre) apart; the demo and the model card say so. Strict: the
-# day a retrained model separates it, this test fails until the mark is removed.
-_NOT_SEPARATED = {"play": "the shipped en model does not separate play's senses (see its model card)"}
-
-
-@pytest.mark.parametrize("example", [
-    pytest.param(example, marks=pytest.mark.xfail(reason=_NOT_SEPARATED[example.word], strict=True))
-    if example.word in _NOT_SEPARATED else example
-    for example in DEMO_EXAMPLES
-], ids=lambda example: example.label)
+@pytest.mark.parametrize("example", DEMO_EXAMPLES, ids=lambda example: example.label)
 def test_every_contextual_layer_of_the_shipped_models_puts_the_demo_words_same_sense_occurrences_closer(example):
     result = sense_similarities(Embedder.load(example.language), example)
     assert not result.separates[0]  # layer 0 is context-free: one vector for every occurrence
