@@ -1,0 +1,66 @@
+"""The paper's "play" table on the shipped en corpus: the nearest uses of "play" to a sports use and to a theatre use.
+
+    python scripts/play_neighbors.py [--corpus data/en/train.txt] [--work /tmp/play-index]
+
+Both query sentences are the paper's, and both are in the Brown part of the en corpus (the paper's corpus,
+SemCor, is part of Brown), so each is left out of its own neighbours. Only the corpus lines that hold "play" are
+indexed. Same-word neighbours are the same as in an index of the whole corpus, because each sentence is embedded
+on its own.
+
+The sports uses of the noun in the corpus were picked out by reading every line that holds "play" (below). The
+script prints each query's 5 nearest uses per layer, and how the sports uses rank among all uses.
+"""
+
+import argparse
+from pathlib import Path
+
+from elmo.search import ContextIndex, build_index
+
+SPORTS_QUERY = "Chico Ruiz made a spectacular play on Alusik 's grounder"
+THEATRE_QUERY = "Olivia De Havilland signed to do a Broadway play for Garson Kanin"
+# Lines where "play" is a move or the action in a game or sport (read by hand; 16 of the 285 lines with "play").
+SPORTS_USES = (
+    "where the play of the game follows", "with each play beginning", "into the field of play",
+    "timed play stops", "If regulation play expires", "at the end of play wins", "league or tournament play",
+    "style of play , Lomu", "a fast double play", "final play , was a long pass", "the second play of the game",
+    "I 'll put that play in the book", "some good infield play", SPORTS_QUERY, "all-round excellent play",
+    "he squirms with each play",
+)
+LAYERS = ("layer1", "layer2", "average")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=Path("data/en/train.txt"),
+                        help="the en train.txt (python -m elmo.datasets prepare en --out data/en)")
+    parser.add_argument("--work", type=Path, default=Path("data/play-index"))
+    args = parser.parse_args()
+    lines = [line for line in args.corpus.read_text(encoding="utf-8").splitlines()
+             if "play" in line.casefold().split()]
+    missing = [use for use in SPORTS_USES if not any(use in line for line in lines)]
+    if missing:
+        raise SystemExit(f"{args.corpus} is not the en corpus: no line holds {missing[0]!r}")
+    args.work.mkdir(parents=True, exist_ok=True)
+    subset = args.work / "play-lines.txt"
+    subset.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if not (args.work / "index").is_dir():
+        build_index(subset, args.work / "index", "en", layers=[1, 2, "average"], progress=False)
+    index = ContextIndex.load(args.work / "index")
+    sports = {number for number, line in enumerate(lines) if any(use in line for use in SPORTS_USES)}
+    queries = {"sports": next(line for line in lines if SPORTS_QUERY in line),
+               "theatre": next(line for line in lines if THEATRE_QUERY in line)}
+    print(f"{len(lines)} lines hold 'play'; {len(sports)} of them use it in the sports sense (read by hand)\n")
+    for layer in LAYERS:
+        for name, query in queries.items():
+            ranked = index.neighbors(query, "play", k=len(lines), layer=layer, same_word=True, exact=True)
+            ranks = [rank for rank, hit in enumerate(ranked, start=1) if hit.line in sports]
+            print(f"{layer}, {name} query: sports uses among the nearest 10: {sum(r <= 10 for r in ranks)}; "
+                  f"their mean rank {sum(ranks) / len(ranks):.0f} of {len(ranked)}")
+            for hit in ranked[:5]:
+                mark = "sports " if hit.line in sports else "       "
+                print(f"  {hit.score:.3f} {mark}{hit.highlighted()[:110]}")
+        print()
+
+
+if __name__ == "__main__":
+    main()
