@@ -413,7 +413,8 @@ class _RunLog:
         axes.set_ylabel("perplexity")
         axes.set_yscale("log")
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend()
+        if train or valid:
+            axes.legend()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
         pyplot.close(figure)
