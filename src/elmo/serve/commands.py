@@ -58,14 +58,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 def serve_command(args: argparse.Namespace) -> int:
     try:
         specs = [ModelSpec.parse(value) for value in args.models]
-        names = [spec.name for spec in specs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two --model flags serve the same name ({', '.join(names)}); name them NAME=DIR")
+        _check_unique_names("--model", [spec.name for spec in specs])
         index_specs = [IndexSpec.parse(value) for value in args.indexes]
-        index_names = [spec.name for spec in index_specs]
-        if len(set(index_names)) != len(index_names):
-            raise ValueError(f"two --index flags serve the same name ({', '.join(index_names)}); name them "
-                             "NAME=DIR")
+        _check_unique_names("--index", [spec.name for spec in index_specs])
         if args.no_auth and args.api_key_file:
             raise ValueError("--no-auth and --api-key-file contradict each other")
         if not is_loopback(args.host) and not args.api_key_file and not args.no_auth:
@@ -82,6 +77,11 @@ def serve_command(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"elmo serve: error: {error}", file=sys.stderr)
         return 2
+
+
+def _check_unique_names(flag: str, names: list[str]) -> None:
+    if len(set(names)) != len(names):
+        raise ValueError(f"two {flag} flags serve the same name ({', '.join(names)}); name them NAME=DIR")
 
 
 def _index_models(index_specs: list[IndexSpec], specs: list[ModelSpec]) -> dict[str, tuple[str, str]]:
