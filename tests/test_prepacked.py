@@ -62,3 +62,20 @@ def test_the_bilm_under_no_grad_equals_the_bilm_with_autograd():
     assert bilm.forward_lstm.layers[1]._prepacked_recurrent.key is not None
     assert bilm.token_encoder.highways[0]._prepacked_carry.key is not None
     torch.testing.assert_close(fast.layers, plain.layers.detach(), rtol=0, atol=1e-5)
+
+
+def test_the_filters_as_one_product_equal_conv1d_and_follow_a_changed_filter():
+    """Every width of filter (1 to 7 here) over 50 characters; the narrow ones must skip the windows past the end.
+    700 tokens: several passes of 256 tokens, each in blocks of 32, against one Conv1d pass over all."""
+    torch.manual_seed(1)
+    encoder = BiLM(BiLMConfig.preset("small")).token_encoder
+    words = ["a", "bank", "Flussufer", "小米手机", "x" * 60, "", "antidisestablishmentarianism"] * 100
+    char_ids = batch_to_char_ids([words])[0]
+    for _ in range(2):  # the second round after an in-place change to one filter, which must repack the weight
+        with torch.no_grad():
+            fast = encoder(char_ids)
+        assert encoder._prepacked_filters.key is not None
+        plain = encoder(char_ids)  # autograd on: Conv1d
+        torch.testing.assert_close(fast, plain.detach(), rtol=0, atol=1e-5)
+        with torch.no_grad():
+            encoder.convolutions[0].weight.mul_(-3.0)

@@ -9,7 +9,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.config import CharCNNConfig
-from elmo.modules.prepacked import PrepackedWeight, linear
+from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
+
+# Tokens per product when the filters run as one product (see TokenEncoder._pooled_by_one_product).
+_TOKEN_BLOCK = 32
+# Tokens per pass without autograd: the convolutions' outputs take about 400 KB a token (2,048 filters).
+_TOKENS_PER_PASS = 256
 
 
 class Highway(nn.Module):
@@ -47,18 +52,60 @@ class TokenEncoder(nn.Module):
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, output_dim) if config.n_filters != output_dim else None
         self.output_dim = output_dim
+        self._prepacked_filters = PrepackedWeight()
         self._prepacked_projection = PrepackedWeight()
         nn.init.uniform_(self.char_embeddings, -1.0, 1.0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        wants_grad = torch.is_grad_enabled() and self.char_embeddings.requires_grad
+        if not (wants_grad or torch.compiler.is_compiling()) and len(char_ids) > _TOKENS_PER_PASS:
+            # Nothing needs all tokens at once without a backward pass: bound the memory, however many come.
+            # (Not while exporting, where the number of tokens is symbolic.)
+            return torch.cat([self(block) for block in char_ids.split(_TOKENS_PER_PASS)])
         table = F.pad(self.char_embeddings, (0, 0, 1, 0))  # row 0: the zero "no character" embedding
-        # (n_tokens, max_characters, dim) -> (n_tokens, dim, max_characters) for Conv1d.
-        characters = F.embedding(char_ids, table).transpose(1, 2)
-        pooled = [conv(characters).amax(dim=2) for conv in self.convolutions]
-        token_vectors = self.activation(torch.cat(pooled, dim=1))
+        characters = F.embedding(char_ids, table)  # (n_tokens, max_characters, dim)
+        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        packed = self._prepacked_filters.get_derived(characters, list(self.convolutions.parameters()),
+                                                     lambda: self._filters_as_one_weight(widest))
+        if packed is not None and len(characters):
+            pooled = self._pooled_by_one_product(characters, packed, widest)
+        else:  # Conv1d wants (n_tokens, dim, max_characters)
+            pooled = torch.cat([conv(characters.transpose(1, 2)).amax(dim=2) for conv in self.convolutions], dim=1)
+        token_vectors = self.activation(pooled)
         for highway in self.highways:
             token_vectors = highway(token_vectors)
         if self.projection is not None:
             token_vectors = linear(token_vectors, self.projection.weight, self.projection.bias,
                                    self._prepacked_projection)
         return token_vectors
+
+    def _filters_as_one_weight(self, widest: int) -> torch.Tensor:
+        """``(n_filters, widest * dim)``: every filter over a window of ``widest`` characters, zero past its width."""
+        rows = []
+        for conv in self.convolutions:
+            n_filters, dim, width = conv.weight.shape
+            row = conv.weight.new_zeros((n_filters, widest, dim))
+            row[:, :width] = conv.weight.detach().transpose(1, 2)
+            rows.append(row.reshape(n_filters, widest * dim))
+        return torch.cat(rows)
+
+    def _pooled_by_one_product(self, characters: torch.Tensor, packed: torch.Tensor, widest: int) -> torch.Tensor:
+        """The max-pooled convolutions, all filters as one matrix product over windows of ``widest`` characters.
+
+        oneDNN's direct convolution with 16 input channels runs at about 45 GFLOP/s on the test CPU; one product
+        over 7-character windows (112 inputs) runs 1.6x faster overall, though it multiplies 16 % more (most
+        filters are the widest ones). A narrower filter's window past the last character would read padding, so
+        those positions are left out of the max. Inference only: training keeps Conv1d and its gradients.
+        """
+        n_positions, dim = characters.shape[1:]
+        bias = torch.cat([conv.bias for conv in self.convolutions])
+        last_start = torch.cat([torch.full((conv.out_channels,), n_positions - conv.kernel_size[0])
+                                for conv in self.convolutions]).to(characters.device)
+        past_the_end = torch.arange(n_positions, device=characters.device)[:, None] > last_start[None, :]
+        windows = F.pad(characters, (0, 0, 0, widest - 1)).unfold(1, widest, 1)  # (n_tokens, positions, dim, widest)
+        pooled = []
+        for start in range(0, len(characters), _TOKEN_BLOCK):
+            block = windows[start : start + _TOKEN_BLOCK].transpose(2, 3).reshape(-1, widest * dim)
+            products = prepacked_product(block, packed, bias).view(-1, n_positions, len(bias))
+            pooled.append(products.masked_fill_(past_the_end, float("-inf")).amax(dim=1))
+        return torch.cat(pooled)

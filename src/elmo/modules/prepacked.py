@@ -19,6 +19,8 @@ also needs a CPU float32 tensor. Otherwise the usual products run, so training i
 equal ``F.linear``'s to float32 rounding: the sums are taken in another order (``tests/test_prepacked.py``).
 """
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -29,22 +31,37 @@ class PrepackedWeight:
     """One weight's reordered copy, remade when the weight changes (another tensor, or an in-place update)."""
 
     def __init__(self) -> None:
-        self.key: tuple[int, int] | None = None
+        self.key: tuple[tuple[int, int], ...] | None = None
         self.packed: torch.Tensor | None = None
 
     def get(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor | None:
         """The reordered ``weight`` if ``inputs @ weight.T + bias`` may run from it, else None."""
-        if not (HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32
-                and inputs.dtype == torch.float32) or torch.compiler.is_compiling():  # not while exporting
+        if bias is not None and not may_run(inputs, [bias]):
             return None
-        if torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad
-                                        or (bias is not None and bias.requires_grad)):
+        return self.get_derived(inputs, [weight], weight.detach)
+
+    def get_derived(self, inputs: torch.Tensor, parameters: list[torch.Tensor],
+                    build: Callable[[], torch.Tensor]) -> torch.Tensor | None:
+        """The reordered copy of the weight ``build()`` makes from ``parameters``, if ``inputs`` may use it, else
+        None. It is made again only when one of ``parameters`` has changed since."""
+        if not may_run(inputs, parameters):
             return None
-        key = (weight.data_ptr(), weight._version)
+        key = tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
         if key != self.key or self.packed is None:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(build())
             self.key = key
         return self.packed
+
+
+def may_run(inputs: torch.Tensor, parameters: list[torch.Tensor]) -> bool:
+    """Whether a product of ``inputs`` and weights made from ``parameters`` may run on oneDNN's reordered copy:
+    CPU float32, and no gradient wanted through it."""
+    tensors = [inputs, *parameters]
+    if not (HAS_ONEDNN and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)):
+        return False
+    if torch.compiler.is_compiling():  # not while exporting
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
 
 
 def prepacked_product(inputs: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
