@@ -9,8 +9,12 @@ State is explicit. With ``state=None`` every sentence starts from zeros, so its 
 on the rest of the batch or on earlier calls. Passing back the returned state continues each row
 where it stopped, as bilm-tf's stateful inference does (the forward state after ``</S>``, the
 backward state after ``<S>``).
+
+``BiLM.contextualize_lanes`` runs many sentences, each from zeros, a few at a time on a fixed number of
+LSTM rows (``elmo/lanes.py``): what the ``Embedder`` uses, as it keeps every row busy.
 """
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -18,6 +22,7 @@ from torch import nn
 
 from elmo.characters import bos_char_ids, eos_char_ids
 from elmo.config import BiLMConfig
+from elmo.lanes import pack_lanes
 from elmo.modules.char_cnn import TokenEncoder
 from elmo.modules.lstm import LstmStack, LstmState
 
@@ -135,6 +140,47 @@ class BiLM(nn.Module):
             torch.stack([torch.stack([s.c for s in finals]) for _, _, finals in directions])[:, :, restore],
         )
         return BiLMOutput(layers, mask), new_state
+
+    def contextualize_lanes(self, token_vectors: torch.Tensor, lengths: Sequence[int], n_lanes: int) -> torch.Tensor:
+        """The layers of many sentences, run a few at a time on ``n_lanes`` LSTM rows (``elmo/lanes.py``).
+
+        ``token_vectors``: ``(n_tokens, projection_dim)``, the sentences' token vectors end to end; ``lengths``:
+        each sentence's number of tokens. Returns ``(n_layers + 1, n_tokens, 2 * projection_dim)`` in the same
+        order: what ``contextualize`` gives each sentence alone, from a zero state.
+        """
+        if sum(lengths) != token_vectors.shape[0]:
+            raise ValueError(f"lengths add up to {sum(lengths)} tokens but {token_vectors.shape[0]} vectors came")
+        n_layers, width = self.config.lstm.n_layers, token_vectors.shape[1]
+        if not lengths:
+            return token_vectors.new_zeros((n_layers + 1, 0, 2 * width))
+        device = token_vectors.device
+        bounded_lengths = [length + 2 for length in lengths]  # <S>, the tokens, </S>
+        ends = torch.tensor(bounded_lengths, device=device).cumsum(0)
+        starts = ends - torch.tensor(bounded_lengths, device=device)
+        is_token = torch.ones(sum(bounded_lengths), dtype=torch.bool, device=device)
+        is_token[starts] = False
+        is_token[ends - 1] = False
+
+        bos_vector, eos_vector = self.token_encoder(torch.stack([self.bos_char_ids, self.eos_char_ids]))
+        bounded = token_vectors.new_empty((len(is_token), width))
+        bounded[starts] = bos_vector
+        bounded[ends - 1] = eos_vector
+        bounded[is_token] = token_vectors
+        packing = pack_lanes(bounded_lengths, n_lanes)
+        n_rows = packing.batch_sizes[0]
+        layers = bounded.new_empty((n_layers + 1, len(bounded), 2 * width))
+        layers[0] = torch.cat([bounded, bounded], dim=1)
+        restarts = {step: rows.to(device) for step, rows in packing.restarts.items()}
+        for half, (stack, index) in enumerate(
+            ((self.forward_lstm, packing.forward_index), (self.backward_lstm, packing.backward_index))
+        ):
+            index = index.to(device)
+            zeros = [LstmState(bounded.new_zeros((n_rows, width)), bounded.new_zeros((n_rows, self.config.lstm.dim)))
+                     for _ in range(n_layers)]
+            outputs, _ = stack(bounded[index], packing.batch_sizes, zeros, restarts=restarts)
+            for k, output in enumerate(outputs, start=1):
+                layers[k, index, half * width : (half + 1) * width] = output
+        return layers[:, is_token]
 
     def _check_char_ids(self, char_ids: torch.Tensor) -> torch.Tensor:
         max_characters = self.config.char_cnn.max_characters_per_token

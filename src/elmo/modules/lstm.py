@@ -6,7 +6,12 @@ lets the input-to-gate weights run once over every real token in one matrix prod
 recurrent product in the time loop, and never computes a padded position.
 
 State is explicit: each layer takes ``(h, c)`` for every row and returns the state at each row's own
-last step, so nothing is carried between calls unless the caller passes it back in.
+last step, so nothing is carried between calls unless the caller passes it back in. A row may also run
+several sequences one after another (``elmo/lanes.py``): ``restarts`` names the steps where a row's
+state goes back to zeros.
+
+The input-to-gate products run over blocks of whole steps of at most ``_GATE_ROWS`` rows, so their
+memory stays bounded however many steps a call runs (32 MiB for the original model's 16,384 gates).
 """
 
 from collections.abc import Callable
@@ -21,6 +26,9 @@ from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
 # Output columns per block in the per-step products (see _step_linear).
 _BLOCK = 256
+# Rows per input-to-gate product. On the test CPU oneDNN ran the original model's 512 x 512 x 16384 at 203-210
+# GFLOP/s, and 1024 rows at 157-173: their 64 MB of gates no longer fit the 32 MB L3 cache.
+_GATE_ROWS = 512
 
 
 def _step_linear(inputs: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor | None = None) -> torch.Tensor:
@@ -51,6 +59,27 @@ def _step_product(inputs: torch.Tensor, weight: torch.Tensor, prepacked: Prepack
         return _step_linear(inputs, weight, addend)
     product = prepacked_product(inputs, packed)
     return product if addend is None else product.add_(addend)  # a new tensor, no autograd: add in place
+
+
+def _gate_block_rows(batch_sizes: list[int]) -> int:
+    """Rows of the whole steps, from the first of ``batch_sizes`` on, that fit in ``_GATE_ROWS`` (one at least)."""
+    rows = batch_sizes[0]
+    for n_alive in batch_sizes[1:]:
+        if rows + n_alive > _GATE_ROWS:
+            break
+        rows += n_alive
+    return rows
+
+
+def _tanh(x: torch.Tensor) -> torch.Tensor:
+    """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
+
+    On the test CPU PyTorch's tanh takes 3-4x as long as its sigmoid (190 against 57 µs for the whole identity
+    on 32 x 4096, the original model's cell), and each step takes two. The identity agrees with tanh to 1.8e-7.
+    """
+    if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+        return torch.tanh(x)
+    return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
 
 
 class LstmState(NamedTuple):
@@ -93,33 +122,44 @@ class ProjectedLstm(nn.Module):
                 nn.init.xavier_uniform_(weight)
 
     def forward(
-        self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState
+        self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState,
+        restarts: dict[int, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
-        """``packed_inputs (n_real_tokens, input_dim)`` -> ``(n_real_tokens, output_dim)`` and final state."""
-        forget_bias = torch.zeros_like(self.bias)
-        forget_bias[2 * self.dim : 3 * self.dim] = self.FORGET_BIAS
-        if not self.cell_clip and not (self.proj_clip and self.projection is not None) and batch_sizes:
-            return self._fused(packed_inputs, batch_sizes, state, self.bias + forget_bias)
-        input_gates = linear(packed_inputs, self.input_weight, self.bias + forget_bias, self._prepacked_input)
+        """``packed_inputs (n_real_tokens, input_dim)`` -> ``(n_real_tokens, output_dim)`` and final state.
+
+        ``restarts`` maps a step to the rows (of that step) whose state is set to zeros before it.
+        """
+        bias = self.bias.clone()
+        bias[2 * self.dim : 3 * self.dim] += self.FORGET_BIAS
+        if (not self.cell_clip and not (self.proj_clip and self.projection is not None) and batch_sizes
+                and not restarts):
+            return self._fused(packed_inputs, batch_sizes, state, bias)
 
         h, c = state
         finished_h: list[torch.Tensor] = []  # rows whose sequence ended, last first
         finished_c: list[torch.Tensor] = []
         outputs: list[torch.Tensor] = []
-        offset = 0
-        for n_alive in batch_sizes:
+        offset = block_start = block_end = 0
+        for step, n_alive in enumerate(batch_sizes):
             if n_alive < h.shape[0]:
                 finished_h.append(h[n_alive:])
                 finished_c.append(c[n_alive:])
                 h, c = h[:n_alive], c[:n_alive]
+            if restarts and step in restarts:
+                h = h.index_fill(0, restarts[step], 0.0)
+                c = c.index_fill(0, restarts[step], 0.0)
+            if offset == block_end:
+                block_start, block_end = offset, offset + _gate_block_rows(batch_sizes[step:])
+                input_gates = linear(packed_inputs[block_start:block_end], self.input_weight, bias,
+                                     self._prepacked_input)
             gates = _step_product(h, self.recurrent_weight, self._prepacked_recurrent,
-                                  input_gates[offset : offset + n_alive])
+                                  input_gates[offset - block_start : offset - block_start + n_alive])
             offset += n_alive
             i, j, f, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(j)
             if self.cell_clip:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.sigmoid(o) * torch.tanh(c)
+            h = torch.sigmoid(o) * _tanh(c)
             if self.projection is not None:
                 h = _step_product(h, self.projection, self._prepacked_projection)
                 if self.proj_clip:
@@ -127,7 +167,7 @@ class ProjectedLstm(nn.Module):
             outputs.append(h)
         final_h = torch.cat([h, *reversed(finished_h)])
         final_c = torch.cat([c, *reversed(finished_c)])
-        packed_outputs = torch.cat(outputs) if outputs else input_gates.new_zeros((0, self.output_dim))
+        packed_outputs = torch.cat(outputs) if outputs else packed_inputs.new_zeros((0, self.output_dim))
         return packed_outputs, LstmState(final_h, final_c)
 
     def _fused(
@@ -183,11 +223,13 @@ class LstmStack(nn.Module):
         batch_sizes: list[int],
         states: list[LstmState],
         input_dropout: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
+        restarts: dict[int, torch.Tensor] | None = None,
     ) -> tuple[list[torch.Tensor], list[LstmState]]:
         """Returns each layer's packed output ``(n_real_tokens, projection_dim)`` and each layer's state.
 
         ``input_dropout(layer_index, layer_input)``, given in training only, replaces each layer's input
         before the layer and its skip connection read it (bilm-tf's DropoutWrapper around ResidualWrapper).
+        ``restarts``, as ``ProjectedLstm.forward`` takes it, holds for every layer.
         """
         layer_outputs: list[torch.Tensor] = []
         final_states: list[LstmState] = []
@@ -195,7 +237,7 @@ class LstmStack(nn.Module):
         for index, (layer, state) in enumerate(zip(self.layers, states, strict=True)):
             if input_dropout is not None:
                 layer_input = input_dropout(index, layer_input)
-            output, final_state = layer(layer_input, batch_sizes, state)
+            output, final_state = layer(layer_input, batch_sizes, state, restarts)
             if index > 0 and self.use_skip_connections:
                 output = output + layer_input
             layer_outputs.append(output)
