@@ -152,6 +152,8 @@ def test_bad_arguments_are_named(bilm):
         embedder.embed([["a"]], [0.5, 0.5])
     with pytest.raises(TypeError, match="must hold strings"):
         embedder.embed([["a", 3]])
+    with pytest.raises(ValueError, match="batch_size is 0"):
+        embedder.embed([["a"]], batch_size=0)
     with pytest.raises(ValueError, match="must exceed 2 \\* window_context"):
         Embedder(bilm, max_window_tokens=10, window_context=5)
     with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):

@@ -3,7 +3,9 @@
 ``Embedder.embed`` takes raw strings (split by the model's tokenizer) or token lists and returns one
 array per sentence, in input order. Inside, it
 
-- sorts sentences by length within a window of batches (``bucket_batches``), so little padding is run;
+- runs the sentences of a window of batches (``bucket_batches``) one after another on ``batch_size``
+  LSTM rows: when a sentence ends, its row takes the next one, from a zero state (continuous batching,
+  ``elmo/lanes.py``). No padding is run, and the rows stay busy to the end;
 - cuts a sentence longer than ``max_window_tokens`` into overlapping windows and stitches them: the
   sentence is split into consecutive cores of ``max_window_tokens - 2 * window_context`` tokens, each
   core is embedded inside a window that adds up to ``window_context`` tokens of the neighbouring text on
@@ -16,7 +18,7 @@ array per sentence, in input order. Inside, it
 
 By default every sentence starts from a zero LSTM state, so its vectors do not depend on what else is
 embedded. ``stateful=True`` instead carries each batch row's state into the next batch, as bilm-tf's
-inference did (batches then run in input order, without bucketing or windows).
+inference did (batches then run in input order, as padded batches, without windows).
 """
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -144,6 +146,8 @@ class Embedder:
     ) -> Iterator[np.ndarray]:
         """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences."""
         weights = layer_weights(layers, self.n_layers)
+        if batch_size < 1:
+            raise ValueError(f"batch_size is {batch_size}; expected at least 1")
         chunk_size = batch_size if self.stateful else batch_size * self.bucket_batches
         bar = tqdm(disable=not progress, unit=" sentences", desc="embedding")
         chunk: list[list[str]] = []
@@ -193,16 +197,17 @@ class Embedder:
         results = [np.zeros((self.n_layers, len(tokens), self.dim), np.float32) for tokens in sentences]
         if self.stateful:
             pieces = [_Piece(i, tokens, 0, 0, len(tokens)) for i, tokens in enumerate(sentences)]
+            groups = [pieces[start : start + batch_size] for start in range(0, len(pieces), batch_size)]
         else:
             pieces = [piece for i, tokens in enumerate(sentences) for piece in self._cut(i, tokens)]
             pieces.sort(key=lambda piece: len(piece.tokens), reverse=True)
-        for start in range(0, len(pieces), batch_size):
-            batch = pieces[start : start + batch_size]
-            layers = self._run([piece.tokens for piece in batch])
+            groups = self._lane_groups(pieces, batch_size)
+        for group in groups:
+            layers = self._layers_of([piece.tokens for piece in group], batch_size)
             self._memory.after_batch()
-            for row, piece in enumerate(batch):
+            for piece, piece_layers in zip(group, layers, strict=True):
                 core = slice(piece.core_start - piece.offset, piece.core_end - piece.offset)
-                results[piece.sentence][:, piece.core_start : piece.core_end] = layers[:, row, core]
+                results[piece.sentence][:, piece.core_start : piece.core_end] = piece_layers[:, core]
         return results
 
     def _cut(self, sentence: int, tokens: list[str]) -> list[_Piece]:
@@ -217,20 +222,48 @@ class Embedder:
             pieces.append(_Piece(sentence, tokens[start:end], start, core_start, core_end))
         return pieces
 
+    def _lane_groups(self, pieces: list[_Piece], batch_size: int) -> list[list[_Piece]]:
+        """Runs of pieces that each hold at most ``batch_size`` full windows' worth of steps, so one run on the
+        lanes needs no more memory than a batch of full windows."""
+        budget = batch_size * (self.max_window_tokens + 2)
+        groups: list[list[_Piece]] = []
+        steps = budget
+        for piece in pieces:
+            if steps + len(piece.tokens) + 2 > budget:
+                groups.append([])
+                steps = 0
+            groups[-1].append(piece)
+            steps += len(piece.tokens) + 2
+        return groups
+
     @torch.inference_mode()
-    def _run(self, token_lists: list[Sequence[str]]) -> np.ndarray:
-        state = self._carried_state(len(token_lists)) if self.stateful else None
-        if self.token_cache is None:
-            char_ids = batch_to_char_ids(token_lists, self.bilm.config.char_cnn.max_characters_per_token)
-            output, new_state = self.bilm(char_ids.to(self.device), state)
-        else:
-            token_vectors = self.token_cache.token_vectors(token_lists, self.device)
-            lengths = torch.tensor([len(tokens) for tokens in token_lists], device=self.device)
-            mask = torch.arange(token_vectors.shape[1], device=self.device)[None, :] < lengths[:, None]
-            output, new_state = self.bilm.contextualize(token_vectors, mask, state)
-        if self.stateful:
-            self._carry(new_state)
-        return output.layers.float().cpu().numpy()
+    def _layers_of(self, token_lists: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
+        """Each token list's layers ``(n_layers, T, 2P)``. Stateless, the lists run one after another on
+        ``batch_size`` LSTM rows (``elmo/lanes.py``); stateful, they are one batch, row r continuing row r."""
+        lengths = [len(tokens) for tokens in token_lists]
+        token_vectors = self._token_vectors(token_lists)
+        if not self.stateful:
+            layers = self.bilm.contextualize_lanes(token_vectors, lengths, batch_size).float().cpu().numpy()
+            return np.split(layers, np.cumsum(lengths)[:-1], axis=1)
+        lengths_tensor = torch.tensor(lengths, device=self.device)
+        mask = torch.arange(max(lengths), device=self.device)[None, :] < lengths_tensor[:, None]
+        padded = token_vectors.new_zeros((*mask.shape, token_vectors.shape[1]))
+        padded[mask] = token_vectors
+        output, new_state = self.bilm.contextualize(padded, mask, self._carried_state(len(token_lists)))
+        self._carry(new_state)
+        layers = output.layers.float().cpu().numpy()
+        return [layers[:, row, :length] for row, length in enumerate(lengths)]
+
+    def _token_vectors(self, token_lists: list[Sequence[str]]) -> torch.Tensor:
+        """``(n_tokens, P)``: the lists' context-free token vectors end to end, from the cache if there is one."""
+        if self.token_cache is not None:
+            return self.token_cache.token_vectors(token_lists, self.device)
+        tokens = [token for token_list in token_lists for token in token_list]
+        if not tokens:
+            return torch.zeros((0, self.dim // 2), device=self.device)
+        char_ids = batch_to_char_ids([tokens], self.bilm.config.char_cnn.max_characters_per_token).to(self.device)
+        return self.bilm.encode_tokens(char_ids, torch.ones(char_ids.shape[:2], dtype=torch.bool,
+                                                            device=self.device))[0]
 
     def _carried_state(self, batch_size: int) -> BiLMState:
         """Row r continues row r of the previous batch; rows it did not have start from zeros."""

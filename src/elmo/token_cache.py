@@ -27,7 +27,7 @@ class TokenVectorCache:
         return len(self._vectors)
 
     def token_vectors(self, token_lists: Sequence[Sequence[str]], device: torch.device) -> torch.Tensor:
-        """``(batch, max_tokens, dim)`` vectors of the given tokens, zeros at padding."""
+        """``(n_tokens, dim)``: the vectors of the lists' tokens, end to end."""
         distinct = list(dict.fromkeys(token for tokens in token_lists for token in tokens))
         missing = [token for token in distinct if token not in self._vectors]
         self.misses += len(missing)
@@ -42,15 +42,9 @@ class TokenVectorCache:
         while len(self._vectors) > self.capacity:
             self._vectors.popitem(last=False)
 
-        width = self.encoder.output_dim
-        max_tokens = max((len(tokens) for tokens in token_lists), default=0)
         if not distinct:
-            return torch.zeros((len(token_lists), max_tokens, width), device=device)
-        stacked = torch.stack([batch_vectors[token] for token in distinct])
-        table = torch.cat([stacked, stacked.new_zeros((1, width))])  # last row: padding
+            return torch.zeros((0, self.encoder.output_dim), device=device)
+        table = torch.stack([batch_vectors[token] for token in distinct])
         row_of = {token: row for row, token in enumerate(distinct)}
-        padding_row = len(distinct)
-        index = torch.full((len(token_lists), max_tokens), padding_row, dtype=torch.long)
-        for position, tokens in enumerate(token_lists):
-            index[position, : len(tokens)] = torch.tensor([row_of[token] for token in tokens], dtype=torch.long)
+        index = torch.tensor([row_of[token] for tokens in token_lists for token in tokens], dtype=torch.long)
         return table[index.to(device)]

@@ -62,17 +62,13 @@ class ConstructedEmbedder(Embedder):
         self.fail_after = fail_after
         self.runs = 0
 
-    def _run(self, token_lists: list[Sequence[str]]) -> np.ndarray:
+    def _layers_of(self, token_lists: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
         if self.fail_after is not None and self.runs >= self.fail_after:
             raise KeyboardInterrupt("simulated interruption")
         self.runs += 1
-        longest = max(len(tokens) for tokens in token_lists)
-        out = np.zeros((self.n_layers, len(token_lists), longest, self.dim), np.float32)
-        for row, tokens in enumerate(token_lists):
-            for position in range(len(tokens)):
-                for layer in range(self.n_layers):
-                    out[layer, row, position] = constructed_vector(tokens, position, layer, self.dim)
-        return out
+        return [np.array([[constructed_vector(tokens, position, layer, self.dim) for position in range(len(tokens))]
+                          for layer in range(self.n_layers)], np.float32).reshape(self.n_layers, len(tokens), self.dim)
+                for tokens in token_lists]
 
 
 @pytest.fixture
