@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -93,3 +95,25 @@ def test_lanes_hold_on_a_model_with_long_input_gate_blocks_and_no_sentences():
         assert bilm.contextualize_lanes(token_vectors[:0], [], n_lanes=8).shape == (3, 0, laned.shape[2])
         with pytest.raises(ValueError, match="add up to 3 tokens but 0"):
             bilm.contextualize_lanes(token_vectors[:0], [3], n_lanes=8)
+
+
+def test_a_model_without_clipping_runs_each_sentence_on_its_own_fused_row(monkeypatch):
+    fused_calls = []
+    fused = ProjectedLstm._fused
+    monkeypatch.setattr(ProjectedLstm, "_fused", lambda self, *args: fused_calls.append(1) or fused(self, *args))
+    torch.manual_seed(4)
+    config = BiLMConfig.preset("small")
+    config = dataclasses.replace(config, lstm=dataclasses.replace(config.lstm, cell_clip=0.0, proj_clip=0.0))
+    bilm = BiLM(config).double().eval()
+    assert all(layer.fuses for layer in bilm.forward_lstm.layers)
+    lengths = [5, 0, 9, 2]
+    token_vectors = torch.randn(sum(lengths), config.lstm.projection_dim, dtype=torch.float64)
+    with torch.no_grad():
+        laned = bilm.contextualize_lanes(token_vectors, lengths, n_lanes=2)
+        start = 0
+        for length in lengths:
+            alone, _ = bilm.contextualize(token_vectors[None, start : start + length],
+                                          torch.ones((1, length), dtype=torch.bool))
+            torch.testing.assert_close(laned[:, start : start + length], alone.layers[:, 0], atol=1e-12, rtol=0)
+            start += length
+    assert len(fused_calls) == 2 * 2 * (1 + len(lengths))  # directions x layers x (the lanes, then each alone)

@@ -146,7 +146,8 @@ class BiLM(nn.Module):
 
         ``token_vectors``: ``(n_tokens, projection_dim)``, the sentences' token vectors end to end; ``lengths``:
         each sentence's number of tokens. Returns ``(n_layers + 1, n_tokens, 2 * projection_dim)`` in the same
-        order: what ``contextualize`` gives each sentence alone, from a zero state.
+        order: what ``contextualize`` gives each sentence alone, from a zero state. A model without clipping
+        runs as PyTorch's fused LSTM (cuDNN on a GPU), which takes no restarts: there each sentence has its own row.
         """
         if sum(lengths) != token_vectors.shape[0]:
             raise ValueError(f"lengths add up to {sum(lengths)} tokens but {token_vectors.shape[0]} vectors came")
@@ -166,7 +167,8 @@ class BiLM(nn.Module):
         bounded[starts] = bos_vector
         bounded[ends - 1] = eos_vector
         bounded[is_token] = token_vectors
-        packing = pack_lanes(bounded_lengths, n_lanes)
+        fused = all(layer.fuses for layer in self.forward_lstm.layers)
+        packing = pack_lanes(bounded_lengths, len(lengths) if fused else n_lanes)
         n_rows = packing.batch_sizes[0]
         layers = bounded.new_empty((n_layers + 1, len(bounded), 2 * width))
         layers[0] = torch.cat([bounded, bounded], dim=1)

@@ -121,6 +121,11 @@ class ProjectedLstm(nn.Module):
             if weight is not None:
                 nn.init.xavier_uniform_(weight)
 
+    @property
+    def fuses(self) -> bool:
+        """Without clipping, sequences that start from the given state run as PyTorch's own fused LSTM."""
+        return not self.cell_clip and not (self.proj_clip and self.projection is not None)
+
     def forward(
         self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState,
         restarts: dict[int, torch.Tensor] | None = None,
@@ -131,8 +136,7 @@ class ProjectedLstm(nn.Module):
         """
         bias = self.bias.clone()
         bias[2 * self.dim : 3 * self.dim] += self.FORGET_BIAS
-        if (not self.cell_clip and not (self.proj_clip and self.projection is not None) and batch_sizes
-                and not restarts):
+        if self.fuses and batch_sizes and not restarts:
             return self._fused(packed_inputs, batch_sizes, state, bias)
 
         h, c = state
