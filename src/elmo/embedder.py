@@ -203,12 +203,16 @@ class Embedder:
             pieces.sort(key=lambda piece: len(piece.tokens), reverse=True)
             groups = self._lane_groups(pieces, batch_size)
         for group in groups:
-            layers = self._layers_of([piece.tokens for piece in group], batch_size)
-            self._memory.after_batch()
-            for piece, piece_layers in zip(group, layers, strict=True):
-                core = slice(piece.core_start - piece.offset, piece.core_end - piece.offset)
-                results[piece.sentence][:, piece.core_start : piece.core_end] = piece_layers[:, core]
+            self._store(group, self._layers_of([piece.tokens for piece in group], batch_size), results)
+            self._memory.after_batch()  # the group's tensors are all freed by now
         return results
+
+    @staticmethod
+    def _store(group: list[_Piece], layers: list[np.ndarray], results: list[np.ndarray]) -> None:
+        """Copy each piece's core from its layers into its sentence's result."""
+        for piece, piece_layers in zip(group, layers, strict=True):
+            core = slice(piece.core_start - piece.offset, piece.core_end - piece.offset)
+            results[piece.sentence][:, piece.core_start : piece.core_end] = piece_layers[:, core]
 
     def _cut(self, sentence: int, tokens: list[str]) -> list[_Piece]:
         if len(tokens) <= self.max_window_tokens:
