@@ -1,4 +1,4 @@
-"""Giving memory that PyTorch has freed back to the system, so a long stream of batches keeps a flat footprint.
+"""Giving memory that PyTorch has freed back to the system, so a long stream of batches does not pile it up.
 
 Each batch allocates tensors of new sizes. Once glibc's mmap threshold has risen (it does after the first large
 frees), it serves large tensors from its heap. The freed pieces then end up too fragmented for it to return to
