@@ -82,7 +82,7 @@ def test_lanes_hold_on_a_model_with_long_input_gate_blocks_and_no_sentences():
     torch.manual_seed(3)
     bilm = BiLM(BiLMConfig.preset("small")).double().eval()
     rng = np.random.default_rng(0)
-    lengths = rng.integers(0, 40, size=70).tolist()  # empty sentences too; 2,000+ positions: several gate blocks
+    lengths = rng.integers(0, 40, size=70).tolist()  # empty ones too; 1,500+ positions: several gate blocks
     token_vectors = torch.randn(sum(lengths), bilm.config.lstm.projection_dim, dtype=torch.float64)
     with torch.no_grad():
         laned = bilm.contextualize_lanes(token_vectors, lengths, n_lanes=8)
