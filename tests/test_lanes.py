@@ -78,6 +78,18 @@ def test_lanes_give_each_sentence_its_vectors_alone(fixture_bilm, fixture_senten
     assert start == laned.shape[1]
 
 
+def _lanes_equal_each_alone(bilm: BiLM, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int) -> torch.Tensor:
+    """Runs the sentences on the lanes, asserts each equals ``contextualize`` on it alone (float64), returns them."""
+    laned = bilm.contextualize_lanes(token_vectors, lengths, n_lanes)
+    start = 0
+    for length in lengths:
+        alone, _ = bilm.contextualize(token_vectors[None, start : start + length],
+                                      torch.ones((1, length), dtype=torch.bool))
+        torch.testing.assert_close(laned[:, start : start + length], alone.layers[:, 0], atol=1e-12, rtol=0)
+        start += length
+    return laned
+
+
 def test_lanes_hold_on_a_model_with_long_input_gate_blocks_and_no_sentences():
     torch.manual_seed(3)
     bilm = BiLM(BiLMConfig.preset("small")).double().eval()
@@ -85,13 +97,7 @@ def test_lanes_hold_on_a_model_with_long_input_gate_blocks_and_no_sentences():
     lengths = rng.integers(0, 40, size=70).tolist()  # empty ones too; 1,500+ positions: several gate blocks
     token_vectors = torch.randn(sum(lengths), bilm.config.lstm.projection_dim, dtype=torch.float64)
     with torch.no_grad():
-        laned = bilm.contextualize_lanes(token_vectors, lengths, n_lanes=8)
-        start = 0
-        for length in lengths:
-            alone, _ = bilm.contextualize(token_vectors[None, start : start + length],
-                                          torch.ones((1, length), dtype=torch.bool))
-            torch.testing.assert_close(laned[:, start : start + length], alone.layers[:, 0], atol=1e-12, rtol=0)
-            start += length
+        laned = _lanes_equal_each_alone(bilm, token_vectors, lengths, n_lanes=8)
         assert bilm.contextualize_lanes(token_vectors[:0], [], n_lanes=8).shape == (3, 0, laned.shape[2])
         with pytest.raises(ValueError, match="add up to 3 tokens but 0"):
             bilm.contextualize_lanes(token_vectors[:0], [3], n_lanes=8)
@@ -109,11 +115,5 @@ def test_a_model_without_clipping_runs_each_sentence_on_its_own_fused_row(monkey
     lengths = [5, 0, 9, 2]
     token_vectors = torch.randn(sum(lengths), config.lstm.projection_dim, dtype=torch.float64)
     with torch.no_grad():
-        laned = bilm.contextualize_lanes(token_vectors, lengths, n_lanes=2)
-        start = 0
-        for length in lengths:
-            alone, _ = bilm.contextualize(token_vectors[None, start : start + length],
-                                          torch.ones((1, length), dtype=torch.bool))
-            torch.testing.assert_close(laned[:, start : start + length], alone.layers[:, 0], atol=1e-12, rtol=0)
-            start += length
+        _lanes_equal_each_alone(bilm, token_vectors, lengths, n_lanes=2)
     assert len(fused_calls) == 2 * 2 * (1 + len(lengths))  # directions x layers x (the lanes, then each alone)
