@@ -158,3 +158,19 @@ def test_bad_arguments_are_named(bilm):
         Embedder(bilm, max_window_tokens=10, window_context=5)
     with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):
         Embedder.load("no-such-model")
+
+
+@pytest.mark.parametrize("weights", [[1.0, 1.0, -1.0], [0.5, 1.0, -0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+def test_weights_summing_to_one_with_a_one_are_mixed_not_taken_as_one_layer(bilm, sentences, weights):
+    embedder = Embedder(bilm)
+    full = embedder.embed(sentences[:2], "all")
+    for layers, got in zip(full, embedder.embed(sentences[:2], weights), strict=True):
+        expected = weights[0] * layers[0] + weights[1] * layers[1] + weights[2] * layers[2]
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("weights", [[float("nan"), 0.0, 1.0], [0.0, float("inf"), 1.0], [0.0, 1.0, -1e400],
+                                     [1e39, 0.0, 0.0]])
+def test_nan_and_infinite_mixing_weights_are_refused(bilm, weights):
+    with pytest.raises(ValueError, match=r"mixing weights must be finite float32 numbers; got \["):
+        Embedder(bilm).embed([["a"]], weights)

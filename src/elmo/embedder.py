@@ -52,17 +52,23 @@ def layer_weights(layers: Layers, n_layers: int) -> np.ndarray | None:
         if layers == "top":
             return np.eye(n_layers, dtype=np.float32)[-1]
         return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
-    weights = np.asarray(layers, dtype=np.float32)
-    if weights.shape != (n_layers,):
-        raise ValueError(f"got {weights.size} mixing weights; the model has {n_layers} layers")
-    return weights
+    try:
+        values = np.asarray(layers, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"layers is {layers!r}; expected 'all', 'top', 'average' or mixing weights") from None
+    if values.shape != (n_layers,):
+        raise ValueError(f"got {values.size} mixing weights; the model has {n_layers} layers")
+    # NaN or inf would make every vector NaN; beyond float32's range the cast below would give inf.
+    if not (np.isfinite(values).all() and np.abs(values).max() <= np.finfo(np.float32).max):
+        raise ValueError(f"mixing weights must be finite float32 numbers; got {values.tolist()}")
+    return values.astype(np.float32)
 
 
 def mix_layers(all_layers: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
     """``(n_layers, T, D)`` as it is when ``weights`` is None, else ``sum_j w_j h_j``: ``(T, D)``."""
     if weights is None:
         return all_layers
-    if weights.sum() == 1.0 and weights.max() == 1.0:  # one layer picked: no arithmetic
+    if np.count_nonzero(weights) == 1 and weights.max() == 1.0:  # one-hot: one layer as it is, no arithmetic
         return all_layers[int(weights.argmax())]
     return np.tensordot(weights, all_layers, axes=1)
 
