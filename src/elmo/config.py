@@ -2,9 +2,13 @@
 
 ``BiLMConfig.from_options`` reads the JSON dict (checking every field, naming the one at fault) and
 ``to_options`` writes it back in the same layout, so files round-trip and other ELMo tools read ours.
+
+Sizes are bounded (``MAX_SIZES``, ``MAX_PARAMETERS``; table in docs/model.md) so that a hostile or mistyped
+options.json is refused at once instead of after minutes and gigabytes of building.
 """
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,20 @@ from typing import Any
 _PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # Published char tables have 261 rows; options say 261 (training dumps) or 262 (with the padding row).
 _ACCEPTED_N_CHARACTERS = (261, 262)
+
+# Generous multiples of the largest published model ("original", in the comments), far from absurd.
+MAX_SIZES = {
+    "char_cnn.embedding.dim": 1024,  # 16
+    "char_cnn.filters entries": 64,  # 7
+    "char_cnn.filters total": 16_384,  # 2048
+    "char_cnn.n_highway": 16,  # 2
+    "char_cnn.max_characters_per_token": 1024,  # 50
+    "lstm.dim": 32_768,  # 4096
+    "lstm.projection_dim": 8192,  # 512
+    "lstm.n_layers": 32,  # 2
+}
+# 23 times the original's 93.6M; 8 GiB in float32.
+MAX_PARAMETERS = 2**31
 
 
 class ConfigError(ValueError):
@@ -71,6 +89,19 @@ class BiLMConfig:
     def n_output_layers(self) -> int:
         return self.lstm.n_layers + 1
 
+    @property
+    def n_parameters(self) -> int:
+        """The BiLM's parameter count, known before anything is allocated."""
+        cnn, lstm = self.char_cnn, self.lstm
+        count = 261 * cnn.embedding_dim + sum(width * cnn.embedding_dim * n + n for width, n in cnn.filters)
+        count += cnn.n_highway * 2 * (cnn.n_filters**2 + cnn.n_filters)
+        if self.has_token_projection:
+            count += cnn.n_filters * lstm.projection_dim + lstm.projection_dim
+        per_layer = 4 * lstm.dim * (2 * lstm.projection_dim + 1)  # input + recurrent weights, bias
+        if lstm.has_projection:
+            per_layer += lstm.dim * lstm.projection_dim
+        return count + 2 * lstm.n_layers * per_layer
+
     @classmethod
     def from_options(cls, options: dict[str, Any], source: str = "options") -> "BiLMConfig":
         cnn = _section(options, "char_cnn", source)
@@ -116,6 +147,9 @@ class BiLMConfig:
         for name, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{source}: {name} is {value}; expected a positive integer")
+        for name, value in {"lstm.cell_clip": lstm.cell_clip, "lstm.proj_clip": lstm.proj_clip}.items():
+            if not math.isfinite(value):  # NaN < 0 is False: NaN would pass the sign check and poison every vector
+                raise ConfigError(f"{source}: {name} is {value}; expected a finite number (0 means no clipping)")
         if not cnn.filters:
             raise ConfigError(f"{source}: char_cnn.filters is empty; expected at least one [width, n_filters]")
         for width, n_filters in cnn.filters:
@@ -141,6 +175,31 @@ class BiLMConfig:
             )
         if lstm.cell_clip < 0 or lstm.proj_clip < 0:
             raise ConfigError(f"{source}: lstm clips must be >= 0 (0 means no clipping)")
+        self._check_sizes(source)
+
+    def _check_sizes(self, source: str) -> None:
+        cnn, lstm = self.char_cnn, self.lstm
+        if len(cnn.filters) > MAX_SIZES["char_cnn.filters entries"]:
+            raise ConfigError(f"{source}: char_cnn.filters has {len(cnn.filters)} entries; "
+                              f"expected at most {MAX_SIZES['char_cnn.filters entries']}")
+        if cnn.n_filters > MAX_SIZES["char_cnn.filters total"]:
+            raise ConfigError(f"{source}: char_cnn.filters have {cnn.n_filters} filters in all; "
+                              f"expected at most {MAX_SIZES['char_cnn.filters total']}")
+        sizes = {
+            "char_cnn.embedding.dim": cnn.embedding_dim,
+            "char_cnn.n_highway": cnn.n_highway,
+            "char_cnn.max_characters_per_token": cnn.max_characters_per_token,
+            "lstm.dim": lstm.dim,
+            "lstm.projection_dim": lstm.projection_dim,
+            "lstm.n_layers": lstm.n_layers,
+        }
+        for name, value in sizes.items():
+            if value > MAX_SIZES[name]:
+                raise ConfigError(f"{source}: {name} is {value}; expected at most {MAX_SIZES[name]}")
+        if self.n_parameters > MAX_PARAMETERS:
+            raise ConfigError(
+                f"{source}: these sizes make {self.n_parameters:,} parameters; expected at most {MAX_PARAMETERS:,}"
+            )
 
     def to_options(self) -> dict[str, Any]:
         cnn, lstm = self.char_cnn, self.lstm
