@@ -108,7 +108,11 @@ def _state_dict_to_file(state: dict[str, torch.Tensor], config: BiLMConfig) -> d
 
 def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str = "options.json"
                   ) -> dict[str, np.ndarray]:
-    """Every dataset ``config`` needs, checked by name and shape; extra datasets are ignored."""
+    """Every dataset ``config`` needs, checked by name and shape; extra datasets are ignored.
+
+    All of them are checked before any is read, so a file that does not fit costs no memory; each one
+    read must hold finite numbers (a NaN weight would make every vector NaN).
+    """
     weight_file = Path(weight_file)
     if not weight_file.is_file():
         raise WeightFormatError(f"{weight_file}: no such weight file")
@@ -118,18 +122,32 @@ def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str
         raise WeightFormatError(f"{weight_file}: not a readable HDF5 file ({error})") from None
     datasets = {}
     with handle:
-        for name, shape in expected_datasets(config).items():
-            if name not in handle or not isinstance(handle[name], h5py.Dataset):
-                raise WeightFormatError(f"{weight_file} lacks {name}; is {options_name} from another model?")
-            dataset = handle[name]
-            if dataset.shape != shape:
+        expected = expected_datasets(config)
+        for name, shape in expected.items():
+            _check_dataset(handle, name, shape, weight_file, options_name)
+        for name in expected:
+            array = handle[name][...].astype(np.float32, copy=False)
+            n_bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+            if n_bad:
                 raise WeightFormatError(
-                    f"{weight_file}: {name} has shape {dataset.shape}; {options_name} expects {shape}"
+                    f"{weight_file}: {name} holds {n_bad} NaN or infinite value{'s' * (n_bad > 1)}; "
+                    "expected finite weights"
                 )
-            if not np.issubdtype(dataset.dtype, np.floating):
-                raise WeightFormatError(f"{weight_file}: {name} has dtype {dataset.dtype}; expected floats")
-            datasets[name] = dataset[...].astype(np.float32, copy=False)
+            datasets[name] = array
     return datasets
+
+
+def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_file: Path,
+                   options_name: str) -> None:
+    if name not in handle or not isinstance(handle[name], h5py.Dataset):
+        raise WeightFormatError(f"{weight_file} lacks {name}; is {options_name} from another model?")
+    dataset = handle[name]
+    if dataset.shape != shape:
+        raise WeightFormatError(f"{weight_file}: {name} has shape {dataset.shape}; {options_name} expects {shape}")
+    if not np.issubdtype(dataset.dtype, np.floating):
+        raise WeightFormatError(f"{weight_file}: {name} has dtype {dataset.dtype}; expected floats")
+    if dataset.id.get_storage_size() == 0:  # declared, never written: reads as the fill value
+        raise WeightFormatError(f"{weight_file}: {name} holds no stored data; expected {shape} written weights")
 
 
 def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:

@@ -1,0 +1,96 @@
+"""Model files built to hurt: each is refused with an error naming the file and the field or dataset,
+before memory in proportion to what the file claims is allocated."""
+
+import json
+import shutil
+import time
+import tracemalloc
+
+import h5py
+import numpy as np
+import pytest
+
+from elmo import BiLMConfig, CharCNNConfig, ConfigError, LSTMConfig, WeightFormatError, load_bilm
+from elmo.embedder import Embedder
+from elmo.weights import expected_datasets
+
+
+@pytest.fixture
+def model_copy(fixture_dir, tmp_path):
+    shutil.copy(fixture_dir / "options.json", tmp_path / "options.json")
+    shutil.copy(fixture_dir / "lm_weights.hdf5", tmp_path / "weights.hdf5")
+    return tmp_path
+
+
+def _edit_options(model_dir, **lstm):
+    options = json.loads((model_dir / "options.json").read_text())
+    options["lstm"].update(lstm)
+    (model_dir / "options.json").write_text(json.dumps(options))
+
+
+def test_a_million_layers_is_refused_at_once_naming_the_field(model_copy):
+    _edit_options(model_copy, n_layers=10**6)
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"options.json: lstm.n_layers is 1000000; expected at most 32"):
+        Embedder.load(str(model_copy))
+    seconds, (_, peak) = time.perf_counter() - start, tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 1_000_000 and seconds < 1.0  # was 12.6 s and 1.6 GB
+
+
+def test_sparse_file_with_giant_shapes_matching_giant_options_is_refused_before_allocating(model_copy):
+    _edit_options(model_copy, dim=2**20, projection_dim=2**16)
+    options = json.loads((model_copy / "options.json").read_text())
+    with h5py.File(model_copy / "weights.hdf5", "w") as handle:  # declared, never written: a few KB on disk
+        for name, shape in expected_datasets_unchecked(options).items():
+            handle.create_dataset(name, shape=shape, dtype=np.float32, chunks=(1,) * len(shape))
+    assert (model_copy / "weights.hdf5").stat().st_size < 100_000
+    tracemalloc.start()
+    with pytest.raises(ConfigError, match=r"options.json: lstm.dim is 1048576; expected at most 32768"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")  # was a 3.7 TiB MemoryError
+    assert tracemalloc.get_traced_memory()[1] < 1_000_000
+    tracemalloc.stop()
+
+
+def expected_datasets_unchecked(options):
+    """The dataset shapes these options call for, without the bounds check."""
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    config = BiLMConfig(
+        CharCNNConfig(cnn["embedding"]["dim"], tuple(map(tuple, cnn["filters"])), cnn["n_highway"], cnn["activation"]),
+        LSTMConfig(lstm["dim"], lstm["projection_dim"], lstm["n_layers"], lstm["cell_clip"], lstm["proj_clip"],
+                   lstm["use_skip_connections"]),
+    )
+    return expected_datasets(config)
+
+
+def test_declared_but_unwritten_dataset_is_refused_naming_it(model_copy):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        shape = handle["CNN_high_0/W_carry"].shape
+        del handle["CNN_high_0/W_carry"]
+        handle.create_dataset("CNN_high_0/W_carry", shape=shape, dtype=np.float32, chunks=True)
+    with pytest.raises(WeightFormatError, match=r"weights.hdf5: CNN_high_0/W_carry holds no stored data"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_every_dataset_is_checked_before_any_is_read(model_copy):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        names = list(expected_datasets_unchecked(json.loads((model_copy / "options.json").read_text())))
+        last = names[-1]  # read last today, after every other dataset
+        data = handle[last][...]
+        del handle[last]
+        handle.create_dataset(last, data=data.astype(np.int32))
+    tracemalloc.start()
+    with pytest.raises(WeightFormatError, match=rf"{last} has dtype int32; expected floats"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 100_000  # the fixture's datasets hold 420 KB; none was read
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_nan_or_infinite_weight_is_refused_naming_the_dataset(model_copy, value):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        handle["CNN/W_cnn_3"][0, 1, 2, 3] = value
+    with pytest.raises(WeightFormatError, match=r"weights.hdf5: CNN/W_cnn_3 holds 1 NaN or infinite value"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
