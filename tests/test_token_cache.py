@@ -1,3 +1,5 @@
+import sys
+
 import numpy as np
 import torch
 
@@ -31,3 +33,55 @@ def test_embedder_with_and_without_cache_gives_the_same_vectors(fixture_bilm, fi
     plain = Embedder(fixture_bilm, token_cache_size=0).embed(fixture_sentences * 2, batch_size=5)
     for a, b in zip(cached, plain, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def _held_bytes(cache) -> int:
+    """Bytes of every tensor storage the cache reaches (not the encoder's), each storage once."""
+    storages, seen = {}, set()
+    stack = [value for name, value in vars(cache).items() if name != "encoder"]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            storages[item.untyped_storage().data_ptr()] = item.untyped_storage().nbytes()
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set):
+            stack.extend(item)
+    return sum(storages.values())
+
+
+def test_memory_held_is_what_the_entries_need_not_the_batches_they_came_from(fixture_bilm, fixture_sentences):
+    capacity, dim = 100, fixture_bilm.token_encoder.output_dim
+    cache = TokenVectorCache(fixture_bilm.token_encoder, 50, capacity=capacity)
+    with torch.no_grad():
+        for start in range(0, 30, 3):  # batches of some 40 distinct tokens, 290 in all: evictions
+            cache.token_vectors(fixture_sentences[start : start + 3], torch.device("cpu"))
+    assert len(cache) == capacity
+    held = _held_bytes(cache)
+    assert held == capacity * dim * 4  # views of the batches' outputs pinned the evicted rows too
+    assert cache.nbytes == held == cache.max_nbytes
+
+
+def test_a_partly_filled_cache_holds_at_most_twice_what_its_entries_need(fixture_bilm, fixture_sentences):
+    dim = fixture_bilm.token_encoder.output_dim
+    cache = TokenVectorCache(fixture_bilm.token_encoder, 50, capacity=10_000)
+    with torch.no_grad():
+        for start in range(0, 30, 3):
+            cache.token_vectors(fixture_sentences[start : start + 3], torch.device("cpu"))
+            assert len(cache) * dim * 4 <= _held_bytes(cache) < 2 * len(cache) * dim * 4
+    assert cache.max_nbytes == 10_000 * dim * 4
+
+
+def test_tokens_with_the_same_characters_seen_share_one_entry(fixture_bilm):
+    cache = TokenVectorCache(fixture_bilm.token_encoder, 50, capacity=10)
+    long_a, long_b = "x" * 48 + "a" * 10_000, "x" * 48 + "b" * 10_000  # the encoder sees 48 bytes of each
+    with torch.no_grad():
+        vectors = cache.token_vectors([[long_a, long_b, "x" * 48]], torch.device("cpu"))
+    assert len(cache) == 2  # one 48-byte key for both long tokens, one for the 48-character string
+    assert max(sys.getsizeof(key) for key in cache._rows) < 300  # a key never grows with the token
+    torch.testing.assert_close(vectors[0], vectors[1], rtol=0, atol=0)
+    torch.testing.assert_close(vectors[0], vectors[2], rtol=0, atol=0)
