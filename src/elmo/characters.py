@@ -18,13 +18,14 @@ _EOS_CHAR = 257  # marks the sentence-end token
 _BOW_CHAR = 258  # begin of word
 _EOW_CHAR = 259  # end of word
 _PAD_CHAR = 260  # pads a word to max_characters
+PADDING_CHAR_ID = _PAD_CHAR + 1  # the id of a padding position after a word's end-of-word marker
 
 BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"
 
 
 def _wrap(symbols: Sequence[int], max_characters: int) -> list[int]:
-    ids = [_PAD_CHAR + 1] * max_characters
+    ids = [PADDING_CHAR_ID] * max_characters
     ids[0] = _BOW_CHAR + 1
     for position, symbol in enumerate(symbols, start=1):
         ids[position] = symbol + 1

@@ -23,8 +23,15 @@ from torch import nn
 from elmo.bilm import BiLM, BiLMState
 from elmo.config import BiLMConfig
 from elmo.modules.lstm import LstmState
+from elmo.modules.lstm_training import run_paired_stacks
 from elmo.training.batches import NO_TARGET, ModelInputs
-from elmo.training.softmax import Candidates, full_softmax_nll, sample_log_uniform, sampled_softmax_nll
+from elmo.training.softmax import (
+    Candidates,
+    SampledSoftmaxNll,
+    full_softmax_nll,
+    sample_log_uniform,
+    sampled_softmax_nll,
+)
 
 _NEGATIVES_STREAM = 0
 _DROPOUT_STREAM = 1
@@ -107,13 +114,39 @@ class LanguageModel(nn.Module):
         self.softmax_weight = nn.Parameter(torch.empty(vocab_size, config.lstm.projection_dim))
         self.softmax_bias = nn.Parameter(torch.zeros(vocab_size))
         nn.init.normal_(self.softmax_weight, 0.0, 1.0 / math.sqrt(config.lstm.projection_dim))
+        self.reference_kernels = False
 
     @property
     def vocab_size(self) -> int:
         return self.softmax_weight.shape[0]
 
     def forward(self, inputs: ModelInputs, state: BiLMState, noise: StepNoise | None = None) -> LmOutput:
-        """One batch from ``state``; ``noise`` None means evaluation: full softmax, no dropout."""
+        """One batch from ``state``; ``noise`` None means evaluation: full softmax, no dropout.
+
+        Training runs the paired kernel (``modules/lstm_training.py``, ``SampledSoftmaxNll``) unless
+        ``reference_kernels`` is set: then autograd runs through the step loop of each direction, the statement of
+        the equations that the kernels are tested against.
+        """
+        if noise is None or self.reference_kernels:
+            return self._forward_step_loop(inputs, state, noise)
+        n_rows = inputs.forward_tokens.shape[0]
+        token_vectors = self.bilm.token_encoder(inputs.char_ids)
+        # Time-major packing of full rows, one stream per direction: step t of row r sits at t * n_rows + r.
+        positions = torch.stack([inputs.forward_tokens.T.reshape(-1), inputs.backward_tokens.T.reshape(-1)])
+        n_layers = self.config.lstm.n_layers
+        dropout = None
+        if noise.dropout > 0:
+            def dropout(layer: int, pair: torch.Tensor) -> torch.Tensor:
+                return torch.stack([noise.apply_dropout(direction, layer, pair[direction]) for direction in (0, 1)])
+        outputs, finals_h, finals_c = run_paired_stacks(self.bilm.forward_lstm, self.bilm.backward_lstm,
+                                                        token_vectors[positions], state.h, state.c, n_rows, dropout)
+        top = outputs[-1] if dropout is None else dropout(n_layers, outputs[-1])
+        targets = torch.stack([inputs.forward_targets.T.reshape(-1), inputs.backward_targets.T.reshape(-1)])
+        nll = SampledSoftmaxNll.apply(top.reshape(-1, top.shape[2]), targets.reshape(-1), self.softmax_weight,
+                                      self.softmax_bias, noise.candidates)
+        return LmOutput(nll.view(2, -1).sum(dim=1), targets.shape[1], BiLMState(finals_h, finals_c).detach())
+
+    def _forward_step_loop(self, inputs: ModelInputs, state: BiLMState, noise: StepNoise | None) -> LmOutput:
         n_rows, n_steps = inputs.forward_tokens.shape
         token_vectors = self.bilm.token_encoder(inputs.char_ids)
         batch_sizes = [n_rows] * n_steps

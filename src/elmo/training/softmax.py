@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,61 @@ def full_softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.
                      bias: torch.Tensor) -> torch.Tensor:
     """Per-position negative log-likelihood ``(N,)`` over the whole vocabulary."""
     return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
+
+
+class SampledSoftmaxNll(torch.autograd.Function):
+    """``sampled_softmax_nll`` with a hand-written backward, for training.
+
+    Autograd keeps four ``(N, n)`` temporaries alive (logits, their masked copy, the concatenation, the
+    exponentials) and runs its backward through each; here the logits are exponentiated in place into the
+    softmax's probabilities, which are all the backward needs (``d logit = p - [is target]``). The weight's and
+    bias's gradients are dense, as autograd's are, nonzero only at the sampled and target rows.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                candidates: Candidates) -> torch.Tensor:
+        sampled_ids = candidates.ids.to(targets.device)
+        sampled_weight = weight[sampled_ids]
+        sampled_bias = bias[sampled_ids] - candidates.log_expected_count(sampled_ids).to(hidden.device)
+        target_weight = weight[targets]
+        true_logits = (hidden * target_weight).sum(dim=1) + bias[targets]
+        true_logits = true_logits - candidates.log_expected_count(targets).to(hidden.device)
+        probabilities = torch.addmm(sampled_bias, hidden, sampled_weight.T)  # the sampled logits, for now
+        hit_rows, hit_columns = _accidental_hits(targets, sampled_ids)
+        probabilities[hit_rows, hit_columns] = float("-inf")
+        largest = torch.maximum(probabilities.amax(dim=1), true_logits)
+        probabilities.sub_(largest[:, None]).exp_()
+        true_probability = torch.exp(true_logits - largest)
+        normalizer = probabilities.sum(dim=1) + true_probability
+        probabilities.div_(normalizer[:, None])
+        true_probability.div_(normalizer)
+        ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight, probabilities,
+                              true_probability)
+        return torch.log(normalizer) + largest - true_logits
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_nll: torch.Tensor):
+        hidden, targets, weight, sampled_ids, sampled_weight, target_weight, probabilities, true_probability = (
+            ctx.saved_tensors
+        )
+        d_sampled = probabilities.mul_(d_nll[:, None])  # saved for this one backward only
+        d_true = d_nll * (true_probability - 1.0)
+        d_hidden = torch.addmm(d_true[:, None] * target_weight, d_sampled, sampled_weight)
+        # The sampled ids are distinct: their rows are written, not accumulated; targets repeat.
+        d_weight = torch.zeros_like(weight)
+        d_weight[sampled_ids] = d_sampled.T @ hidden
+        d_weight.index_put_((targets,), d_true[:, None] * hidden, accumulate=True)
+        d_bias = weight.new_zeros(weight.shape[0])
+        d_bias[sampled_ids] = d_sampled.sum(dim=0)
+        d_bias.index_put_((targets,), d_true, accumulate=True)
+        return d_hidden, None, d_weight, d_bias, None
+
+
+def _accidental_hits(targets: torch.Tensor, sampled_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows and columns where a row's target is among the sampled classes (at most one column per row)."""
+    sorted_ids, order = sampled_ids.sort()
+    where = torch.searchsorted(sorted_ids, targets).clamp_(max=len(sorted_ids) - 1)
+    found = sorted_ids[where] == targets
+    return found.nonzero().squeeze(1), order[where[found]]

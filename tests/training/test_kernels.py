@@ -1,0 +1,121 @@
+"""The training kernels (paired LSTM layers with their own backward, the sampled softmax's own backward, the char
+CNN cut to the positions it needs) against autograd through the step loop: the same loss, state and gradients."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from training_helpers import MICRO_CONFIG, write_synthetic_corpus
+
+import elmo.modules.char_cnn as char_cnn
+from elmo.bilm import BiLMState
+from elmo.characters import batch_to_char_ids
+from elmo.modules.char_cnn import TokenEncoder
+from elmo.training.batches import Batcher
+from elmo.training.corpus import Corpus
+from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
+from elmo.training.softmax import SampledSoftmaxNll, sample_log_uniform, sampled_softmax_nll
+from elmo.training.vocab import Vocabulary
+
+N_ROWS, N_STEPS = 6, 7
+
+
+def _step_results(model: LanguageModel, inputs, state: BiLMState, noise: StepNoise, reference: bool):
+    model.zero_grad()
+    model.reference_kernels = reference
+    output = model(inputs, state, noise)
+    (output.loss * N_STEPS).backward()
+    return output, {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+
+def _problem(tmp_path: Path, dtype: torch.dtype, cell_clip: float, proj_clip: float):
+    corpus_path = write_synthetic_corpus(tmp_path / "corpus.txt", 200)
+    corpus = Corpus([str(corpus_path)])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    config = replace(MICRO_CONFIG, lstm=replace(MICRO_CONFIG.lstm, cell_clip=cell_clip, proj_clip=proj_clip))
+    torch.manual_seed(0)
+    model = LanguageModel(config, len(vocab))
+    initialize_like_bilm_tf(model)
+    with torch.no_grad():  # larger weights than at the start of training, so that the clips fire
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)
+    model = model.to(dtype)
+    batcher = Batcher(corpus, vocab, range(N_ROWS), N_ROWS, N_STEPS, seed=0, max_epochs=None)
+    inputs = batcher.next_batch()
+    batcher.close()
+    generator = torch.Generator().manual_seed(1)
+    zero = model.bilm.zero_state(N_ROWS)
+    state = BiLMState(torch.randn(zero.h.shape, generator=generator, dtype=dtype) * 0.2,
+                      torch.randn(zero.c.shape, generator=generator, dtype=dtype) * 0.2)
+    noise = StepNoise.draw(0, 3, 0.2, 10, len(vocab), range(N_ROWS), N_ROWS)
+    return model, inputs, state, noise
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+def test_paired_kernels_give_the_step_loops_loss_state_and_gradients_with_both_clips_firing(tmp_path, dtype,
+                                                                                           tolerance):
+    model, inputs, state, noise = _problem(tmp_path, dtype, cell_clip=0.5, proj_clip=0.1)
+    reference, reference_grads = _step_results(model, inputs, state, noise, reference=True)
+    paired, paired_grads = _step_results(model, inputs, state, noise, reference=False)
+
+    torch.testing.assert_close(paired.nll_sums, reference.nll_sums, rtol=0, atol=tolerance * N_ROWS * N_STEPS)
+    torch.testing.assert_close(paired.state.h, reference.state.h, rtol=0, atol=tolerance)
+    torch.testing.assert_close(paired.state.c, reference.state.c, rtol=0, atol=tolerance)
+    assert paired.n_targets == reference.n_targets
+    for name, expected in reference_grads.items():
+        torch.testing.assert_close(paired_grads[name], expected, rtol=0, atol=tolerance, msg=name)
+
+    # The clips fired: without them the step loop's gradients are others.
+    unclipped, _, _, _ = _problem(tmp_path, dtype, cell_clip=1e6, proj_clip=1e6)
+    _, unclipped_grads = _step_results(unclipped, inputs, state, noise, reference=True)
+    for name in ("bilm.forward_lstm.layers.0.recurrent_weight", "bilm.backward_lstm.layers.1.projection"):
+        assert (unclipped_grads[name] - reference_grads[name]).abs().max() > 1e-3
+
+
+def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeated_targets():
+    generator = torch.Generator().manual_seed(0)
+    vocab_size, dim, n_positions = 40, 6, 50
+    hidden = torch.randn(n_positions, dim, generator=generator, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(vocab_size, dim, generator=generator, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(vocab_size, generator=generator, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 8, (n_positions,), generator=generator)  # frequent ids: repeats and hits
+    candidates = sample_log_uniform(12, vocab_size, torch.Generator().manual_seed(2))
+    assert torch.isin(targets, candidates.ids).any() and not torch.isin(targets, candidates.ids).all()
+    upstream = torch.rand(n_positions, generator=generator, dtype=torch.float64)
+
+    expected = sampled_softmax_nll(hidden, targets, weight, bias, candidates)
+    expected_grads = torch.autograd.grad(expected, (hidden, weight, bias), upstream)
+    got = SampledSoftmaxNll.apply(hidden, targets, weight, bias, candidates)
+    got_grads = torch.autograd.grad(got, (hidden, weight, bias), upstream)
+
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    for got_grad, expected_grad in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=1e-12)
+
+
+def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):
+    config = replace(MICRO_CONFIG.char_cnn, filters=((1, 4), (3, 5), (5, 6)))
+    torch.manual_seed(0)
+    encoder = TokenEncoder(config, 7).double()
+    char_ids = batch_to_char_ids([["a", "tree", "grows", "<S>"], ["unbelievably", "x"]]).reshape(-1, 50)
+    upstream = torch.randn(len(char_ids), 7, dtype=torch.float64)
+
+    def vectors_and_gradients():
+        encoder.zero_grad()
+        vectors = encoder(char_ids)
+        (vectors * upstream).sum().backward()
+        return vectors.detach(), [parameter.grad.clone() for parameter in encoder.parameters()]
+
+    widths = []
+    cut = char_cnn._without_padding_windows
+    monkeypatch.setattr(char_cnn, "_without_padding_windows",
+                        lambda ids, widest: widths.append(cut(ids, widest).shape[1]) or cut(ids, widest))
+    trimmed = vectors_and_gradients()
+    assert widths == [14 + 5]  # "unbelievably" and its two markers, then the widest filter's width
+    monkeypatch.setattr(char_cnn, "_without_padding_windows", lambda ids, widest: ids)
+    whole = vectors_and_gradients()
+
+    torch.testing.assert_close(trimmed[0], whole[0], rtol=0, atol=1e-12)
+    for got, expected in zip(trimmed[1], whole[1], strict=True):
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
