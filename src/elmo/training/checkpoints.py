@@ -3,20 +3,24 @@
 A checkpoint is a directory ``checkpoints/step-NNNNNNNN`` holding ``model.safetensors`` (biLM and
 softmax), ``optimizer.safetensors``, ``state.safetensors`` (the LSTM state carried between batches and
 torch's RNG state), ``state.json`` (step, options, every row's data position, numpy's and Python's RNG
-states, the optimizer's hyper-parameters) and ``vocab.txt``. It is written beside its final name and
-renamed into place, so a killed run leaves the previous checkpoints intact.
+states, the optimizer's hyper-parameters, and the size and sha256 of every other file) and ``vocab.txt``.
+It is written beside its final name and renamed into place, so a killed run leaves the previous checkpoints
+intact; the checksums catch what happens to the files afterwards (a disk or a copy that damages them), so
+a damaged checkpoint is refused by name instead of resuming to NaN weights.
 """
 
+import hashlib
 import json
 import random
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from elmo.bilm import BiLMState
@@ -25,12 +29,31 @@ from elmo.files import new_partial_directory, publish_directory, remove_stale_pa
 from elmo.training.corpus import RowPosition
 from elmo.training.vocab import Vocabulary
 
-CHECKPOINT_FORMAT = "elmo-training-checkpoint/1"
+CHECKPOINT_FORMAT = "elmo-training-checkpoint/2"
+# Checkpoints written before the checksums; read, but nothing to verify them against.
+_UNCHECKED_FORMAT = "elmo-training-checkpoint/1"
+STATE_FILE = "state.json"
+MODEL_FILE = "model.safetensors"
+OPTIMIZER_FILE = "optimizer.safetensors"
+CARRIED_STATE_FILE = "state.safetensors"
+VOCAB_FILE = "vocab.txt"
+CHECKSUMMED_FILES = (MODEL_FILE, OPTIMIZER_FILE, CARRIED_STATE_FILE, VOCAB_FILE)
+DAMAGED_SUFFIX = ".damaged"
 _STEP_DIRECTORY = re.compile(r"^step-(\d+)$")
 
 
 class CheckpointError(ValueError):
     """A directory that holds no usable checkpoint."""
+
+
+@dataclass
+class LogInterval:
+    """The losses summed since the last log line, so a run resumed between two log lines writes the same
+    next line as the run that was not stopped."""
+
+    nll_sums: tuple[float, float] = (0.0, 0.0)
+    n_targets: int = 0
+    n_steps: int = 0
 
 
 @dataclass
@@ -46,6 +69,7 @@ class Checkpoint:
     lstm_state: BiLMState
     rows: list[RowPosition]
     rng: dict[str, Any]
+    log_interval: LogInterval = field(default_factory=LogInterval)
 
 
 def capture_rng() -> dict[str, Any]:
@@ -103,12 +127,13 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
     partial = new_partial_directory(final)
     try:
         save_file({name: t.detach().contiguous() for name, t in checkpoint.model_state.items()},
-                  str(partial / "model.safetensors"))
+                  str(partial / MODEL_FILE))
         optimizer_tensors, param_groups = _optimizer_to_files(checkpoint.optimizer_state)
-        save_file(optimizer_tensors, str(partial / "optimizer.safetensors"))
+        save_file(optimizer_tensors, str(partial / OPTIMIZER_FILE))
         save_file({"lstm_h": checkpoint.lstm_state.h.contiguous(), "lstm_c": checkpoint.lstm_state.c.contiguous(),
-                   "torch_rng": checkpoint.rng["torch"]}, str(partial / "state.safetensors"))
-        checkpoint.vocab.save(partial / "vocab.txt")
+                   "torch_rng": checkpoint.rng["torch"]}, str(partial / CARRIED_STATE_FILE))
+        checkpoint.vocab.save(partial / VOCAB_FILE)
+        interval = checkpoint.log_interval
         state = {
             "format": CHECKPOINT_FORMAT,
             "step": checkpoint.step,
@@ -117,8 +142,11 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
             "optimizer_param_groups": param_groups,
             "rows": [row.to_json() for row in checkpoint.rows],
             "rng": _rng_to_json(checkpoint.rng),
+            "log_interval": {"nll_sums": list(interval.nll_sums), "n_targets": interval.n_targets,
+                             "n_steps": interval.n_steps},
+            "files": {name: _describe(partial / name) for name in CHECKSUMMED_FILES},
         }
-        (partial / "state.json").write_text(json.dumps(state) + "\n", encoding="utf-8")
+        (partial / STATE_FILE).write_text(json.dumps(state) + "\n", encoding="utf-8")
         publish_directory(partial, final)
     finally:
         if partial.exists():
@@ -135,42 +163,135 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
         return []
     remove_stale_partials(directory)
     found = [(int(match[1]), path) for path in directory.iterdir()
-             if (match := _STEP_DIRECTORY.match(path.name)) and (path / "state.json").is_file()]
+             if (match := _STEP_DIRECTORY.match(path.name)) and (path / STATE_FILE).is_file()]
     return [path for _, path in sorted(found)]
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory itself, or the newest checkpoint of a run directory."""
     path = Path(path)
-    if (path / "state.json").is_file():
+    if (path / STATE_FILE).is_file():
         return path
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such run or checkpoint directory")
     checkpoints = list_checkpoints(path)
     if not checkpoints:
-        raise CheckpointError(f"{path} holds no checkpoint (expected {path}/checkpoints/step-*/state.json)")
+        raise CheckpointError(f"{path} holds no checkpoint (expected {path}/checkpoints/step-*/{STATE_FILE})")
     return checkpoints[-1]
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
+    """The checkpoint in ``path`` (a checkpoint directory, or a run's newest), its files verified against the
+    sizes and sha256 sums recorded in ``state.json``; ``CheckpointError`` names the file at fault."""
     directory = resolve_checkpoint(path)
     try:
-        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{directory}/state.json is unreadable ({error})") from None
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{directory}/state.json has format {state.get('format')!r}; "
-                              f"expected {CHECKPOINT_FORMAT!r}")
-    tensors = load_file(str(directory / "state.safetensors"))
-    return Checkpoint(
-        step=int(state["step"]),
-        options=state["options"],
-        config=BiLMConfig.from_options(state["model_options"], source=f"{directory}/state.json"),
-        vocab=Vocabulary.load(directory / "vocab.txt"),
-        model_state=load_file(str(directory / "model.safetensors")),
-        optimizer_state=_optimizer_from_files(load_file(str(directory / "optimizer.safetensors")),
-                                              state["optimizer_param_groups"]),
-        lstm_state=BiLMState(tensors["lstm_h"], tensors["lstm_c"]),
-        rows=[RowPosition.from_json(row) for row in state["rows"]],
-        rng=_rng_from_json(state["rng"], tensors["torch_rng"]),
-    )
+        state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{directory}/{STATE_FILE} is unreadable ({error})") from None
+    if not isinstance(state, dict) or state.get("format") not in (CHECKPOINT_FORMAT, _UNCHECKED_FORMAT):
+        found = state.get("format") if isinstance(state, dict) else None
+        raise CheckpointError(f"{directory}/{STATE_FILE} has format {found!r}; expected {CHECKPOINT_FORMAT!r}")
+    if state["format"] == CHECKPOINT_FORMAT:
+        _verify_files(directory, state.get("files"))
+    try:
+        tensors = _read_tensors(directory / CARRIED_STATE_FILE)
+        interval = state.get("log_interval") or {}
+        checkpoint = Checkpoint(
+            step=int(state["step"]),
+            options=state["options"],
+            config=BiLMConfig.from_options(state["model_options"], source=f"{directory}/{STATE_FILE}"),
+            vocab=Vocabulary.load(directory / VOCAB_FILE),
+            model_state=_read_tensors(directory / MODEL_FILE),
+            optimizer_state=_optimizer_from_files(_read_tensors(directory / OPTIMIZER_FILE),
+                                                  state["optimizer_param_groups"]),
+            lstm_state=BiLMState(tensors["lstm_h"], tensors["lstm_c"]),
+            rows=[RowPosition.from_json(row) for row in state["rows"]],
+            rng=_rng_from_json(state["rng"], tensors["torch_rng"]),
+            log_interval=LogInterval(tuple(interval.get("nll_sums", (0.0, 0.0))), int(interval.get("n_targets", 0)),
+                                     int(interval.get("n_steps", 0))),
+        )
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{directory}: the checkpoint is unreadable ({type(error).__name__}: {error}); "
+                              "is it damaged, or written by another program?") from None
+    nonfinite = nonfinite_tensors(checkpoint.model_state)
+    if nonfinite:
+        raise CheckpointError(f"{directory}/{MODEL_FILE} holds NaN or infinite weights ({', '.join(nonfinite[:3])}"
+                              f"{', ...' if len(nonfinite) > 3 else ''}); the run diverged before it was written")
+    return checkpoint
+
+
+def load_newest_good_checkpoint(run_dir: str | Path) -> tuple[Checkpoint, Path, list[tuple[Path, str]]]:
+    """The newest checkpoint of a run that loads and verifies, its directory, and the newer ones that did
+    not, each with the reason; ``CheckpointError`` when none does."""
+    run_dir = Path(run_dir)
+    if (run_dir / STATE_FILE).is_file():
+        candidates = [run_dir]
+    else:
+        resolve_checkpoint(run_dir)  # the usual errors for a missing run or one without checkpoints
+        candidates = list_checkpoints(run_dir)[::-1]
+    refused: list[tuple[Path, str]] = []
+    for candidate in candidates:
+        try:
+            return load_checkpoint(candidate), candidate, refused
+        except CheckpointError as error:
+            refused.append((candidate, str(error)))
+    reasons = "; ".join(reason for _, reason in refused)
+    raise CheckpointError(f"{run_dir}: no checkpoint of the run is intact ({reasons})")
+
+
+def set_aside(checkpoint_dir: Path) -> Path:
+    """Rename a damaged checkpoint out of the run's list (so it is neither resumed from nor counted when old
+    checkpoints are deleted), keeping its files for a look."""
+    target = checkpoint_dir.with_name(checkpoint_dir.name + DAMAGED_SUFFIX)
+    number = 1
+    while target.exists():
+        number += 1
+        target = checkpoint_dir.with_name(f"{checkpoint_dir.name}{DAMAGED_SUFFIX}-{number}")
+    checkpoint_dir.rename(target)
+    return target
+
+
+def nonfinite_tensors(tensors: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors that hold a NaN or an infinity."""
+    return [name for name, tensor in tensors.items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+
+
+def _describe(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify_files(directory: Path, recorded: Any) -> None:
+    if not (isinstance(recorded, dict) and set(recorded) == set(CHECKSUMMED_FILES)
+            and all(isinstance(entry, dict) for entry in recorded.values())):
+        raise CheckpointError(f"{directory}/{STATE_FILE} lacks the sizes and checksums of "
+                              f"{', '.join(CHECKSUMMED_FILES)}; it is damaged")
+    for name in CHECKSUMMED_FILES:
+        path, expected = directory / name, recorded[name]
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing")
+        size = path.stat().st_size
+        if size != expected.get("bytes"):
+            raise CheckpointError(f"{path} is {size} bytes; {STATE_FILE} records {expected.get('bytes')} "
+                                  "(cut short or changed since the checkpoint was written)")
+        if _sha256(path) != expected.get("sha256"):
+            raise CheckpointError(f"{path} fails its sha256 check: its bytes changed since the checkpoint was "
+                                  "written (a damaged disk or copy)")
+
+
+def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file; one that is missing, cut short or garbled is a ``CheckpointError`` naming it."""
+    try:
+        return load_file(str(path))
+    except (OSError, SafetensorError) as error:
+        raise CheckpointError(f"{path} is unreadable ({error})") from None

@@ -6,13 +6,22 @@ gradient scale: summed over time, averaged over rows); DDP averages the gradient
 equal shares of the batch, so the update equals the one-process update. Then the global gradient norm is
 clipped and the optimizer (Adagrad by default) steps.
 
-Run directory: ``log.jsonl`` (one JSON object per logged step or evaluation), ``perplexity.png``,
-``checkpoints/step-*/``. Only rank 0 writes.
+Run directory: ``log.jsonl`` (one JSON object per logged step or evaluation; a perplexity too large for a
+float is ``null``), ``perplexity.png``, ``checkpoints/step-*/``. Only rank 0 writes.
+
+What stops a run early: a loss or weights that are not finite stop it with ``TrainingDiverged`` and no
+checkpoint of that step, so the checkpoints kept are the last good ones. SIGINT or SIGTERM lets the current
+step finish, writes a checkpoint and raises ``TrainingInterrupted``; a second signal ends the process at
+once. Resuming skips, names and sets aside (``step-*.damaged``) checkpoints whose files fail their checksums,
+and continues from the newest one that verifies.
 """
 
 import json
+import logging
 import math
 import os
+import signal
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
@@ -30,11 +39,15 @@ from elmo.training.batches import Batcher, ModelInputs
 from elmo.training.checkpoints import (
     Checkpoint,
     CheckpointError,
+    LogInterval,
     capture_rng,
+    checkpoint_directory,
     list_checkpoints,
-    load_checkpoint,
+    load_newest_good_checkpoint,
+    nonfinite_tensors,
     restore_rng,
     save_checkpoint,
+    set_aside,
 )
 from elmo.training.corpus import Corpus, RowPosition
 from elmo.training.export import grow_vocabulary, load_language_model
@@ -44,6 +57,27 @@ from elmo.training.vocab import Vocabulary
 
 LOG_FILE = "log.jsonl"
 PLOT_FILE = "perplexity.png"
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the weights stopped being finite; nothing of that step was written."""
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the run after ``step``; ``checkpoint`` holds that step (``None`` when the run
+    stopped before its first step)."""
+
+    def __init__(self, signal_number: int, step: int, checkpoint: Path | None) -> None:
+        self.signal_number, self.step, self.checkpoint = signal_number, step, checkpoint
+        super().__init__(f"{signal.Signals(signal_number).name} after step {step}")
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a process ended by the signal: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signal_number
 
 
 @dataclass
@@ -155,6 +189,14 @@ class _Processes:
         if self.world_size > 1:
             dist.barrier()
 
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any process, so that all stop at the same step."""
+        if self.world_size == 1:
+            return flag
+        tensor = torch.tensor([int(flag)], device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return bool(tensor.item())
+
 
 @dataclass
 class Perplexities:
@@ -187,7 +229,15 @@ def evaluate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, batch_size
     if n_tokens == 0:
         raise ValueError("the evaluation corpus holds no tokens")
     forward, backward = (nll_sums / n_tokens).tolist()
-    return Perplexities(math.exp(forward), math.exp(backward), math.exp((forward + backward) / 2), n_tokens)
+    return Perplexities(_exp(forward), _exp(backward), _exp((forward + backward) / 2), n_tokens)
+
+
+def _exp(value: float) -> float:
+    """``math.exp``, but ``inf`` where it would raise ``OverflowError`` (a diverging run's loss passes 709)."""
+    try:
+        return math.exp(value)
+    except OverflowError:
+        return math.inf
 
 
 def unigram_perplexity(train_corpus: Corpus, eval_corpus: Corpus, vocab: Vocabulary) -> float:
@@ -243,9 +293,10 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     processes = _Processes.from_environment()
     checkpoint: Checkpoint | None = None
     if resume:
-        checkpoint = load_checkpoint(out_dir)
+        checkpoint = _load_for_resume(out_dir, processes)
         saved = TrainingOptions.from_json(checkpoint.options)
-        saved.max_steps, saved.epochs = options.max_steps, options.epochs
+        if options.max_steps is not None or options.epochs is not None:
+            saved.max_steps, saved.epochs = options.max_steps, options.epochs
         options = saved
     elif list_checkpoints(out_dir):
         raise CheckpointError(f"{out_dir} already holds a run; continue it with --resume or choose another --out")
@@ -280,65 +331,133 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     bar = tqdm(total=options.max_steps, initial=step, disable=not (progress and processes.is_writer),
                unit="step", dynamic_ncols=True)
     tokens_per_step = options.batch_size * options.unroll_steps
-    interval = _Interval()
+    interval = _Interval(checkpoint.log_interval if checkpoint is not None else LogInterval())
     last_saved = step
-    while options.max_steps is None or step < options.max_steps:
-        inputs = batcher.next_batch()
-        if inputs is None:
-            break
-        noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
-                               options.batch_size, options.state_reset)
-        output = wrapped(_to_device(inputs, processes.device), noise.reset_rows(state), noise)
-        (output.loss * options.unroll_steps).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        state = output.state
-        step += 1
-        interval.add(processes.sum(output.nll_sums.detach()).cpu(), output.n_targets * processes.world_size)
+    interrupted = False
+    with _StopSignals() as stop:
+        try:
+            while options.max_steps is None or step < options.max_steps:
+                if processes.any(stop.signal_number is not None):
+                    interrupted = True
+                    break
+                inputs = batcher.next_batch()
+                if inputs is None:
+                    break
+                noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
+                                       options.batch_size, options.state_reset)
+                output = wrapped(_to_device(inputs, processes.device), noise.reset_rows(state), noise)
+                (output.loss * options.unroll_steps).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                state = output.state
+                step += 1
+                step_nll_sums = processes.sum(output.nll_sums.detach()).cpu()
+                n_targets = output.n_targets * processes.world_size
+                if not bool(torch.isfinite(step_nll_sums).all()):
+                    _diverged(out_dir, step, f"the training loss is {(step_nll_sums / n_targets).tolist()} "
+                              "(forward, backward)")
+                interval.add(step_nll_sums, n_targets)
 
-        if step % options.log_every == 0:
-            record = interval.record(step, tokens_per_step)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
-                            tok_s=f"{record['tokens_per_s']:.0f}")
-            if log is not None:
-                log.write(record)
-        bar.update(1)
-        if valid_corpus is not None and step % options.valid_every == 0:
-            _validate(model, valid_corpus, vocab, options, processes, log, step)
-        if step % options.checkpoint_every == 0:
-            _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log)
+                if step % options.log_every == 0:
+                    record = interval.record(step, tokens_per_step)
+                    bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
+                                    tok_s=f"{record['tokens_per_s']:.0f}")
+                    if log is not None:
+                        log.write(record)
+                bar.update(1)
+                if valid_corpus is not None and step % options.valid_every == 0:
+                    _validate(model, valid_corpus, vocab, options, processes, log, step)
+                if step % options.checkpoint_every == 0:
+                    _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log, interval)
+                    last_saved = step
+        finally:
+            bar.close()
+            batcher.close()
+        if step != last_saved:
+            _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log, interval)
             last_saved = step
-    bar.close()
-    batcher.close()
-    if step != last_saved:
-        _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log)
     processes.barrier()
+    if interrupted:
+        saved_at = checkpoint_directory(out_dir, step) if last_saved == step and step > 0 else None
+        raise TrainingInterrupted(stop.signal_number or signal.SIGTERM, step, saved_at)
     return step
 
 
-class _Interval:
-    """Losses and time since the last log line."""
+def _load_for_resume(out_dir: Path, processes: "_Processes") -> Checkpoint:
+    """The newest checkpoint that verifies; newer ones that do not are named and set aside."""
+    checkpoint, directory, refused = load_newest_good_checkpoint(out_dir)
+    processes.barrier()  # every process has read its checkpoint before any is renamed
+    for damaged, reason in refused:
+        if processes.is_writer:
+            moved = set_aside(damaged)
+            logger.warning("%s; set aside as %s", reason, moved.name)
+    if refused and processes.is_writer:
+        logger.warning("resuming from %s (step %d), the newest checkpoint that verifies", directory, checkpoint.step)
+    return checkpoint
+
+
+def _diverged(out_dir: Path, step: int, what: str) -> None:
+    kept = list_checkpoints(out_dir)
+    last_good = (f"the newest checkpoint, {kept[-1]}, holds finite weights" if kept
+                 else "no checkpoint had been written yet")
+    raise TrainingDiverged(f"step {step}: {what}; the run stopped without writing a checkpoint of this step "
+                           f"({last_good}). A lower --lr or --clip-norm may keep a new run from diverging.")
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM while the loop runs: the first sets ``signal_number`` for the loop to stop after
+    its current step; a second ends the process at once (checkpoints are written atomically, so that loses
+    only the work since the last one). Only the main thread can take signals; elsewhere this does nothing."""
 
     def __init__(self) -> None:
-        self.nll_sums = torch.zeros(2, dtype=torch.float64)
-        self.n_targets = 0
-        self.n_steps = 0
+        self.signal_number: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {number: signal.signal(number, self._handle) for number in _STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, frame: object) -> None:
+        if self.signal_number is not None:
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+        self.signal_number = number
+
+
+class _Interval:
+    """Losses and time since the last log line; the losses travel in checkpoints (``LogInterval``)."""
+
+    def __init__(self, saved: LogInterval) -> None:
+        self.nll_sums = torch.tensor(saved.nll_sums, dtype=torch.float64)
+        self.n_targets = saved.n_targets
+        self.n_steps = saved.n_steps
+        self.timed_steps = 0
         self.start = time.perf_counter()
 
     def add(self, nll_sums: torch.Tensor, n_targets: int) -> None:
         self.nll_sums += nll_sums.double()
         self.n_targets += n_targets
         self.n_steps += 1
+        self.timed_steps += 1
+
+    def saved(self) -> LogInterval:
+        forward, backward = self.nll_sums.tolist()
+        return LogInterval((forward, backward), self.n_targets, self.n_steps)
 
     def record(self, step: int, tokens_per_step: int) -> dict[str, Any]:
         forward, backward = (self.nll_sums / self.n_targets).tolist()
         seconds = time.perf_counter() - self.start
         loss = (forward + backward) / 2
-        record = {"step": step, "loss": loss, "perplexity": math.exp(loss), "forward_perplexity": math.exp(forward),
-                  "backward_perplexity": math.exp(backward),
-                  "tokens_per_s": self.n_steps * tokens_per_step / max(seconds, 1e-9)}
-        self.__init__()
+        record = {"step": step, "loss": loss, "perplexity": _exp(loss), "forward_perplexity": _exp(forward),
+                  "backward_perplexity": _exp(backward),
+                  "tokens_per_s": self.timed_steps * tokens_per_step / max(seconds, 1e-9)}
+        self.__init__(LogInterval())
         return record
 
 
@@ -355,14 +474,20 @@ def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: 
 
 def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: Vocabulary,
           optimizer: torch.optim.Optimizer, step: int, batcher: Batcher, state: BiLMState, processes: "_Processes",
-          log: "_RunLog | None") -> None:
+          log: "_RunLog | None", interval: _Interval) -> None:
+    """A checkpoint of ``step``; never of weights that are not finite (they would replace good checkpoints)."""
+    model_state = {name: tensor.cpu() for name, tensor in model.state_dict().items()}
+    nonfinite = nonfinite_tensors(model_state)
+    if nonfinite:
+        _diverged(out_dir, step, f"weights {', '.join(nonfinite[:3])}{', ...' if len(nonfinite) > 3 else ''} "
+                  "hold NaN or infinite values")
     positions, full_state = processes.gather_rows(batcher.positions(), state)
     if processes.is_writer:
         checkpoint = Checkpoint(
             step=step, options=asdict(options), config=model.config, vocab=vocab,
-            model_state={name: tensor.cpu() for name, tensor in model.state_dict().items()},
-            optimizer_state=optimizer.state_dict(),
-            lstm_state=BiLMState(full_state.h.cpu(), full_state.c.cpu()), rows=positions, rng=capture_rng())
+            model_state=model_state, optimizer_state=optimizer.state_dict(),
+            lstm_state=BiLMState(full_state.h.cpu(), full_state.c.cpu()), rows=positions, rng=capture_rng(),
+            log_interval=interval.saved())
         save_checkpoint(out_dir, checkpoint, options.keep_checkpoints)
         if log is not None:
             log.plot()
@@ -391,8 +516,12 @@ class _RunLog:
         return records
 
     def write(self, record: dict[str, Any]) -> None:
+        """One line of strict JSON: a value that is not a finite number (a perplexity past a float's range)
+        is ``null``."""
+        strict = {key: None if isinstance(value, float) and not math.isfinite(value) else value
+                  for key, value in record.items()}
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(strict, allow_nan=False) + "\n")
 
     def plot(self) -> None:
         import io
@@ -403,8 +532,8 @@ class _RunLog:
         from matplotlib import pyplot
 
         records = self.records()
-        train = [(r["step"], r["perplexity"]) for r in records if "perplexity" in r]
-        valid = [(r["step"], r["valid_perplexity"]) for r in records if "valid_perplexity" in r]
+        train = [(r["step"], r["perplexity"]) for r in records if r.get("perplexity") is not None]
+        valid = [(r["step"], r["valid_perplexity"]) for r in records if r.get("valid_perplexity") is not None]
         figure, axes = pyplot.subplots(figsize=(7, 4.5))
         for points, label, style in ((train, "training (sampled softmax)", "-"), (valid, "validation (full)", "o-")):
             if points:
