@@ -34,17 +34,17 @@ def test_output_read_back_with_plain_h5py_equals_the_api(fixture_dir, tmp_path):
     assert not (tmp_path / "out.hdf5.partial").exists()
 
 
-def test_bad_lines_are_reported_by_number_and_the_rest_goes_on(fixture_dir, tmp_path, caplog):
-    raw = b"good line\n\xff\xfe broken bytes\nctrl\x00char here\n\nlast line\n"
+def test_control_characters_and_empty_lines_are_reported_by_number_and_the_rest_goes_on(fixture_dir, tmp_path,
+                                                                                         caplog):
+    raw = b"good line\nctrl\x07char here\n\nlast line\n"
     (tmp_path / "in.txt").write_bytes(raw)
     assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
                  "--quiet"]) == 0
     messages = " | ".join(record.getMessage() for record in caplog.records)
-    assert "line 1: not valid UTF-8" in messages
-    assert "line 2: control characters replaced" in messages
-    assert "line 3: empty" in messages
+    assert "line 1: control characters replaced" in messages
+    assert "line 2: empty" in messages
     written = _read(tmp_path / "out.hdf5")
-    assert [written[str(i)].shape[1] for i in range(5)] == [2, 3, 3, 0, 2]
+    assert [written[str(i)].shape[1] for i in range(4)] == [2, 3, 0, 2]
 
 
 def test_missing_model_is_a_clear_error_not_a_traceback(tmp_path, capsys):
@@ -89,3 +89,203 @@ def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
         path = tmp_path / "input.txt"
         path.write_text(text, encoding="utf-8")
         assert _shipped_model_for(str(path)) == expected.strip(), text
+
+
+# --- every mistake is refused before the model loads, and leaves no file --------------------------------------
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Fails the test if the model is loaded: the checks under test must come first."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the mistake was found")
+
+    monkeypatch.setattr(Embedder, "load", load)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00", "NUL byte at byte 7 (line 0"),
+    (b"good line\nbad \xff\xfe bytes\n", "not UTF-8 at byte 14 (line 1"),
+    (b"good line\nctrl\x00char\n", "NUL byte at byte 14 (line 1"),
+], ids=["elf", "latin1", "nul"])
+def test_binary_or_non_utf8_input_is_refused_naming_the_byte_and_line(raw, expected, tmp_path, capsys,
+                                                                     no_model_load, fixture_dir):
+    (tmp_path / "in.bin").write_bytes(raw)
+    assert main(["embed", str(tmp_path / "in.bin"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+                 "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'in.bin'}" in error and expected in error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.bin"]
+
+
+def test_empty_input_is_called_empty_not_guessed_to_be_english(tmp_path, capsys, no_model_load):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert main(["embed", str(tmp_path / "empty.txt"), str(tmp_path / "out.hdf5"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'empty.txt'} is empty" in error
+    assert "English" not in error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.txt"]
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    ("folder", "is a directory; expected the name of the HDF5 file"),
+    ("missing/out.hdf5", "missing: no such directory to write out.hdf5 in"),
+])
+def test_an_output_that_cannot_be_written_is_refused_first(output, expected, fixture_dir, tmp_path, capsys,
+                                                           no_model_load):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / output), "--model", str(fixture_dir),
+                 "--quiet"]) == 2
+    assert expected in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["folder", "in.txt"]
+
+
+def test_layers_that_do_not_fit_the_model_are_refused_from_its_options_before_it_loads(fixture_dir, tmp_path,
+                                                                                      capsys, no_model_load):
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+                 "--layers", "2", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "--layers 2: got 1 mixing weights; the model has 3 layers" in error
+    assert "0,0,1" in error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+# --- resume: interrupted anywhere, it finishes the file as a fresh run would, or refuses a changed input --------
+
+LINES = [f"line {i} : the bank of the river {'and more words ' * (i % 5)}" for i in range(70)]
+
+
+@pytest.fixture(scope="module")
+def fresh_vectors(fixture_dir) -> list[np.ndarray]:
+    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
+
+
+def _embed_command(fixture_dir, tmp_path) -> list[str]:
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    return ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+            "--batch-size", "2", "--quiet"]  # a flush every 2 * 16 = 32 lines
+
+
+def _assert_complete_and_fresh(tmp_path, fresh_vectors) -> None:
+    assert not (tmp_path / "out.hdf5.partial").exists()
+    written = _read(tmp_path / "out.hdf5")
+    assert written["sentence_to_index"] == {line: str(i) for i, line in enumerate(LINES)}
+    assert sorted(written) == sorted([*map(str, range(len(LINES))), "sentence_to_index"])
+    for i, array in enumerate(fresh_vectors):  # a cold token cache after resuming changes float32 rounding only
+        np.testing.assert_allclose(written[str(i)], array, atol=1e-5, rtol=0)
+
+
+def _interrupt_after(monkeypatch, sentences: int, signum: int) -> None:
+    """Deliver ``signum`` to this process once ``sentences`` vectors have been made (mid-chunk, after a flush)."""
+    original = Embedder.iter_embed
+    made = 0
+
+    def iter_embed(self, *args, **kwargs):
+        nonlocal made
+        for vectors in original(self, *args, **kwargs):
+            made += 1
+            if made == sentences + 1:
+                os.kill(os.getpid(), signum)
+            yield vectors
+
+    monkeypatch.setattr(Embedder, "iter_embed", iter_embed)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(signum, status, fixture_dir, tmp_path,
+                                                                           capsys, monkeypatch, fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 44, signum)
+        assert main(command) == status
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1] == (f"elmo embed: interrupted; {tmp_path / 'out.hdf5.partial'} holds the first 44 of 70 "
+                         "lines; run the same command with --resume to continue")
+    assert not (tmp_path / "out.hdf5").exists()
+    with h5py.File(tmp_path / "out.hdf5.partial", "r") as partial:
+        assert partial.attrs["lines_done"] == 44  # not 32, the last flush: no finished line is lost
+    assert main([*command, "--resume"]) == 0
+    assert "resumed after line 44" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_resume_refuses_an_input_edited_without_changing_its_size(fixture_dir, tmp_path, capsys, monkeypatch):
+    command = _embed_command(fixture_dir, tmp_path)
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 40, signal.SIGINT)
+        assert main(command) == 130
+    edited = ["LINE" + LINES[0][4:], *LINES[1:]]
+    (tmp_path / "in.txt").write_text("\n".join(edited) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*command, "--resume"]) == 2
+    assert "in.txt has changed since" in capsys.readouterr().err
+    assert not (tmp_path / "out.hdf5").exists()
+    assert (tmp_path / "out.hdf5.partial").exists()  # refused, not thrown away
+
+
+KILL = """
+import os, signal, sys
+import h5py
+from elmo.cli import main
+
+point, calls = sys.argv[1], 0
+create_dataset = h5py.Group.create_dataset
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def create(self, name, *args, **kwargs):
+    global calls
+    calls += 1
+    if (point, calls) in (("opening", 1), ("mid-chunk", 40)) or (point, name) == ("finishing", "sentence_to_index"):
+        die()
+    return create_dataset(self, name, *args, **kwargs)
+
+h5py.Group.create_dataset = create
+if point == "renaming":
+    os.replace = die
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize(("point", "resumed"), [
+    ("opening", "starting over"),  # the partial file made, nothing flushed: 96 bytes HDF5 cannot open
+    ("mid-chunk", "resumed after line 32"),  # the first chunk flushed, 7 lines of the next written
+    ("finishing", "resumed after line 70"),  # every line flushed, the sentence index being written
+    ("renaming", "resumed after line 70"),  # the file closed whole, not yet renamed
+])
+def test_sigkill_at_any_point_then_resume_gives_the_fresh_result(point, resumed, fixture_dir, tmp_path, capsys,
+                                                                caplog, fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    killed = subprocess.run([sys.executable, "-c", KILL, point, *command], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "out.hdf5.partial").exists() and not (tmp_path / "out.hdf5").exists()
+    assert main([*command, "--resume"]) == 0
+    said = capsys.readouterr().out + " | ".join(record.getMessage() for record in caplog.records)
+    assert resumed in said
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage", "lacks a line", "no record"])
+def test_resume_from_a_damaged_partial_file_starts_over_and_says_so(damage, fixture_dir, tmp_path, capsys, caplog,
+                                                                   monkeypatch, fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    partial = tmp_path / "out.hdf5.partial"
+    if damage in ("empty", "garbage"):
+        partial.write_bytes(b"" if damage == "empty" else os.urandom(4096))
+    else:
+        with monkeypatch.context() as patch:
+            _interrupt_after(patch, 40, signal.SIGINT)
+            assert main(command) == 130
+        with h5py.File(partial, "a") as handle:
+            if damage == "lacks a line":
+                del handle["3"]
+            else:
+                del handle.attrs["lines_done"]
+    assert main([*command, "--resume"]) == 0
+    assert "resumed after" not in capsys.readouterr().out
+    assert "starting over" in " | ".join(record.getMessage() for record in caplog.records)
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)

@@ -2,9 +2,11 @@
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
+from elmo.command_line import device, exit_status, interruptible, positive_int
 from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tasks.commands import add_subcommands as add_task_commands
@@ -16,9 +18,12 @@ def _layers(value: str) -> str | list[float]:
     if value in ("all", "top", "average"):
         return value
     try:
-        return [float(weight) for weight in value.split(",")]
+        weights = [float(weight) for weight in value.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r}: expected all, top, average or comma-separated weights") from None
+    if not all(math.isfinite(weight) for weight in weights):
+        raise argparse.ArgumentTypeError(f"{value!r}: mixing weights must be finite numbers")
+    return weights
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -53,19 +58,35 @@ def _shipped_model_for(path: str) -> str:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    from elmo.embed_file import embed_file
-    from elmo.embedder import Embedder
+    from elmo.config import BiLMConfig
+    from elmo.embed_file import check_output_path, check_text_file, embed_file, partial_path
+    from elmo.embedder import Embedder, layer_weights
+    from elmo.model_dir import ModelDir
 
+    # Every check before the model loads: a mistake costs no time and leaves no file.
+    check_text_file(args.input)
+    check_output_path(args.output)
     model = args.model
     if model is None:
-        if not Path(args.input).is_file():
-            raise FileNotFoundError(f"{args.input}: no such input file")
         model = _shipped_model_for(args.input)
         print(f"elmo embed: no --model given; the text looks {'Chinese' if model == 'zh' else 'English'}, "
               f"so the shipped {model!r} model embeds it", file=sys.stderr)
-    embedder = Embedder.load(model, tokenizer=args.tokenizer, device=args.device)
-    report = embed_file(args.input, args.output, embedder, layers=args.layers, batch_size=args.batch_size,
-                        resume=args.resume, progress=not args.quiet)
+    model_dir = ModelDir.find(model)
+    try:
+        layer_weights(args.layers, BiLMConfig.load(model_dir.options_file).n_output_layers)
+    except ValueError as error:
+        spec = args.layers if isinstance(args.layers, str) else ",".join(f"{weight:g}" for weight in args.layers)
+        raise ValueError(f"--layers {spec}: {error} (one weight per layer, e.g. 0,0,1 for layer 2 of 3; "
+                         "or all, top, average)") from None
+    try:
+        with interruptible():
+            embedder = Embedder.load(model, tokenizer=args.tokenizer, device=args.device)
+            report = embed_file(args.input, args.output, embedder, layers=args.layers, batch_size=args.batch_size,
+                                resume=args.resume, progress=not args.quiet)
+    except KeyboardInterrupt as interrupt:
+        if partial_path(Path(args.output)).exists():
+            interrupt.add_note("run the same command with --resume to continue")
+        raise
     resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
     print(f"wrote {report.lines} sentences to {args.output}{resumed}; {len(report.warnings)} warning(s)")
     return 0
@@ -100,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="model directory or shipped model name (default: zh for Chinese text, else en)")
     embed.add_argument("--layers", type=_layers, default="all",
                        help="all (L+1, T, 2P), top, average, or comma-separated mixing weights")
-    embed.add_argument("--batch-size", type=int, default=32)
+    embed.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once (default: 32)")
     embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
-    embed.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    embed.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     embed.add_argument("--quiet", action="store_true", help="no progress bar")
     embed.set_defaults(func=_embed)
@@ -116,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_onnx = commands.add_parser("export-onnx", help="write a model's biLM as an ONNX graph (docs/onnx.md)")
     export_onnx.add_argument("model", help="model directory or shipped model name")
     export_onnx.add_argument("--out", required=True, help="the .onnx file to write")
-    export_onnx.add_argument("--opset", type=int, default=18, help="ONNX opset: 18 (default) or later")
+    export_onnx.add_argument("--opset", type=positive_int, default=18, help="ONNX opset: 18 (default) or later")
     export_onnx.set_defaults(func=_export_onnx)
     add_training_commands(commands)
     add_serve_commands(commands)
@@ -133,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:  # bad input: say what, without a traceback
         print(f"elmo {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM where a command made it one: say what is kept
+        notes = "".join(f"; {note}" for note in getattr(interrupt, "__notes__", []))
+        print(f"elmo {args.command}: interrupted{notes}", file=sys.stderr)
+        return exit_status(interrupt)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""What the ``elmo`` subcommand modules share: argument types that refuse a bad number or device while the
+command line is parsed (before a model loads or a file is touched), and SIGTERM handled like Ctrl-C.
+
+A type function raises ``argparse.ArgumentTypeError``, so argparse prints ``argument --batch-size: 0:
+expected a whole number >= 1`` and exits with status 2.
+"""
+
+import argparse
+import math
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a decimal integer in ``[minimum, maximum]``."""
+    expected = f"a whole number >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r}: expected {expected}") from None
+        if number < minimum or (maximum is not None and number > maximum):
+            raise argparse.ArgumentTypeError(f"{value}: expected {expected}")
+        return number
+
+    parse.__name__ = expected
+    return parse
+
+
+def finite_number(minimum: float, above_minimum: bool = False, below: float | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite float ``>= minimum`` (``> minimum`` with ``above_minimum``), ``< below``."""
+    expected = f"a finite number {'>' if above_minimum else '>='} {minimum:g}" + (
+        f" and < {below:g}" if below is not None else "")
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r}: expected {expected}") from None
+        low_ok = number > minimum if above_minimum else number >= minimum
+        if not math.isfinite(number) or not low_ok or (below is not None and number >= below):
+            raise argparse.ArgumentTypeError(f"{value}: expected {expected}")
+        return number
+
+    parse.__name__ = expected
+    return parse
+
+
+positive_int = whole_number(1)
+non_negative_int = whole_number(0)
+positive_float = finite_number(0.0, above_minimum=True)
+non_negative_float = finite_number(0.0)
+dropout_rate = finite_number(0.0, below=1.0)
+
+
+def device(value: str) -> str:
+    """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+    import torch
+
+    try:
+        parsed = torch.device(value)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected cpu, cuda, cuda:N or mps") from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            build = "this PyTorch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise argparse.ArgumentTypeError(f"{value}: {build}; use --device cpu")
+        if parsed.index is not None and parsed.index >= count:
+            raise argparse.ArgumentTypeError(f"{value}: this machine has CUDA devices 0..{count - 1}")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{value}: MPS is not available on this machine; use --device cpu")
+    elif parsed.type not in ("cpu", "cuda", "mps"):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected cpu, cuda, cuda:N or mps")
+    return value
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so one ``except`` cleans up after both."""
+
+
+def exit_status(interrupt: KeyboardInterrupt) -> int:
+    """The shell's convention for a process ended by a signal: 128 + its number (130 SIGINT, 143 SIGTERM)."""
+    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM raises ``Terminated``, once: a second
+    signal while the first is being cleaned up (files closed, progress recorded) is ignored, so the
+    cleanup finishes. Only in the main thread (signal handlers can be set nowhere else)."""
+    raised = False
+
+    def handle(signum: int, frame: object) -> None:
+        nonlocal raised
+        if raised:
+            return
+        raised = True
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {number: signal.signal(number, handle) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
