@@ -1,4 +1,6 @@
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -75,3 +77,50 @@ def test_glove_contrast_lists_glove_nearest_words_by_cosine(fixture_dir, fixture
                  "--word", "Schools", "--glove", "--static-k", "2"]) == 0
     glove_part = capsys.readouterr().out.split("under GloVe 6B 50d:")[1].split()
     assert glove_part == ["0.994", "colleges", "0.600", "teachers"]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"", "corpus.txt is empty; expected a text corpus file"),
+    (b"\n  \n\n", "corpus.txt holds only blank lines"),
+    (b"\x7fELF\x02\x01\x01\x00\x00", "corpus.txt holds a NUL byte at byte 7 (line 0"),
+], ids=["empty", "blank", "binary"])
+def test_a_corpus_without_text_is_refused_before_the_model_loads_and_leaves_nothing(content, expected, tmp_path,
+                                                                                   capsys, monkeypatch):
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the corpus was checked")
+
+    monkeypatch.setattr(Embedder, "load", load)
+    (tmp_path / "corpus.txt").write_bytes(content)
+    assert main(["index", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "idx-empty"), "--quiet"]) == 2
+    assert expected in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+def test_sigterm_keeps_the_last_checkpoint_and_resume_refuses_a_corpus_edited_at_the_same_size(
+        fixture_dir, fixture_corpus, tmp_path, capsys, monkeypatch):
+    command = ["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"),
+               "--batch-size", "1", "--quiet"]  # a checkpoint every 16 lines
+    original = Embedder.iter_embed
+    made = 0
+
+    def iter_embed(self, *args, **kwargs):
+        nonlocal made
+        for vectors in original(self, *args, **kwargs):
+            made += 1
+            if made == 20:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield vectors
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Embedder, "iter_embed", iter_embed)
+        assert main(command) == 143
+    assert "elmo index: interrupted; run the same command with --resume" in capsys.readouterr().err
+    assert not (tmp_path / "index").exists()
+
+    text = fixture_corpus.read_bytes()
+    fixture_corpus.write_bytes(text[:3][::-1] + text[3:])  # the same size, other words in line 0
+    assert main([*command, "--resume"]) == 2
+    assert "was made with other settings or input" in capsys.readouterr().err
+    fixture_corpus.write_bytes(text)
+    assert main([*command, "--resume"]) == 0
+    assert "(resumed after line 16)" in capsys.readouterr().out

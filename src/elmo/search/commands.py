@@ -9,20 +9,40 @@ import json
 import sys
 from pathlib import Path
 
+from elmo.command_line import device, interruptible, non_negative_int, positive_int
+
+
+def _layer(value: str) -> str:
+    """An argparse type: a layer number or ``average``, checked as the command line is read."""
+    from elmo.search.index import parse_layer
+
+    try:
+        parse_layer(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
 
 def _index(args: argparse.Namespace) -> int:
     import torch
 
     from elmo.embedder import Embedder
-    from elmo.search.index import AnnOptions, build_index
+    from elmo.search.index import AnnOptions, build_index, check_corpus
 
+    check_corpus(Path(args.corpus))  # before the model loads; build_index checks it again
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    embedder = Embedder.load(args.model, device=args.device)
-    ann = AnnOptions(factory=args.factory, nprobe=args.nprobe)
-    report = build_index(args.corpus, args.out, embedder, layers=args.layer, words_only=args.words_only,
-                         batch_size=args.batch_size, resume=args.resume, progress=not args.quiet, ann=ann,
-                         model_name=args.model)
+    try:
+        with interruptible():
+            embedder = Embedder.load(args.model, device=args.device)
+            ann = AnnOptions(factory=args.factory, nprobe=args.nprobe)
+            report = build_index(args.corpus, args.out, embedder, layers=args.layer, words_only=args.words_only,
+                                 batch_size=args.batch_size, resume=args.resume, progress=not args.quiet, ann=ann,
+                                 model_name=args.model)
+    except KeyboardInterrupt as interrupt:
+        if args.out.with_name(args.out.name + ".partial").exists():
+            interrupt.add_note("run the same command with --resume to continue after its last checkpoint")
+        raise
     resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
     factories = ", ".join(f"{layer}: {factory}" for layer, factory in report.factories.items())
     print(f"indexed {report.indexed_tokens:,} of {report.tokens:,} tokens in {report.sentences:,} sentences "
@@ -83,15 +103,15 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("corpus", help="text file, one sentence a line")
     index.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
     index.add_argument("--out", required=True, type=Path, help="index directory to write")
-    index.add_argument("--layer", action="append", default=None, metavar="N|average",
+    index.add_argument("--layer", action="append", type=_layer, default=None, metavar="N|average",
                        help="layer to index, repeatable (default: the top layer)")
     index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
-    index.add_argument("--batch-size", type=int, default=32)
-    index.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    index.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    index.add_argument("--batch-size", type=positive_int, default=32)
+    index.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    index.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     index.add_argument("--factory", default=None,
                        help="faiss index_factory string (default: IVF-PQ sized to the corpus, Flat below 20k tokens)")
-    index.add_argument("--nprobe", type=int, default=32, help="inverted lists searched per query")
+    index.add_argument("--nprobe", type=positive_int, default=32, help="inverted lists searched per query")
     index.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
     index.set_defaults(func=_index)
@@ -100,22 +120,27 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     neighbors.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
     neighbors.add_argument("--sentence", required=True, help="the sentence the word is used in")
     neighbors.add_argument("--word", required=True, help="the word (a token of the sentence, any case)")
-    neighbors.add_argument("--occurrence", type=int, default=0, help="which use of the word in the sentence (0-based)")
-    neighbors.add_argument("--k", type=int, default=10)
-    neighbors.add_argument("--layer", default=None, help="an indexed layer (default: the first the index holds)")
+    neighbors.add_argument("--occurrence", type=non_negative_int, default=0,
+                           help="which use of the word in the sentence (0-based)")
+    neighbors.add_argument("--k", type=positive_int, default=10)
+    neighbors.add_argument("--layer", type=_layer, default=None,
+                           help="an indexed layer (default: the first the index holds)")
     neighbors.add_argument("--same-word", action="store_true", help="only uses of the same word (the paper's table)")
     neighbors.add_argument("--exact", action="store_true", help="brute force instead of the ANN index")
     neighbors.add_argument("--json", action="store_true",
                            help='print [{"sentence", "token_index", "token", "score"}, ...] only')
     neighbors.add_argument("--glove", action="store_true", help="also show GloVe 6B 50d's nearest words")
-    neighbors.add_argument("--static-k", type=int, default=10, help="nearest words shown for the static vectors")
+    neighbors.add_argument("--static-k", type=positive_int, default=10,
+                           help="nearest words shown for the static vectors")
     neighbors.set_defaults(func=_neighbors)
 
     senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")
     senses.add_argument("word")
     senses.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
-    senses.add_argument("--clusters", type=int, default=None, help="number of senses (default: best silhouette)")
-    senses.add_argument("--layer", default=None, help="an indexed layer (default: the first the index holds)")
-    senses.add_argument("--max-occurrences", type=int, default=2000, help="a random sample if there are more")
+    senses.add_argument("--clusters", type=positive_int, default=None,
+                        help="number of senses (default: best silhouette)")
+    senses.add_argument("--layer", type=_layer, default=None,
+                        help="an indexed layer (default: the first the index holds)")
+    senses.add_argument("--max-occurrences", type=positive_int, default=2000, help="a random sample if there are more")
     senses.add_argument("--out", required=True, type=Path, help="PNG to write")
     senses.set_defaults(func=_senses)

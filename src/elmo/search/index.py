@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from tqdm import tqdm
 
-from elmo.embed_file import EmbedReport, read_lines
+from elmo.embed_file import EmbedReport, TextFile, check_text_file, read_lines
 from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
 from elmo.tokenizers import get_tokenizer
 
@@ -283,6 +283,14 @@ def _read_words(path: Path) -> set[str]:
     return words
 
 
+def check_corpus(corpus: Path) -> TextFile:
+    """Refuse a corpus that is missing, empty, binary or blank before any work (see ``check_text_file``)."""
+    text = check_text_file(corpus, "corpus file")
+    if not text.has_text:
+        raise ValueError(f"{corpus} holds only blank lines; expected a text corpus, one sentence a line")
+    return text
+
+
 def build_index(
     corpus: str | Path,
     out: str | Path,
@@ -309,8 +317,7 @@ def build_index(
     from elmo.embedder import Embedder
 
     corpus, out = Path(corpus), Path(out)
-    if not corpus.is_file():
-        raise FileNotFoundError(f"{corpus}: no such corpus file")
+    text = check_corpus(corpus)
     embedder = model if isinstance(model, Embedder) else Embedder.load(str(model))
     if model_name is None and not isinstance(model, Embedder):
         model_name = str(model)
@@ -327,7 +334,7 @@ def build_index(
         indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
             {word.casefold() for word in words_only}
     names = [layer_name(layer) for layer in chosen]
-    settings = {"corpus": str(corpus.resolve()), "size": corpus.stat().st_size, "model": repr(embedder.bilm.config),
+    settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": repr(embedder.bilm.config),
                 "tokenizer": embedder.tokenizer_name, "layers": names,
                 "words_only": sorted(indexed) if indexed is not None else None}
     partial = out.with_name(out.name + ".partial")
