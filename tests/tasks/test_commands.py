@@ -2,9 +2,12 @@
 formats, the feature cache reused, predictions written in the input's format, bad input named."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from elmo.cli import main
@@ -105,3 +108,48 @@ def test_fine_tuning_trains_the_bilm_and_saves_it(tmp_path: Path, fixture_dir: P
     predicted = tmp_path / "predicted.bio"
     assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.bio"), "--output", str(predicted)]) == 0
     assert len(read_tagged(predicted)) == len(SENTENCES)
+
+
+@pytest.fixture
+def static_classifier(tmp_path: Path, fixture_dir: Path) -> Path:
+    """A classifier on random static vectors (no ELMo: quick to train), and ``texts.txt`` beside it to predict."""
+    vectors = tmp_path / "static.npz"
+    words = ["a", "good", "bad", "film", "not", "at", "all"]
+    StaticVectors(words, np.random.default_rng(0).normal(size=(len(words), 8))).save(vectors)
+    out = tmp_path / "classifier"
+    assert main(["task", "train", "classifier", *_files(tmp_path, write_labelled, TEXTS, "tsv"), "--model",
+                 str(fixture_dir), "--out", str(out), "--elmo", "none", "--static", str(vectors), "--epochs", "1",
+                 "--quiet"]) == 0
+    (tmp_path / "texts.txt").write_text("a good film\nnot good\n", encoding="utf-8")
+    return out
+
+
+def test_predict_without_output_appends_to_a_redirected_stdout_instead_of_truncating_it(tmp_path: Path,
+                                                                                        static_classifier: Path):
+    log = tmp_path / "log.txt"
+    log.write_text("earlier output\n", encoding="utf-8")
+    with log.open("a", encoding="utf-8") as stdout:  # as `elmo task predict ... >> log.txt` runs it
+        subprocess.run([sys.executable, "-m", "elmo.cli", "task", "predict", str(static_classifier), "--input",
+                        str(tmp_path / "texts.txt")], stdout=stdout, check=True)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "earlier output"
+    assert [line.split("\t")[1] for line in lines[1:]] == ["a good film", "not good"]
+    assert {line.split("\t")[0] for line in lines[1:]} <= {"pos", "neg"}
+
+
+def test_predict_to_a_file_that_fails_halfway_keeps_the_previous_file(tmp_path: Path, static_classifier: Path,
+                                                                      monkeypatch):
+    from elmo.tasks import commands
+
+    predicted = tmp_path / "predicted.tsv"
+    predicted.write_text("the previous predictions\n", encoding="utf-8")
+
+    def write_half(path, rows):
+        Path(path).write_text(f"{rows[0][0]}\t{rows[0][1]}\n", encoding="utf-8")
+        raise ValueError("disk full")
+
+    monkeypatch.setattr(commands, "write_labelled", write_half)
+    assert main(["task", "predict", str(static_classifier), "--input", str(tmp_path / "texts.txt"), "--output",
+                 str(predicted)]) == 2
+    assert predicted.read_text(encoding="utf-8") == "the previous predictions\n"
+    assert sorted(path.name for path in tmp_path.glob("*predicted*")) == ["predicted.tsv"]

@@ -7,9 +7,11 @@ FileNotFoundError) is reported by `elmo.cli.main` as one line without a tracebac
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
-from elmo.files import write_text_atomic
+from elmo.command_line import dropout_rate, non_negative_float, non_negative_int, positive_float, positive_int
+from elmo.files import atomic_path, write_text_atomic
 from elmo.tasks.data import (
     classification_examples,
     read_labelled,
@@ -66,6 +68,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     spec, model = TaskSpec.load(args.task_model)
+    texts: list[str] = []  # a classifier's inputs, written back beside its labels
     if spec.kind == "tagger":
         sentences = read_tagged(args.input, require_tags=False)
         examples = tagging_examples(sentences, segmenter(spec.segment))
@@ -75,14 +78,31 @@ def _predict(args: argparse.Namespace) -> int:
         examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.model),
                                            spec.max_words)
     guesses = predict_examples(spec, model, examples, load_static(spec.static))
-    out = args.output or "/dev/stdout"
-    if spec.kind == "tagger":
-        write_tagged(out, [(example.tokens, tags) for example, tags in zip(examples, guesses, strict=True)])
-    else:
-        write_labelled(out, list(zip(guesses, texts, strict=True)))
+    _write_predictions(spec.kind, examples, guesses, texts, args.output)
     if args.output:
         print(f"wrote {len(guesses)} predictions to {args.output}", file=sys.stderr)
     return 0
+
+
+def _write_predictions(kind: str, examples: list, guesses: list, texts: list[str], output: str | None) -> None:
+    """To ``output`` whole or not at all (a failed run leaves no half file), or to ``sys.stdout``: a
+    redirected standard output is written to, never reopened by name (which truncated it)."""
+
+    def write(path: Path) -> None:
+        if kind == "tagger":
+            write_tagged(path, [(example.tokens, tags) for example, tags in zip(examples, guesses, strict=True)])
+        else:
+            write_labelled(path, list(zip(guesses, texts, strict=True)))
+
+    if output is not None:
+        with atomic_path(Path(output)) as temporary:
+            write(temporary)
+        return
+    with tempfile.TemporaryDirectory() as folder:  # the writers take a path
+        path = Path(folder) / "predictions"
+        write(path)
+        sys.stdout.write(path.read_text(encoding="utf-8"))
+        sys.stdout.flush()
 
 
 def _labelled_or_plain(path: str) -> list[tuple[str, str]]:
@@ -116,17 +136,19 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                                                         "written by StaticVectors.save (e.g. word2vec)")
     train.add_argument("--segment", choices=SEGMENTERS, default=None,
                        help="tagger tokens are characters; the biLM reads the words this segmenter makes")
-    train.add_argument("--max-words", type=int, default=None, help="cut classification texts to this many words")
+    train.add_argument("--max-words", type=positive_int, default=None,
+                       help="cut classification texts to this many words")
     train.add_argument("--cache", type=Path, default=None, help="feature cache directory (default: OUT/features)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--epochs", type=int, default=20, help="at most this many epochs")
-    train.add_argument("--patience", type=int, default=3, help="stop after this many epochs without a better dev")
-    train.add_argument("--min-epochs", type=int, default=1, help="never stop early before this epoch")
-    train.add_argument("--batch-size", type=int, default=32)
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--hidden", type=int, default=64, help="BiLSTM cells per direction")
-    train.add_argument("--dropout", type=float, default=0.5)
-    train.add_argument("--mix-l2", type=float, default=1e-3,
+    train.add_argument("--seed", type=non_negative_int, default=0)
+    train.add_argument("--epochs", type=positive_int, default=20, help="at most this many epochs")
+    train.add_argument("--patience", type=positive_int, default=3,
+                       help="stop after this many epochs without a better dev")
+    train.add_argument("--min-epochs", type=positive_int, default=1, help="never stop early before this epoch")
+    train.add_argument("--batch-size", type=positive_int, default=32)
+    train.add_argument("--lr", type=positive_float, default=1e-3)
+    train.add_argument("--hidden", type=positive_int, default=64, help="BiLSTM cells per direction")
+    train.add_argument("--dropout", type=dropout_rate, default=0.5)
+    train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
     train.add_argument("--fine-tune", action="store_true",
                        help="train the biLM along with the task model (no cache; much slower)")
