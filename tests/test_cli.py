@@ -1,0 +1,87 @@
+"""The ``elmo`` command line refuses a bad number or device while it reads its arguments: exit status 2, a
+message naming the option and what it expects, before any model loads or file is made."""
+
+import pytest
+import torch
+
+from elmo.cli import main
+
+TRAIN = ["task", "train", "classifier", "--train", "t", "--dev", "d", "--test", "e", "--model", "m", "--out", "o"]
+NEIGHBORS = ["neighbors", "--index", "i", "--sentence", "a b", "--word", "a"]
+SENSES = ["senses", "word", "--index", "i", "--out", "o.png"]
+
+BAD_NUMBERS = [
+    (["embed", "in.txt", "out.hdf5", "--batch-size", "0"], "--batch-size: 0: expected a whole number >= 1"),
+    (["embed", "in.txt", "out.hdf5", "--batch-size", "-3"], "--batch-size: -3: expected a whole number >= 1"),
+    (["embed", "in.txt", "out.hdf5", "--batch-size", "2.5"], "--batch-size: '2.5': expected a whole number >= 1"),
+    (["embed", "in.txt", "out.hdf5", "--layers", "nan,0,1"], "mixing weights must be finite numbers"),
+    (["embed", "in.txt", "out.hdf5", "--layers", "1e400,0,0"], "mixing weights must be finite numbers"),
+    (["export-onnx", "en", "--out", "x.onnx", "--opset", "-1"], "--opset: -1: expected a whole number >= 1"),
+    (["index", "c.txt", "--out", "i", "--batch-size", "0"], "--batch-size: 0: expected a whole number >= 1"),
+    (["index", "c.txt", "--out", "i", "--threads", "0"], "--threads: 0: expected a whole number >= 1"),
+    (["index", "c.txt", "--out", "i", "--nprobe", "-1"], "--nprobe: -1: expected a whole number >= 1"),
+    (["index", "c.txt", "--out", "i", "--layer", "top"], "layer 'top': expected a layer number"),
+    ([*NEIGHBORS, "--k", "0"], "--k: 0: expected a whole number >= 1"),
+    ([*NEIGHBORS, "--occurrence", "-1"], "--occurrence: -1: expected a whole number >= 0"),
+    ([*NEIGHBORS, "--static-k", "0"], "--static-k: 0: expected a whole number >= 1"),
+    ([*SENSES, "--clusters", "0"], "--clusters: 0: expected a whole number >= 1"),
+    ([*SENSES, "--max-occurrences", "0"], "--max-occurrences: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--epochs", "0"], "--epochs: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--patience", "0"], "--patience: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--min-epochs", "0"], "--min-epochs: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--batch-size", "0"], "--batch-size: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--hidden", "0"], "--hidden: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--max-words", "0"], "--max-words: 0: expected a whole number >= 1"),
+    ([*TRAIN, "--seed", "-1"], "--seed: -1: expected a whole number >= 0"),
+    ([*TRAIN, "--lr", "0"], "--lr: 0: expected a finite number > 0"),
+    ([*TRAIN, "--lr", "nan"], "--lr: nan: expected a finite number > 0"),
+    ([*TRAIN, "--lr", "inf"], "--lr: inf: expected a finite number > 0"),
+    ([*TRAIN, "--dropout", "1"], "--dropout: 1: expected a finite number >= 0 and < 1"),
+    ([*TRAIN, "--dropout", "-0.1"], "--dropout: -0.1: expected a finite number >= 0 and < 1"),
+    ([*TRAIN, "--mix-l2", "-0.5"], "--mix-l2: -0.5: expected a finite number >= 0"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_NUMBERS, ids=[" ".join(argv[-2:]) for argv, _ in BAD_NUMBERS])
+def test_a_bad_number_is_refused_while_the_arguments_are_read(argv, expected, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    assert expected in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["embed", "in.txt", "out.hdf5"], ["index", "c.txt", "--out", "i"]])
+def test_an_unknown_device_is_refused_while_the_arguments_are_read(command, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--device", "gpu"])
+    assert exit.value.code == 2
+    assert "--device: 'gpu': expected cpu, cuda, cuda:N or mps" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("command", [["embed", "in.txt", "out.hdf5"], ["index", "c.txt", "--out", "i"]])
+def test_cuda_without_a_gpu_is_refused_while_the_arguments_are_read(command, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--device", "cuda"])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err
+    assert "--device: cuda: " in error and "use --device cpu" in error
+
+
+def test_a_cuda_device_past_the_last_is_refused(capsys):
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(SystemExit):
+        main(["embed", "in.txt", "out.hdf5", "--device", f"cuda:{count}"])
+    assert "--device: cuda:" in capsys.readouterr().err
+
+
+def test_good_numbers_and_devices_still_parse():
+    from elmo.cli import build_parser
+
+    args = build_parser().parse_args([*TRAIN, "--lr", "1e-3", "--dropout", "0", "--mix-l2", "0", "--seed", "0"])
+    assert (args.lr, args.dropout, args.mix_l2, args.seed) == (1e-3, 0.0, 0.0, 0)
+    args = build_parser().parse_args(["embed", "in.txt", "out.hdf5", "--device", "cpu", "--batch-size", "1",
+                                      "--layers", "0.5,0.25,-0.25"])
+    assert (args.device, args.batch_size, args.layers) == ("cpu", 1, [0.5, 0.25, -0.25])
