@@ -1,0 +1,219 @@
+"""Polysemy sets and two measures of how well a model's layers tell a word's senses apart.
+
+The sets (``en.jsonl``, ``zh.jsonl`` next to this file) hold ambiguous words in sentences written for this
+purpose (not taken from any corpus), one record per sentence::
+
+    {"word": "bank", "sense": "river", "text": "...", "tokens": [...], "index": 5}
+
+``tokens`` is ``text`` split the way the shipped model of that language splits it (``english``:
+sacremoses; ``jieba``), stored so that a score does not move with a tokenizer's version; ``tokens[index]``
+is the word, which occurs once in the sentence. English targets are never capitalized, so every
+occurrence of a word is the same string and gets the same context-free vector.
+
+The measures, for one layer, over all occurrences of one word:
+
+- **triplet rate**: for every anchor occurrence, every other occurrence of the same sense and every
+  occurrence of another sense, is ``cos(anchor, same) > cos(anchor, other)``? Ties fail, so a static
+  vector (every occurrence alike, as layer 0 is) scores 0. Pooled over all triples of all words.
+- **nearest-neighbour agreement**: for every occurrence, is its nearest other occurrence of the word
+  of the same sense? The nearest must be strictly nearer than every occurrence of another sense, so a
+  static vector scores 0 here too. Pooled over all occurrences of all words.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import torch
+
+from elmo.bilm import BiLM
+from elmo.config import BiLMConfig
+from elmo.embedder import Embedder
+from elmo.model_dir import ModelDir
+
+LANGUAGES = ("en", "zh")
+
+# word -> sense -> (occurrences, dim): one layer's vectors of each word's occurrences, grouped by sense
+VectorsBySense = Mapping[str, Mapping[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class SenseSentence:
+    word: str
+    sense: str
+    text: str
+    tokens: tuple[str, ...]
+    index: int  # tokens[index] == word
+
+
+def load_sentences(language: str) -> list[SenseSentence]:
+    """The polysemy set of ``language`` (``en`` or ``zh``), grouped by word, then by sense."""
+    if language not in LANGUAGES:
+        raise ValueError(f"no polysemy set for language {language!r}; expected one of {LANGUAGES}")
+    path = resources.files("elmo.polysemy") / f"{language}.jsonl"
+    sentences = []
+    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        record = json.loads(line)
+        sentence = SenseSentence(record["word"], record["sense"], record["text"], tuple(record["tokens"]),
+                                 record["index"])
+        if sentence.tokens[sentence.index] != sentence.word:
+            raise ValueError(f"{language}.jsonl line {line_number}: token {sentence.index} is "
+                             f"{sentence.tokens[sentence.index]!r}, not the word {sentence.word!r}")
+        sentences.append(sentence)
+    return sentences
+
+
+def _cosines(vectors: np.ndarray) -> np.ndarray:
+    """``(N, D)`` -> ``(N, N)`` cosine similarity in float64.
+
+    Elementwise products summed along D (numpy's fixed summation order) rather than a matrix product: two
+    bit-identical vectors then get bit-identical cosines with every third vector, so a static vector ties
+    exactly, whatever blocking a BLAS kernel would use.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    unit = vectors / np.maximum(np.sqrt((vectors * vectors).sum(axis=-1, keepdims=True)), 1e-12)
+    return (unit[:, None, :] * unit[None, :, :]).sum(axis=-1)
+
+
+def _stack(senses: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One word's vectors ``(N, D)`` and each one's sense number ``(N,)``."""
+    vectors = np.concatenate([np.asarray(v).reshape(len(v), -1) for v in senses.values()])
+    labels = np.repeat(np.arange(len(senses)), [len(v) for v in senses.values()])
+    return vectors, labels
+
+
+def triplet_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """One word (sense -> ``(occurrences, dim)``): (triples where the same sense is strictly nearer, triples)."""
+    vectors, labels = _stack(senses)
+    cosines = _cosines(vectors)
+    passed = total = 0
+    for anchor in range(len(labels)):
+        same = (labels == labels[anchor]) & (np.arange(len(labels)) != anchor)
+        other = labels != labels[anchor]
+        passed += int((cosines[anchor, same][:, None] > cosines[anchor, other][None, :]).sum())
+        total += int(same.sum()) * int(other.sum())
+    return passed, total
+
+
+def nn_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """One word: (occurrences whose nearest other occurrence is of their sense, strictly; occurrences that
+    have another occurrence of their sense and one of another sense)."""
+    vectors, labels = _stack(senses)
+    cosines = _cosines(vectors)
+    passed = total = 0
+    for anchor in range(len(labels)):
+        same = (labels == labels[anchor]) & (np.arange(len(labels)) != anchor)
+        other = labels != labels[anchor]
+        if same.any() and other.any():
+            total += 1
+            passed += int(cosines[anchor, same].max() > cosines[anchor, other].max())
+    return passed, total
+
+
+def _pooled_rate(counts: list[tuple[int, int]], what: str) -> float:
+    passed = sum(p for p, _ in counts)
+    total = sum(t for _, t in counts)
+    if total == 0:
+        raise ValueError(f"no {what}: every word needs two senses, one of them with two occurrences")
+    return passed / total
+
+
+def triplet_rate(vectors_by_sense: VectorsBySense) -> float:
+    """Share of all anchor / same-sense / other-sense triples, over all words, where the anchor is strictly
+    closer (cosine) to the same-sense occurrence. ``vectors_by_sense``: word -> sense -> ``(n, dim)``."""
+    return _pooled_rate([triplet_counts(senses) for senses in vectors_by_sense.values()], "triples")
+
+
+def nn_agreement(vectors_by_sense: VectorsBySense) -> float:
+    """Share of all occurrences, over all words, whose nearest other occurrence of the word is of the same
+    sense (strictly nearer than any occurrence of another sense)."""
+    return _pooled_rate([nn_counts(senses) for senses in vectors_by_sense.values()], "occurrences")
+
+
+@dataclass(frozen=True)
+class WordScores:
+    word: str
+    senses: tuple[str, ...]
+    n_sentences: int
+    triplets: tuple[int, ...]  # per layer: triples passed
+    n_triplets: int
+    nn_agreements: tuple[int, ...]  # per layer: occurrences whose nearest neighbour has their sense
+    n_nn: int
+
+    @property
+    def triplet_rate(self) -> list[float]:
+        return [passed / self.n_triplets for passed in self.triplets]
+
+    @property
+    def nn_agreement(self) -> list[float]:
+        return [passed / self.n_nn for passed in self.nn_agreements]
+
+
+@dataclass(frozen=True)
+class PolysemyScores:
+    language: str
+    words: tuple[WordScores, ...]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.words[0].triplets)
+
+    @property
+    def triplet_rate(self) -> list[float]:
+        """Per layer, pooled over all triples of all words."""
+        total = sum(word.n_triplets for word in self.words)
+        return [sum(word.triplets[k] for word in self.words) / total for k in range(self.n_layers)]
+
+    @property
+    def nn_agreement(self) -> list[float]:
+        """Per layer, pooled over all occurrences of all words."""
+        total = sum(word.n_nn for word in self.words)
+        return [sum(word.nn_agreements[k] for word in self.words) / total for k in range(self.n_layers)]
+
+
+def word_vectors(embedder: Embedder, sentences: Sequence[SenseSentence], batch_size: int = 32) -> np.ndarray:
+    """``(n_layers, n_sentences, dim)``: each sentence's target word, every layer. Sentences go in as their
+    stored tokens, so the embedder's tokenizer plays no part."""
+    layers = embedder.embed([list(sentence.tokens) for sentence in sentences], "all", batch_size)
+    return np.stack([all_layers[:, sentence.index] for all_layers, sentence in zip(layers, sentences, strict=True)],
+                    axis=1)
+
+
+def vectors_by_sense(sentences: Sequence[SenseSentence], vectors: np.ndarray) -> VectorsBySense:
+    """One layer's ``(n_sentences, dim)`` vectors, grouped word -> sense -> ``(n, dim)``."""
+    grouped: dict[str, dict[str, list[int]]] = {}
+    for row, sentence in enumerate(sentences):
+        grouped.setdefault(sentence.word, {}).setdefault(sentence.sense, []).append(row)
+    return {word: {sense: vectors[rows] for sense, rows in senses.items()} for word, senses in grouped.items()}
+
+
+def evaluate_model(embedder: Embedder, language: str, batch_size: int = 32) -> PolysemyScores:
+    """Triplet rate and nearest-neighbour agreement of every layer of ``embedder`` on the ``language`` set,
+    pooled (``.triplet_rate``, ``.nn_agreement``: one number per layer) and per word (``.words``)."""
+    sentences = load_sentences(language)
+    vectors = word_vectors(embedder, sentences, batch_size)
+    by_layer = [vectors_by_sense(sentences, layer) for layer in vectors]
+    words = []
+    for word in by_layer[0]:
+        triplets = [triplet_counts(layer[word]) for layer in by_layer]
+        nns = [nn_counts(layer[word]) for layer in by_layer]
+        words.append(WordScores(
+            word=word,
+            senses=tuple(by_layer[0][word]),
+            n_sentences=sum(len(v) for v in by_layer[0][word].values()),
+            triplets=tuple(passed for passed, _ in triplets),
+            n_triplets=triplets[0][1],
+            nn_agreements=tuple(passed for passed, _ in nns),
+            n_nn=nns[0][1],
+        ))
+    return PolysemyScores(language, tuple(words))
+
+
+def random_weights_embedder(model: str, seed: int = 0, **options) -> Embedder:
+    """An embedder of the same shape and tokenizer as ``model`` with freshly initialized weights (the trainer's
+    initialization, seeded): the floor a trained model should clear."""
+    model_dir = ModelDir.find(model)
+    torch.manual_seed(seed)
+    return Embedder(BiLM(BiLMConfig.load(model_dir.options_file)), tokenizer=model_dir.tokenizer, **options)
