@@ -1,6 +1,7 @@
 """The trainer end to end: exact resume after SIGKILL, DDP == one process, export, domain adaptation."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -196,3 +197,140 @@ def test_a_run_started_with_relative_paths_resumes_from_another_directory(
     monkeypatch.chdir(tmp_path.parent)  # where none of the relative names lead anywhere
     assert main(["train", "--resume", str(run), "--max-steps", "3", "--quiet"]) == 0
     assert [checkpoint.name for checkpoint in list_checkpoints(run)][-1].endswith("3")
+
+
+def _poison_weights_after(optimizer_steps: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the ``optimizer_steps``-th update on, the first weight of the model holds NaN, as after a
+    gradient that overflowed."""
+    from elmo.training import trainer
+
+    make_optimizer = trainer._make_optimizer
+
+    def poisoning(model, options):
+        optimizer = make_optimizer(model, options)
+        update = optimizer.step
+        done = [0]
+
+        def step(*args, **kwargs):
+            result = update(*args, **kwargs)
+            done[0] += 1
+            if done[0] == optimizer_steps:
+                with torch.no_grad():
+                    next(model.parameters()).view(-1)[0] = float("nan")
+            return result
+
+        optimizer.step = step
+        return optimizer
+
+    monkeypatch.setattr(trainer, "_make_optimizer", poisoning)
+
+
+@pytest.mark.parametrize(("poisoned_at", "caught_by"), [(7, "the training loss is"), (9, "hold NaN or infinite")])
+def test_a_run_whose_loss_or_weights_turn_nan_stops_with_exit_1_and_keeps_its_last_good_checkpoints(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, poisoned_at: int, caught_by: str
+):
+    """Poisoned after update 7, the loss of step 8 is NaN; after update 9 (a checkpoint step) the loss of
+    step 9 is still finite and only the weights show it. Either way no checkpoint of NaN weights is written,
+    so rotation (``--keep-checkpoints 2``) never deletes the good ones."""
+    from elmo.cli import main
+
+    _poison_weights_after(poisoned_at, monkeypatch)
+    run = tmp_path / "run"
+    arguments = ["train", "--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config",
+                 str(micro_options_file), "--batch-size", "4", "--unroll-steps", "6", "--negatives", "12",
+                 "--checkpoint-every", "3", "--keep-checkpoints", "2", "--log-every", "1", "--max-steps", "30",
+                 "--out", str(run), "--quiet"]
+    assert main(arguments) == 1
+    error = capsys.readouterr().err
+    stopped_at = poisoned_at + 1 if poisoned_at % 3 else poisoned_at
+    assert error.startswith(f"elmo train: error: step {stopped_at}: ") and caught_by in error
+    assert "step-00000006" in error and "holds finite weights" in error
+    assert [checkpoint.name for checkpoint in list_checkpoints(run)] == ["step-00000003", "step-00000006"]
+    model, _ = load_language_model(run)
+    assert all(torch.isfinite(parameter).all() for parameter in model.parameters())
+    assert all(math.isfinite(loss) for loss in _losses(run)) and len(_losses(run)) >= stopped_at - 1
+
+
+def test_a_run_whose_loss_passes_the_float_range_of_its_perplexity_logs_null_and_keeps_training(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    """Adam at lr 1000 drives the sampled-softmax loss to ~1e5: finite, but exp(loss) overflows a float."""
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, optimizer="adam", learning_rate=1000.0,
+                       clip_norm=1e9, max_steps=20, checkpoint_every=10)
+    assert train(options, tmp_path / "run", progress=False) == 20
+
+    def refuse(constant: str):
+        raise AssertionError(f"log.jsonl holds {constant}, which is not JSON")
+
+    lines = (tmp_path / "run" / "log.jsonl").read_text().splitlines()
+    records = [json.loads(line, parse_constant=refuse) for line in lines]
+    overflowed = [r for r in records if r["loss"] > 710]
+    assert overflowed, "the run did not diverge far enough to test the overflow"
+    assert all(r["perplexity"] is None for r in overflowed)
+    assert [checkpoint.name for checkpoint in list_checkpoints(tmp_path / "run")] == ["step-00000010", "step-00000020"]
+    assert (tmp_path / "run" / "perplexity.png").is_file()
+
+
+def _stop_with_signal(command: list[str], log: Path, after_lines: int, signal_number: int,
+                      environment: dict[str, str]) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= after_lines:
+            break
+        time.sleep(0.005)
+    process.send_signal(signal_number)
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def test_sigterm_before_the_first_checkpoint_saves_the_step_exits_143_and_resumes_bit_identically(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    """Checkpoints every 1000 steps, so only the signal writes one; log lines every 4 steps, so the run
+    stops between two of them and the resumed run must carry the interval's losses to match."""
+    common = ["--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config", str(micro_options_file),
+              "--batch-size", "4", "--unroll-steps", "6", "--negatives", "12", "--log-every", "4",
+              "--checkpoint-every", "1000", "--state-reset", "0.2", "--max-steps", "48"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole")), check=True, env=environment,
+                   capture_output=True)
+
+    stopped = tmp_path / "stopped"
+    result = _stop_with_signal(_train_command(*common, "--out", str(stopped)), stopped / "log.jsonl", 3,
+                               signal.SIGTERM, environment)
+    assert result.returncode == 143, result.stderr
+    checkpoints = list_checkpoints(stopped)
+    assert len(checkpoints) == 1
+    step = int(checkpoints[0].name.split("-")[1])
+    assert 12 <= step < 48
+    assert result.stderr.strip().splitlines() == [
+        f"elmo train: SIGTERM: stopped after step {step}, saved in {checkpoints[0]}; continue with: "
+        f"elmo train --resume {stopped}"]
+
+    subprocess.run(_train_command("--resume", str(stopped)), check=True, env=environment, capture_output=True)
+    whole_weights = load_file(str(list_checkpoints(tmp_path / "whole")[-1] / "model.safetensors"))
+    resumed_weights = load_file(str(list_checkpoints(stopped)[-1] / "model.safetensors"))
+    assert list_checkpoints(stopped)[-1].name == "step-00000048"
+    for name, tensor in whole_weights.items():
+        assert torch.equal(tensor, resumed_weights[name]), name
+    assert _losses(stopped) == _losses(tmp_path / "whole")
+    assert len(_losses(stopped)) == 12
+
+
+def test_ctrl_c_saves_the_step_and_exits_130_without_a_traceback(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    run = tmp_path / "run"
+    command = _train_command("--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config",
+                             str(micro_options_file), "--batch-size", "4", "--unroll-steps", "6", "--negatives",
+                             "12", "--log-every", "1", "--max-steps", "1000", "--out", str(run))
+    result = _stop_with_signal(command, run / "log.jsonl", 2, signal.SIGINT, {**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    assert f"continue with: elmo train --resume {run}" in result.stderr
+    [checkpoint] = list_checkpoints(run)
+    assert int(checkpoint.name.split("-")[1]) >= 2
+    model, _ = load_language_model(checkpoint)
+    assert all(torch.isfinite(parameter).all() for parameter in model.parameters())

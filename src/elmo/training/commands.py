@@ -2,17 +2,21 @@
 
 ``add_subcommands`` registers them on an argparse subparsers action; each handler takes the parsed
 namespace and returns an exit code; `elmo.cli.main` turns bad input (ValueError, FileNotFoundError) into a
-one-line error without a traceback.
+one-line error without a traceback. ``train`` exits 1 when the run diverges, and 130 / 143 after SIGINT /
+SIGTERM (the checkpoint written, one line saying how to continue).
 """
 
 import argparse
+import shlex
+import signal
+import sys
 from pathlib import Path
 
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.corpus import Corpus
-from elmo.training.export import export_model, load_language_model
+from elmo.training.export import export_model, load_language_model, model_tokenizer
 from elmo.training.presets import TRAINING_PRESETS
-from elmo.training.trainer import TrainingOptions, evaluate, train
+from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, TrainingOptions, evaluate, train
 from elmo.training.vocab import Vocabulary
 
 
@@ -31,12 +35,31 @@ def _absolute(paths: str | list[str] | None) -> str | list[str] | None:
     return str(Path(paths).absolute())
 
 
+def _run(options: TrainingOptions, run_dir: Path, resume: bool, quiet: bool) -> int:
+    try:
+        steps = train(options, run_dir, resume=resume, progress=not quiet)
+    except TrainingInterrupted as stopped:
+        name = signal.Signals(stopped.signal_number).name
+        if stopped.checkpoint is None:
+            print(f"elmo train: {name} before the first step; nothing was saved", file=sys.stderr)
+        else:
+            print(f"elmo train: {name}: stopped after step {stopped.step}, saved in {stopped.checkpoint}; continue "
+                  f"with: elmo train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
+        return stopped.exit_code
+    except TrainingDiverged as error:
+        print(f"elmo train: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # before the loop takes over SIGINT: loading the corpus or the model
+        print("elmo train: interrupted before the first step; nothing new was saved", file=sys.stderr)
+        return 128 + signal.SIGINT
+    print(f"stopped after step {steps}; run in {run_dir}")
+    return 0
+
+
 def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
-        steps = train(options, args.resume, resume=True, progress=not args.quiet)
-        print(f"stopped after step {steps}; run in {args.resume}")
-        return 0
+        return _run(options, args.resume, resume=True, quiet=args.quiet)
     missing = [name for name in ("corpus", "out") if getattr(args, name) is None]
     if missing:
         raise ValueError(f"give {' and '.join('--' + name for name in missing)} (or --resume DIR)")
@@ -52,14 +75,13 @@ def _train(args: argparse.Namespace) -> int:
         max_steps=args.max_steps, epochs=args.epochs, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, valid_every=args.valid_every, log_every=args.log_every,
     )
-    steps = train(options, args.out, progress=not args.quiet)
-    print(f"stopped after step {steps}; run in {args.out}")
-    return 0
+    return _run(options, args.out, resume=False, quiet=args.quiet)
 
 
 def _perplexity(args: argparse.Namespace) -> int:
     model, vocab = load_language_model(args.model)
-    result = evaluate(model, Corpus(args.corpus, args.tokenizer), vocab, args.batch_size, args.unroll_steps)
+    tokenizer = args.tokenizer or model_tokenizer(args.model)
+    result = evaluate(model, Corpus(args.corpus, tokenizer), vocab, args.batch_size, args.unroll_steps)
     print(f"tokens: {result.n_tokens}")
     print(f"forward perplexity: {result.forward:.4f}")
     print(f"backward perplexity: {result.backward:.4f}")
@@ -69,8 +91,8 @@ def _perplexity(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     model, vocab = load_language_model(args.source)
-    export_model(model, vocab, args.out)
-    print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors -> {args.out}")
+    export_model(model, vocab, args.out, model_tokenizer(args.source))
+    print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors, tokenizer.json -> {args.out}")
     return 0
 
 
@@ -91,7 +113,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--config", default="tiny",
                               help=f"options.json or a preset: {', '.join(sorted(TRAINING_PRESETS))}")
     train_parser.add_argument("--out", type=Path, help="run directory (checkpoints, log.jsonl, perplexity.png)")
-    train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly")
+    train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly (to its "
+                              "own --max-steps/--epochs unless given again)")
     train_parser.add_argument("--init-from", help="continue training this model (exported dir or run/checkpoint) "
                               "on --corpus, growing the vocabulary with its new words")
     train_parser.add_argument("--min-count", type=int, default=1, help="with --init-from: new words seen this often")
@@ -117,9 +140,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.set_defaults(func=_train)
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
-    perplexity.add_argument("--model", required=True, help="exported model directory, run or checkpoint directory")
+    perplexity.add_argument("--model", required=True,
+                            help="exported model directory, run or checkpoint directory, or shipped model name")
     perplexity.add_argument("--corpus", nargs="+", required=True)
-    perplexity.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    perplexity.add_argument("--tokenizer", choices=tokenizers, default=None,
+                            help="default: the model's own (tokenizer.json, or the run's)")
     perplexity.add_argument("--batch-size", type=int, default=32)
     perplexity.add_argument("--unroll-steps", type=int, default=20)
     perplexity.set_defaults(func=_perplexity)
