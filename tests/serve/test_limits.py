@@ -2,8 +2,12 @@
 times out leaves its batch intact, authentication, refused long sentences, and graceful shutdown. The
 slowness comes from configuration (a long batching window), not from mocks."""
 
+import json
 import re
 import signal
+import socket
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -68,8 +72,8 @@ def test_full_queue_answers_503_with_retry_after(slow_server: ServerProcess, def
     assert embed(slow_server, ["room", "again"]).status_code == 200  # the queue drained: accepted again
 
 
-def test_client_that_times_out_does_not_poison_its_batch(slow_server: ServerProcess,
-                                                         default_embedder: Embedder) -> None:
+def test_client_that_gives_up_leaves_the_queue_and_its_batch_is_intact(slow_server: ServerProcess,
+                                                                          default_embedder: Embedder) -> None:
     batches_before = metric(slow_server, 'elmo_batch_requests_count{model="elmo"}')
     requests_before = metric(slow_server, 'elmo_batch_requests_sum{model="elmo"}')
     with ThreadPoolExecutor(3) as pool:
@@ -81,9 +85,86 @@ def test_client_that_times_out_does_not_poison_its_batch(slow_server: ServerProc
     for response, expected in zip(responses, default_embedder.embed(SENTENCES[:2], "all"), strict=True):
         assert response.status_code == 200
         np.testing.assert_allclose(np.array(response.json()["embeddings"][0]["vectors"]), expected, **TOLERANCE)
-    # all three ran in one batch: the quitter was in it and changed nobody's vectors
+    # the two that stayed ran in one batch; the quitter's job left the queue when its connection closed
     assert metric(slow_server, 'elmo_batch_requests_count{model="elmo"}') - batches_before == 1
-    assert metric(slow_server, 'elmo_batch_requests_sum{model="elmo"}') - requests_before == 3
+    assert metric(slow_server, 'elmo_batch_requests_sum{model="elmo"}') - requests_before == 2
+
+
+def test_a_disconnected_client_leaves_the_queue_at_once(slow_server: ServerProcess) -> None:
+    batches_before = metric(slow_server, 'elmo_batch_requests_count{model="elmo"}')
+    body = json.dumps({"sentences": [["a", "b", "c"]]}).encode()
+    with socket.create_connection(("127.0.0.1", slow_server.port)) as client:
+        client.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        wait_for_metric(slow_server, 'elmo_pending_requests{model="elmo"}', 1)
+        assert metric(slow_server, 'elmo_held_tokens{model="elmo"}') == 3
+    left = time.monotonic()
+    wait_for_metric(slow_server, 'elmo_pending_requests{model="elmo"}', 0)
+    assert time.monotonic() - left < 0.5  # long before its batching window (1.5 s) would have run it
+    assert metric(slow_server, 'elmo_held_tokens{model="elmo"}') == 0
+    time.sleep(1.6)
+    assert metric(slow_server, 'elmo_batch_requests_count{model="elmo"}') == batches_before  # never run
+
+
+def test_the_queue_is_bounded_in_tokens(start_server) -> None:
+    server = start_server("--model", str(FIXTURE_MODEL), "--max-queue-tokens", "40", "--max-request-tokens", "40",
+                          "--max-wait-ms", "1500", "--max-batch-tokens", "100000")
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(embed, server, ["w"] * 30)
+        wait_for_metric(server, 'elmo_held_tokens{model="elmo"}', 30)
+        refused = embed(server, ["w"] * 20)  # one request in the queue, but 50 tokens would pass 40
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["code"] == "overloaded" and "--max-queue-tokens" in refused.text
+        assert held.result().status_code == 200
+    wait_for_metric(server, 'elmo_held_tokens{model="elmo"}', 0)
+    assert embed(server, ["w"] * 20).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory: pytest.TempPathFactory):
+    """Every limit at its default."""
+    server = ServerProcess("--model", str(FIXTURE_MODEL), log_path=tmp_path_factory.mktemp("default") / "log").start()
+    yield server
+    server.terminate()
+
+
+@pytest.mark.parametrize(("sentences", "field"), [
+    (["w " * 5000], "sentences[0]"),  # one long sentence, windowed if it were let in
+    (["w " * 3000, "w " * 3000], "sentences[1]"),  # together past the limit
+    (["w " * 500_000], "sentences[0]"),  # a 1 MB sentence: the model would take minutes on a real model
+])
+def test_tokens_per_request_are_capped_by_default(default_server: ServerProcess, sentences: list[str],
+                                                  field: str) -> None:
+    batches = metric(default_server, 'elmo_batch_requests_count{model="elmo"}')
+    started = time.monotonic()
+    response = httpx.post(f"{default_server.url}/v1/embed", json={"sentences": sentences, "layers": "all"},
+                          timeout=10)
+    assert response.status_code == 413, response.text[:200]
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("too_many_tokens", field) and "4096" in error["message"]
+    assert time.monotonic() - started < 3
+    assert metric(default_server, 'elmo_batch_requests_count{model="elmo"}') == batches  # no model time spent
+    assert embed(default_server, ["w"] * 4096).status_code == 200  # at the limit is fine
+
+
+def test_the_event_loop_answers_while_a_long_text_is_tokenized(default_server: ServerProcess) -> None:
+    text = " ".join(f"w{i}" for i in range(120_000))  # under the 1 MiB body limit
+    with ThreadPoolExecutor(1) as pool:
+        long = pool.submit(httpx.post, f"{default_server.url}/v1/embed", json={"sentences": [text]}, timeout=10)
+        slowest = 0.0
+        while not long.done():
+            started = time.monotonic()
+            assert httpx.get(f"{default_server.url}/healthz", timeout=5).status_code == 200
+            slowest = max(slowest, time.monotonic() - started)
+        assert long.result().status_code == 413
+    assert slowest < 0.5
+
+
+def test_a_port_out_of_range_exits_2_before_any_model_loads() -> None:
+    command = [sys.executable, "-m", "elmo.serve", "--model", str(FIXTURE_MODEL), "--port", "99999"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "--port" in result.stderr and "1 to 65535" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_auth_refused_long_sentences_and_server_timeout(start_server, tmp_path: Path) -> None:

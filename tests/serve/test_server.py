@@ -3,6 +3,8 @@
 import io
 import json
 import re
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -207,3 +209,53 @@ def _metric_sums(server, name: str, **labels: str) -> tuple[float, float]:
         match = re.search(rf"^{name}_{suffix}\{{{selector}\}} (\S+)$", text, re.MULTILINE)
         values.append(float(match.group(1)) if match else 0.0)
     return values[0], values[1]
+
+
+@pytest.mark.parametrize(("layers", "field"), [("[NaN, 0, 1]", "layers[0]"), ("[0, Infinity, 1]", "layers[1]"),
+                                               ("[0, 0, -Infinity]", "layers[2]"), ("[1e400, 0, 0]", "layers[0]")])
+def test_non_finite_layer_weights_are_refused_naming_the_weight(server, layers: str, field: str) -> None:
+    # not JSON by the RFC, but Python's parser (and so FastAPI's) reads them as floats: the model must refuse them
+    body = b'{"model": "en", "sentences": ["a b"], "layers": %s}' % layers.encode()
+    response = post_raw(server, "/v1/embed", body)
+    assert_error(response, 422, field)
+    assert response.json()["error"]["code"] == "invalid_request" and "finite" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/embed", b'{"model": "en", "sentences": ["a \\ud800 b"]}', "sentences[0]"),
+    ("/v1/embed", b'{"model": "en", "sentences": [["a", "b\\udfff"]]}', "sentences[0][1]"),
+    ("/v1/similarity", b'{"model": "en", "word": "a", "sentences": ["a b", "a \\ud800"]}', "sentences[1]"),
+    ("/v1/similarity", b'{"model": "en", "word": "\\ud800", "sentences": ["a b", "a c"]}', "word"),
+])
+def test_a_lone_surrogate_is_refused_before_the_model_and_the_connection_lives_on(server, path: str, body: bytes,
+                                                                                    field: str) -> None:
+    batches = _metric_sums(server, "elmo_batch_requests", model="en")[1]
+    with httpx.Client(timeout=30) as client:
+        response = client.post(f"{server.url}{path}", content=body, headers={"content-type": "application/json"})
+        assert_error(response, 422, field)
+        message = response.json()["error"]["message"]
+        assert "surrogate" in message or "unicode" in message, message
+        # the keep-alive connection is still good for the next request
+        assert client.post(f"{server.url}/v1/embed", json={"model": "en", "sentences": ["a b"]}).status_code == 200
+    assert _metric_sums(server, "elmo_batch_requests", model="en")[1] == batches + 1  # only the good request ran
+
+
+@pytest.mark.parametrize("body", [b'{"model": "en", "sentences": ["caf\xe9"]}',  # Latin-1, not UTF-8
+                                  b'{"model": "en", "sentences": ' + b"[" * 1500 + b"]" * 1500 + b"}"])
+def test_invalid_utf8_and_deep_nesting_are_malformed_json(server, body: bytes) -> None:
+    response = post_raw(server, "/v1/embed", body)
+    assert_error(response, 400, "body")
+    assert response.json()["error"]["code"] == "malformed_json"
+
+
+def test_a_client_that_sends_an_oversized_body_whole_reads_the_413(server) -> None:
+    # urllib writes the whole body before reading: a server that answers and closes at once resets it mid-send
+    oversized = json.dumps({"model": "en", "sentences": ["word " * 2_400_000]}).encode()  # 12 MB, limit 4096
+    for _ in range(3):  # a reset depends on timing: each try must see the 413
+        request = urllib.request.Request(f"{server.url}/v1/embed", data=oversized,
+                                         headers={"content-type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 413
+        assert json.loads(refused.value.read())["error"]["code"] == "body_too_large"
+    assert post(server, "/v1/embed", {"model": "en", "sentences": ["a b"]}).status_code == 200

@@ -7,29 +7,34 @@ package, so it works offline). The app holds no per-client state, so any number 
 behind a load balancer.
 """
 
+import asyncio
 import io
-from collections.abc import AsyncIterator, Callable, Iterator
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 import orjson
 import swagger_ui_bundle
 from fastapi import FastAPI, Header, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from elmo.embedder import Embedder, layer_weights, mix_layers
 from elmo.search.index import ContextIndex
 from elmo.search.senses import Senses, senses
-from elmo.serve.batching import DynamicBatcher, QueueFull, ShuttingDown
+from elmo.serve.batching import DynamicBatcher, Hold, QueueFull, ShuttingDown, TokenBudget
 from elmo.serve.config import ServeConfig
 from elmo.serve.guards import BearerAuth, BodySizeLimit, RequestMetrics, error_payload
 from elmo.serve.metrics import Metrics
@@ -44,8 +49,33 @@ MAX_SENSES = 32
 SENSE_SAMPLE = 2000  # occurrences clustered at most (a random sample of them beyond): senses' max_occurrences
 ENDPOINTS = ("/", "/healthz", "/metrics", "/v1/models", "/v1/embed", "/v1/similarity", "/v1/indexes",
              "/v1/neighbors", "/v1/senses")
+SLICE_BYTES = 1 << 18  # an answer is sent in slices this big, each once the client has taken most of the last
+_T = TypeVar("_T")
 
-Sentence = str | list[str]
+
+def _unicode(text: str) -> str:
+    """JSON's ``\\ud800`` escape decodes to a lone surrogate, which is no Unicode text and which no UTF-8 answer
+    can carry: refused here, before any model time is spent on it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"holds a lone surrogate (\\u{ord(text[error.start]):04x} at character {error.start}); "
+                         "send valid Unicode text") from None
+    return text
+
+
+def _layer_name(text: str) -> str:
+    """What ``ContextIndex.layer`` reads, in ASCII: ``str.isdigit`` would take ``"\uff12"`` (a full-width 2)."""
+    number = text.removeprefix("layer")
+    if text != "average" and not (number.isascii() and number.isdigit()):
+        raise ValueError(f"{text!r}: expected a layer number in ASCII digits (2 or 'layer2') or 'average'")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_unicode)]
+Sentence = Text | list[Text]
+Weight = Annotated[float, Field(allow_inf_nan=False)]
+LayerName = Annotated[str, AfterValidator(_layer_name)]
 
 
 class EmbedRequest(BaseModel):
@@ -53,9 +83,9 @@ class EmbedRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str | None = Field(None, description="a served model's name; may be left out when only one is served")
+    model: Text | None = Field(None, description="a served model's name; may be left out when only one is served")
     sentences: list[Sentence] = Field(min_length=1, examples=[["The bank of the river .", ["She", "sat"]]])
-    layers: Literal["all", "top", "average"] | list[float] = Field(
+    layers: Literal["all", "top", "average"] | list[Weight] = Field(
         "top", description="all: (L+1, T, 2P) per sentence; top, average, or one mixing weight per layer: (T, 2P)")
     pooling: Literal["none", "mean"] = Field("none", description="mean: average over the tokens, (2P,) or (L+1, 2P)")
 
@@ -65,8 +95,8 @@ class SimilarityRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str | None = None
-    word: str = Field(min_length=1, examples=["bank"])
+    model: Text | None = None
+    word: Text = Field(min_length=1, examples=["bank"])
     sentences: list[Sentence] = Field(min_length=1, examples=[["I sat on the river bank .", "The bank was shut ."]])
     match_case: bool = False
     n_groups: int = Field(2, ge=1, le=MAX_OCCURRENCES, description="how many groups the occurrences are split into")
@@ -77,12 +107,12 @@ class NeighborsRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    index: str | None = Field(None, description="a served index's name; may be left out when only one is served")
+    index: Text | None = Field(None, description="a served index's name; may be left out when only one is served")
     sentence: Sentence = Field(examples=["He signed to do a Broadway play ."])
-    word: str = Field(min_length=1, examples=["play"], description="a token of the sentence, any case")
+    word: Text = Field(min_length=1, examples=["play"], description="a token of the sentence, any case")
     occurrence: int = Field(0, ge=0, description="which use of the word in the sentence, 0-based")
     k: int = Field(10, ge=1, le=MAX_NEIGHBORS, description="neighbours (and static neighbours) returned")
-    layer: int | str | None = Field(None, description="an indexed layer (2, 'layer2' or 'average'); "
+    layer: int | LayerName | None = Field(None, description="an indexed layer (2, 'layer2' or 'average'); "
                                                       "default: the first the index holds")
     same_word: bool = Field(False, description="only uses of the same word (ignoring case), searched exactly")
     exact: bool = Field(False, description="brute force over every indexed token instead of the ANN index")
@@ -93,11 +123,11 @@ class SensesRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    index: str | None = None
-    word: str = Field(min_length=1, examples=["play"])
+    index: Text | None = None
+    word: Text = Field(min_length=1, examples=["play"])
     clusters: int | None = Field(None, ge=1, le=MAX_SENSES, description="default: the count of 2..6 with the "
                                                                         "best silhouette")
-    layer: int | str | None = None
+    layer: int | LayerName | None = None
 
 
 REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (EmbedRequest, SimilarityRequest,
@@ -113,11 +143,67 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
 @dataclass
 class ServedModel:
     name: str
     embedder: Embedder
     batcher: DynamicBatcher
+    budget: TokenBudget
+
+
+class HeldResponse(Response):
+    """An answer sent in slices of ``SLICE_BYTES``, each once the client has taken most of the one before
+    (uvicorn waits for its write buffer to drain), that gives its tokens back to the model's budget after its
+    last slice, or once the client is gone. So a client that does not read holds no more than its own budget,
+    and only until ``--write-timeout`` cuts it off."""
+
+    def __init__(self, content: bytes, hold: Hold, media_type: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self.hold = hold
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for start in range(0, max(len(body), 1), SLICE_BYTES):
+                end = start + SLICE_BYTES
+                await send({"type": "http.response.body", "body": bytes(body[start:end]), "more_body": end < len(body)})
+        finally:
+            self.hold.release()
+
+
+class _JsonRequest(Request):
+    """A request whose JSON body that cannot be decoded (not UTF-8, nested past the parser's depth) is reported
+    as FastAPI reports any JSON syntax error (``json.JSONDecodeError``), so it is answered ``malformed_json``.
+
+    The parser stays the standard library's, which reads ``NaN`` and ``1e400`` as floats: the request models
+    then refuse them naming the field (``layers[0]``), which a stricter parser could not say."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = json.loads(body.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise json.JSONDecodeError(f"not UTF-8 ({error.reason})", body.decode("utf-8", "replace"),
+                                           error.start) from None
+            except RecursionError:
+                raise json.JSONDecodeError("nested too deeply", "", 0) from None
+        return self._json
+
+
+class _JsonRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_JsonRequest(request.scope, request.receive))
+
+        return route
 
 
 def create_app(embedders: dict[str, Embedder], config: ServeConfig,
@@ -132,8 +218,9 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
     for name, embedder in embedders.items():
         batcher = DynamicBatcher(embedder, name, config.max_batch_tokens, config.max_wait_ms / 1000, config.max_queue,
                                  config.batch_size, on_batch=partial(metrics.record_batch, name))
-        metrics.watch(batcher)
-        served[name] = ServedModel(name, embedder, batcher)
+        budget = TokenBudget(name, config.max_queue_tokens)
+        metrics.watch(batcher, budget)
+        served[name] = ServedModel(name, embedder, batcher, budget)
     served_indexes: dict[str, ServedIndex] = {}
     for name, (directory, model_name) in (indexes or {}).items():
         model = served[model_name]
@@ -153,6 +240,7 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
 
     app = FastAPI(title="elmo", summary="ELMo contextual word vectors over HTTP", lifespan=lifespan,
                   docs_url=None, redoc_url=None)
+    app.router.route_class = _JsonRoute
     app.state.config = config
     app.state.metrics = metrics
     app.state.served = served
@@ -188,26 +276,50 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
         except ValueError as error:
             raise ApiError(422, "invalid_request", str(error), "layer") from None
 
-    def tokenize_one(model: ServedModel, sentence: Any, field: str) -> list[str]:
+    def tokenize_one(model: ServedModel, sentence: Any, field: str, tokens_before: int = 0) -> list[str]:
         tokens = model.embedder.tokenize(sentence)
         if not tokens:
             raise ApiError(422, "invalid_request", "the sentence has no tokens", field)
         if config.long_sentences == "refuse" and len(tokens) > config.max_sentence_tokens:
             raise ApiError(413, "sentence_too_long", f"{len(tokens)} tokens; at most {config.max_sentence_tokens}"
                            " per sentence (--max-sentence-tokens)", field)
+        total = tokens_before + len(tokens)
+        if total > config.max_request_tokens:
+            counted = f"{len(tokens)} tokens" + (f" ({total} with the sentences before it)" if tokens_before else "")
+            raise ApiError(413, "too_many_tokens", f"{counted}; at most {config.max_request_tokens} per request "
+                           "(--max-request-tokens)", field)
         return tokens
 
-    def tokenize(model: ServedModel, sentences: list[Any]) -> list[list[str]]:
+    def tokenize_all(model: ServedModel, sentences: list[Any]) -> list[list[str]]:
         if len(sentences) > config.max_sentences:
             raise ApiError(413, "too_many_sentences", f"{len(sentences)} sentences; at most {config.max_sentences} "
                            "per request (--max-sentences)", "sentences")
-        return [tokenize_one(model, sentence, f"sentences[{i}]") for i, sentence in enumerate(sentences)]
+        token_lists: list[list[str]] = []
+        n_tokens = 0
+        for i, sentence in enumerate(sentences):
+            token_lists.append(tokenize_one(model, sentence, f"sentences[{i}]", n_tokens))
+            n_tokens += len(token_lists[-1])
+        return token_lists
+
+    async def tokenize(model: ServedModel, sentences: list[Any]) -> list[list[str]]:
+        """Each sentence's tokens, within the token limits; on a thread, as a long text takes a while to split."""
+        return await run_in_threadpool(tokenize_all, model, sentences)
+
+    async def tokenize_sentence(model: ServedModel, sentence: Any, field: str) -> list[str]:
+        return await run_in_threadpool(tokenize_one, model, sentence, field)
+
+    def hold(model: ServedModel, token_lists: list[list[str]]) -> Hold:
+        with refusals():
+            return model.budget.hold(sum(map(len, token_lists)))
 
     @contextmanager
     def refusals() -> Iterator[None]:
-        """A full queue, a stopping service and a timeout as the errors clients can act on."""
+        """A full queue, a stopping service, a timeout and a vanished client as the errors clients can act on
+        (the last is answered to nobody, but counted in the metrics as 499, as nginx counts it)."""
         try:
             yield
+        except ClientGone:
+            raise ApiError(499, "client_closed", "the client closed the connection before its answer") from None
         except QueueFull as error:
             raise ApiError(503, "overloaded", f"{error}; retry later", None,
                            {"Retry-After": str(config.retry_after_s)}) from None
@@ -217,23 +329,25 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
             raise ApiError(504, "timeout", f"not answered within {config.request_timeout_s:g} s "
                            "(--request-timeout)") from None
 
-    async def all_layers(model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
+    async def all_layers(request: Request, model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
         with refusals():
-            return await model.batcher.submit(token_lists, config.request_timeout_s)
+            return await _unless_gone(request, model.batcher.submit(token_lists, config.request_timeout_s))
 
-    async def run_search(work: Callable[[], Any]) -> Any:
-        """``work`` on a search thread; what ``elmo.search`` refuses (ValueError) is the client's input."""
+    async def run_search(request: Request, work: Callable[[], Any]) -> Any:
+        """``work`` on a search thread; what ``elmo.search`` refuses (ValueError, with the ``field`` at fault
+        if it names one) is the client's input."""
         with refusals():
             try:
-                return await searcher.run(work)
+                return await _unless_gone(request, searcher.run(work))
             except ValueError as error:
-                raise ApiError(422, "invalid_request", str(error)) from None
+                raise ApiError(422, "invalid_request", str(error), getattr(error, "field", None)) from None
 
     @app.post("/v1/embed", response_model=None, responses={200: {"content": {
         "application/json": {}, "application/x-npy": {}, "application/octet-stream": {}},
         "description": "JSON, or one float32 .npy of shape (N, [L+1,] T_max, 2P) zero-padded past each sentence's "
                        "length (lengths in X-Sentence-Lengths), or (N, [L+1,] 2P) with pooling=mean"}})
-    async def embed(body: EmbedRequest, accept: Annotated[str | None, Header()] = None) -> Response:
+    async def embed(request: Request, body: EmbedRequest,
+                    accept: Annotated[str | None, Header()] = None) -> Response:
         """Vectors for each sentence: choose the layers, pool over tokens or not, JSON or .npy by Accept."""
         media_type = _negotiate(accept)
         model = find_model(body.model)
@@ -241,29 +355,44 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
             weights = layer_weights(body.layers, model.embedder.n_layers)
         except ValueError as error:
             raise ApiError(422, "invalid_request", str(error), "layers") from None
-        token_lists = tokenize(model, body.sentences)
-        outputs = [_pool(mix_layers(layers, weights), body.pooling) for layers in await all_layers(model, token_lists)]
-        if media_type != "application/json":
-            return _npy_response(outputs, token_lists, body.pooling, media_type)
-        payload = {"model": model.name, "layers": body.layers, "pooling": body.pooling,
-                   "n_layers": model.embedder.n_layers, "dim": model.embedder.dim,
-                   "embeddings": [{"tokens": tokens, "vectors": np.ascontiguousarray(vectors)}
-                                  for tokens, vectors in zip(token_lists, outputs, strict=True)]}
-        # orjson writes each float32 in its shortest exact form, ~30x faster than json on .tolist()
-        return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+        token_lists = await tokenize(model, body.sentences)
+        held = hold(model, token_lists)  # given back by HeldResponse after the last byte, or below on failure
+        try:
+            layers = await all_layers(request, model, token_lists)
+
+            def answer() -> tuple[bytes, dict[str, str]]:  # on a thread: mixing and writing take a while
+                outputs = [_pool(mix_layers(vectors, weights), body.pooling) for vectors in layers]
+                if media_type != "application/json":
+                    return _npy_body(outputs, token_lists, body.pooling)
+                payload = {"model": model.name, "layers": body.layers, "pooling": body.pooling,
+                           "n_layers": model.embedder.n_layers, "dim": model.embedder.dim,
+                           "embeddings": [{"tokens": tokens, "vectors": np.ascontiguousarray(vectors)}
+                                          for tokens, vectors in zip(token_lists, outputs, strict=True)]}
+                # orjson writes each float32 in its shortest exact form, ~30x faster than json on .tolist()
+                return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), {}
+
+            content, headers = await run_in_threadpool(answer)
+            return HeldResponse(content, held, media_type, headers)
+        except BaseException:
+            held.release()
+            raise
 
     @app.post("/v1/similarity")
-    async def similarity(body: SimilarityRequest) -> dict[str, Any]:
+    async def similarity(request: Request, body: SimilarityRequest) -> dict[str, Any]:
         """Cosine similarity of every occurrence of ``word``, per layer, and the groups they fall into
         (average-linkage clustering into ``n_groups``): the same word in different senses should split."""
         model = find_model(body.model)
-        token_lists = tokenize(model, body.sentences)
+        token_lists = await tokenize(model, body.sentences)
         occurrences = find_occurrences(token_lists, body.word, body.match_case)
         if not 2 <= len(occurrences) <= MAX_OCCURRENCES:
             raise ApiError(422, "invalid_request", f"{body.word!r} occurs {len(occurrences)} time(s); need 2 to "
                            f"{MAX_OCCURRENCES} occurrences to compare", "word")
-        layers = await all_layers(model, token_lists)
-        vectors = np.stack([layers[s][:, p] for s, p in occurrences], axis=1)  # (L+1, N, 2P)
+        held = hold(model, token_lists)
+        try:
+            layers = await all_layers(request, model, token_lists)
+            vectors = np.stack([layers[s][:, p] for s, p in occurrences], axis=1)  # (L+1, N, 2P)
+        finally:
+            held.release()
         matrices = cosine_matrices(vectors)
         n_groups = min(body.n_groups, len(occurrences))
         return {"model": model.name, "word": body.word, "n_layers": model.embedder.n_layers,
@@ -273,14 +402,15 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                 "groups": [average_linkage_groups(matrix, n_groups) for matrix in matrices]}
 
     @app.post("/v1/neighbors")
-    async def neighbors(body: NeighborsRequest) -> dict[str, Any]:
+    async def neighbors(request: Request, body: NeighborsRequest) -> dict[str, Any]:
         """The ``k`` indexed uses nearest to ``word`` as used in ``sentence`` (``ContextIndex.neighbors``: the
         sentence is embedded by the index's model, through its batcher), and the ``k`` nearest words to it under
         layer 0, which has no context (``static``)."""
         served_index = find_index(body.index)
         index = served_index.index
         layer = index_layer(index, body.layer)
-        tokens = tokenize_one(served[served_index.model], body.sentence, "sentence")
+        model = served[served_index.model]
+        tokens = await tokenize_sentence(model, body.sentence, "sentence")
         uses = find_occurrences([tokens], body.word, match_case=False)
         if not uses:
             raise ApiError(422, "word_not_in_sentence", f"{body.word!r} is not a token of the sentence "
@@ -301,12 +431,17 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                     "neighbors": [neighbor.to_json() for neighbor in found],
                     "static_word": form, "static": [{"word": word, "score": score} for word, score in static]}
 
-        return await run_search(search)
+        held = hold(model, [tokens])
+        try:
+            return await run_search(request, search)
+        finally:
+            held.release()
 
     @app.post("/v1/senses", response_model=None, responses={200: {"content": {
         "application/json": {}, "image/png": {}},
         "description": "JSON (clusters, their sizes and example uses, silhouette), or the sense map as PNG"}})
-    async def senses_endpoint(body: SensesRequest, accept: Annotated[str | None, Header()] = None) -> Response:
+    async def senses_endpoint(request: Request, body: SensesRequest,
+                              accept: Annotated[str | None, Header()] = None) -> Response:
         """The indexed uses of ``word`` clustered into senses (``elmo.search.senses``): each cluster's size and
         the use nearest its centre; with ``Accept: image/png``, the map ``elmo senses`` draws."""
         media_type = _negotiate(accept, ("application/json", "image/png"))
@@ -328,7 +463,7 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                 return Response(senses_png(result), media_type="image/png")
             return JSONResponse(_senses_json(served_index.name, result))
 
-        return await run_search(cluster)
+        return await run_search(request, cluster)
 
     @app.get("/v1/indexes")
     async def list_indexes() -> dict[str, Any]:
@@ -343,7 +478,8 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                            for m in served.values()],
                 "limits": {"max_body_bytes": config.max_body_bytes, "max_sentences": config.max_sentences,
                            "max_sentence_tokens": config.max_sentence_tokens, "long_sentences": config.long_sentences,
-                           "max_queue": config.max_queue, "request_timeout_s": config.request_timeout_s}}
+                           "max_request_tokens": config.max_request_tokens, "max_queue": config.max_queue,
+                           "max_queue_tokens": config.max_queue_tokens, "request_timeout_s": config.request_timeout_s}}
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -369,7 +505,8 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_bundle.swagger_ui_path)), name="docs-assets")
     # Outermost first: metrics see every answer, auth runs before the body is read, the limit before parsing.
-    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s,
+                       drain_bytes=config.drain_bytes)
     app.add_middleware(BearerAuth, api_keys=config.api_keys)
     app.add_middleware(RequestMetrics, metrics=metrics, endpoints=ENDPOINTS)
     return app
@@ -411,7 +548,29 @@ def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:
     return vectors.mean(axis=-2) if pooling == "mean" else vectors
 
 
-def _npy_response(outputs: list[np.ndarray], token_lists: list[list[str]], pooling: str, media_type: str) -> Response:
+async def _unless_gone(request: Request, work: Awaitable[_T]) -> _T:
+    """``work``'s result, unless the client disconnects first: then ``work`` is cancelled (a queued job leaves
+    the queue at once) and ClientGone raised. The body has been read, so the next ASGI message can only be
+    ``http.disconnect``."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            if not pending.done():
+                pending.cancel()
+    if not task.done() or task.cancelled():
+        raise ClientGone
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _npy_body(outputs: list[np.ndarray], token_lists: list[list[str]], pooling: str) -> tuple[bytes, dict[str, str]]:
     lengths = [len(tokens) for tokens in token_lists]
     if pooling == "mean":
         stacked = np.stack(outputs)
@@ -423,8 +582,7 @@ def _npy_response(outputs: list[np.ndarray], token_lists: list[list[str]], pooli
             stacked[i, ..., : lengths[i], :] = vectors
     buffer = io.BytesIO()
     np.save(buffer, stacked.astype(np.float32, copy=False), allow_pickle=False)
-    return Response(buffer.getvalue(), media_type=media_type,
-                    headers={"X-Sentence-Lengths": ",".join(map(str, lengths))})
+    return buffer.getvalue(), {"X-Sentence-Lengths": ",".join(map(str, lengths))}
 
 
 def _field_path(location: tuple[Any, ...]) -> str:
@@ -457,10 +615,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         first = problems[0]
         if first["type"] == "extra_forbidden":  # name the unexpected field itself
             return JSONResponse(error_payload("invalid_request", "unexpected field", str(first["loc"][-1])), 422)
-        # A union reports each member's failure; the deepest path is the most specific one ([0][1], not [0]).
+        # A union reports each member's failure; the deepest path is the most specific one ([0][1], not [0]),
+        # and a value the member's type took but refused (a NaN weight, a lone surrogate) says more than the
+        # other members' "Input should be a valid ...".
         paths = [_field_path(tuple(p["loc"])) for p in problems]
         field = max(paths, key=lambda path: path.count("[") + path.count("."))
-        messages = dict.fromkeys(p["msg"] for p, path in zip(problems, paths, strict=True) if path == field)
+        at_field = [p for p, path in zip(problems, paths, strict=True) if path == field]
+        refused = [p for p in at_field if not p["type"].endswith("_type")]
+        messages = dict.fromkeys(p["msg"].removeprefix("Value error, ") for p in (refused or at_field))
         return JSONResponse(error_payload("invalid_request", " or ".join(messages), field), 422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -7,9 +7,10 @@ while it runs, the next batch gathers. Every sentence starts from a zero LSTM st
 requests never changes anyone's vectors.
 
 ``max_pending`` bounds the requests admitted and not yet answered: past it ``submit`` refuses at once
-(the app answers 503 with Retry-After) instead of letting a queue pile up. A request that gives up
-(timeout or disconnect) only marks its job cancelled: a job not yet run is skipped, a job in a running
-batch is run and its rows dropped, and the other requests of that batch get their vectors as usual.
+(the app answers 503 with Retry-After) instead of letting a queue pile up; ``TokenBudget`` bounds the
+tokens the app holds for them. A request that gives up (timeout or disconnect) leaves the queue at once,
+so it no longer counts and is never run; a job already in a running batch is run and its rows dropped,
+and the other requests of that batch get their vectors as usual.
 """
 
 import asyncio
@@ -32,7 +33,36 @@ class ShuttingDown(Exception):
     """The service is stopping and takes no new work."""
 
 
-@dataclass
+class TokenBudget:
+    """The tokens a model holds for requests admitted and not yet answered to their last byte: their vectors
+    and the bytes of their answers grow with these tokens, so bounding them bounds that memory. ``hold``
+    refuses (QueueFull) past ``limit``; the ``Hold`` it returns gives the tokens back once."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.held = 0
+
+    def hold(self, n_tokens: int) -> "Hold":
+        if self.held + n_tokens > self.limit:
+            raise QueueFull(f"model {self.name!r} already holds {self.held} of {self.limit} tokens "
+                            f"(--max-queue-tokens); this request has {n_tokens}")
+        self.held += n_tokens
+        return Hold(self, n_tokens)
+
+
+class Hold:
+    def __init__(self, budget: TokenBudget, n_tokens: int) -> None:
+        self._budget = budget
+        self._n_tokens = n_tokens
+
+    def release(self) -> None:
+        """Give the tokens back; later calls do nothing."""
+        self._budget.held -= self._n_tokens
+        self._n_tokens = 0
+
+
+@dataclass(eq=False)  # jobs are compared by identity: two requests may hold equal sentences
 class _Job:
     token_lists: list[list[str]]
     n_tokens: int
@@ -107,7 +137,17 @@ class DynamicBatcher:
             return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
         finally:
             if not job.future.done():
-                job.future.cancel()  # the worker skips it, or drops its rows if it is already running
+                job.future.cancel()  # a running batch drops its rows
+                self._forget(job)
+
+    def _forget(self, job: _Job) -> None:
+        """Take a job whose request gave up out of the queue, if it is still there, so it no longer counts."""
+        try:
+            self._jobs.remove(job)
+        except ValueError:  # already taken into a batch, which releases it when done
+            return
+        self._queued_tokens -= job.n_tokens
+        self.pending -= 1
 
     def submit_from_thread(self, token_lists: list[list[str]], timeout_s: float) -> list[np.ndarray]:
         """``submit`` for code on another thread (a search worker): blocks that thread, never the event loop.

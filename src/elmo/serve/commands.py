@@ -12,6 +12,17 @@ from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, re
 DEFAULTS = ServeConfig()
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535, checked before any model loads."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1 to 65535)") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
+
+
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser(
         "serve", help="serve embeddings over HTTP (dynamic batching, limits, metrics, a sense page at /)",
@@ -24,7 +35,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                             "/v1/senses; served under NAME, else under the directory's name. The model it was "
                             "built with must be served too (--model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=port_number, default=8000)
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     serve.add_argument("--threads", type=int, default=None,
                        help="torch (and faiss) CPU threads (default: their choice)")
@@ -39,10 +50,26 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences)
     limits.add_argument("--window-context", type=int, default=None,
                         help="context tokens on each side of a window (default: a quarter of the window)")
+    limits.add_argument("--max-request-tokens", type=int, default=DEFAULTS.max_request_tokens,
+                        help="tokens per request, all sentences together (a windowed long sentence too); "
+                             "more is answered 413")
     limits.add_argument("--max-queue", type=int, default=DEFAULTS.max_queue,
                         help="requests held per model before answering 503 with Retry-After")
+    limits.add_argument("--max-queue-tokens", type=int, default=DEFAULTS.max_queue_tokens,
+                        help="tokens held per model, from admission to the last byte of the answer, before "
+                             "answering 503 with Retry-After: bounds the memory of vectors and answers")
     limits.add_argument("--request-timeout", type=float, default=DEFAULTS.request_timeout_s,
                         help="seconds before a request is answered 504")
+    limits.add_argument("--limit-concurrency", type=int, default=DEFAULTS.limit_concurrency,
+                        help="open connections; past it uvicorn answers 503")
+    limits.add_argument("--header-timeout", type=float, default=DEFAULTS.header_timeout_s,
+                        help="seconds for a request's head to arrive; past it the connection is closed (408)")
+    limits.add_argument("--body-timeout", type=float, default=DEFAULTS.body_timeout_s,
+                        help="seconds from a request's head to the end of its body; past it 408, connection closed")
+    limits.add_argument("--write-timeout", type=float, default=DEFAULTS.write_timeout_s,
+                        help="seconds a client may take none of its answer before the connection is aborted")
+    limits.add_argument("--keep-alive-timeout", type=int, default=DEFAULTS.keep_alive_s,
+                        help="seconds an idle keep-alive connection stays open")
     batching = serve.add_argument_group("batching")
     batching.add_argument("--max-batch-tokens", type=int, default=DEFAULTS.max_batch_tokens,
                           help="tokens merged into one model batch")
@@ -69,9 +96,12 @@ def serve_command(args: argparse.Namespace) -> int:
         config = ServeConfig(
             max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
             max_sentence_tokens=args.max_sentence_tokens, long_sentences=args.long_sentences,
-            window_context=args.window_context, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-            max_queue=args.max_queue, request_timeout_s=args.request_timeout, batch_size=args.batch_size,
-            api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
+            window_context=args.window_context, max_request_tokens=args.max_request_tokens,
+            max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+            max_queue_tokens=args.max_queue_tokens, request_timeout_s=args.request_timeout,
+            limit_concurrency=args.limit_concurrency, header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout, write_timeout_s=args.write_timeout, keep_alive_s=args.keep_alive_timeout,
+            batch_size=args.batch_size, api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
         indexes = _index_models(index_specs, specs)
         return _run(args, specs, config, indexes)
     except (FileNotFoundError, ValueError) as error:
@@ -100,6 +130,7 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
 
     from elmo.embedder import Embedder
     from elmo.serve.app import create_app
+    from elmo.serve.guards import GuardedH11Protocol
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -114,7 +145,9 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
     app = create_app(embedders, config, indexes)
     # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                timeout_graceful_shutdown=int(config.request_timeout_s) + 5)
+                timeout_graceful_shutdown=int(config.request_timeout_s) + 5, timeout_keep_alive=config.keep_alive_s,
+                limit_concurrency=config.limit_concurrency,
+                http=GuardedH11Protocol.configured(config.header_timeout_s, config.write_timeout_s))
     return 0
 
 

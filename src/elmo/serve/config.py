@@ -51,28 +51,50 @@ class IndexSpec:
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """Limits and batching knobs; the defaults suit a CPU replica serving short sentences."""
+    """Limits, timeouts and batching knobs; the defaults suit a CPU replica serving short sentences.
+
+    Together they bound the memory a replica can hold (docs/serving.md, "Limits and timeouts"): request bodies
+    by ``limit_concurrency * max_body_bytes``, and per model the vectors and response bytes of at most
+    ``max_queue_tokens`` tokens, counted from a request's admission to the last byte of its answer.
+    """
 
     max_body_bytes: int = 1 << 20
     max_sentences: int = 128
     max_sentence_tokens: int = 256  # the embedder's window: longer sentences are windowed, or refused
     long_sentences: Literal["window", "refuse"] = "window"
     window_context: int | None = None  # default: a quarter of max_sentence_tokens
+    max_request_tokens: int = 4096  # all sentences of one request together, a windowed long sentence included
     max_batch_tokens: int = 4096
     max_wait_ms: float = 5.0
     max_queue: int = 256  # requests admitted and not yet answered, per model
+    max_queue_tokens: int = 16384  # tokens admitted and not yet answered (to the last byte sent), per model
     request_timeout_s: float = 30.0
     retry_after_s: int = 1
     batch_size: int = 32  # rows per biLM forward pass inside a merged batch
+    limit_concurrency: int = 128  # open connections (uvicorn's limit_concurrency)
+    header_timeout_s: float = 10.0  # from connecting (or the previous answer) to a request's complete head
+    body_timeout_s: float = 30.0  # from the request head to the body's last byte
+    write_timeout_s: float = 30.0  # a client that accepts no byte of its answer for this long is cut off
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this (uvicorn's timeout_keep_alive)
+    drain_bytes: int = 16 << 20  # an oversized body up to this size is read and dropped before the 413
     api_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for field in ("max_body_bytes", "max_sentences", "max_sentence_tokens", "max_batch_tokens", "max_queue",
-                      "batch_size", "retry_after_s"):
+        for field in ("max_body_bytes", "max_sentences", "max_sentence_tokens", "max_request_tokens",
+                      "max_batch_tokens", "max_queue", "max_queue_tokens", "batch_size", "retry_after_s",
+                      "limit_concurrency", "keep_alive_s"):
             if getattr(self, field) < 1:
                 raise ValueError(f"{field} is {getattr(self, field)}; expected a positive number")
-        if self.max_wait_ms < 0 or self.request_timeout_s <= 0:
-            raise ValueError("max_wait_ms must be >= 0 and request_timeout_s > 0")
+        for field in ("request_timeout_s", "header_timeout_s", "body_timeout_s", "write_timeout_s"):
+            if not 0 < getattr(self, field) < float("inf"):
+                raise ValueError(f"{field} is {getattr(self, field)}; expected a positive number of seconds")
+        if not 0 <= self.max_wait_ms < float("inf"):
+            raise ValueError(f"max_wait_ms is {self.max_wait_ms}; expected a number >= 0")
+        if self.drain_bytes < 0:
+            raise ValueError(f"drain_bytes is {self.drain_bytes}; expected a number >= 0")
+        if self.max_queue_tokens < self.max_request_tokens:
+            raise ValueError(f"max_queue_tokens ({self.max_queue_tokens}) must be at least max_request_tokens "
+                             f"({self.max_request_tokens}), or the largest request could never be admitted")
         if self.long_sentences not in ("window", "refuse"):
             raise ValueError(f"long_sentences is {self.long_sentences!r}; expected 'window' or 'refuse'")
         if 2 * self.context_tokens >= self.max_sentence_tokens:

@@ -3,7 +3,7 @@ as tests make them, never share counters). Each replica exposes its own; Prometh
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from elmo.serve.batching import BatchRecord, DynamicBatcher
+from elmo.serve.batching import BatchRecord, DynamicBatcher, TokenBudget
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -28,12 +28,15 @@ class Metrics:
                                  registry=self.registry)
         self.pending = Gauge("elmo_pending_requests", "Requests admitted and not yet answered (queued or running)",
                              ["model"], registry=self.registry)
+        self.held_tokens = Gauge("elmo_held_tokens", "Tokens of requests admitted and not yet answered to their last "
+                                 "byte (bounded by --max-queue-tokens)", ["model"], registry=self.registry)
         self.tokens = Counter("elmo_tokens", "Tokens embedded", ["model"], registry=self.registry)
 
-    def watch(self, batcher: DynamicBatcher) -> None:
-        """Read the batcher's queue at scrape time rather than tracking every change."""
+    def watch(self, batcher: DynamicBatcher, budget: TokenBudget) -> None:
+        """Read the batcher's queue and the tokens held at scrape time rather than tracking every change."""
         self.queue_depth.labels(batcher.name).set_function(lambda: batcher.queued)
         self.pending.labels(batcher.name).set_function(lambda: batcher.pending)
+        self.held_tokens.labels(batcher.name).set_function(lambda: budget.held)
 
     def record_batch(self, model: str, record: BatchRecord) -> None:
         self.batch_requests.labels(model).observe(record.requests)

@@ -1,0 +1,179 @@
+"""Connections that are slow, silent, too many or do not read, against real server processes on raw sockets:
+each must time out or be refused within its configured bound, and leave the server answering others."""
+
+import json
+import re
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import FIXTURE_MODEL, ServerProcess
+
+TIMEOUT_S = 1.0  # the header, body and write timeouts these servers run with
+
+
+@pytest.fixture(scope="module")
+def guarded_server(tmp_path_factory: pytest.TempPathFactory):
+    server = ServerProcess("--model", str(FIXTURE_MODEL), "--header-timeout", str(TIMEOUT_S), "--body-timeout",
+                           str(TIMEOUT_S), "--limit-concurrency", "4",
+                           log_path=tmp_path_factory.mktemp("guarded") / "log").start()
+    yield server
+    server.terminate()
+
+
+def connect(server: ServerProcess, receive_buffer: int | None = None) -> socket.socket:
+    client = socket.socket()
+    if receive_buffer is not None:  # before connecting, so the TCP window stays small
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    client.settimeout(10)
+    client.connect(("127.0.0.1", server.port))
+    return client
+
+
+def read_until_closed(client: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when it closed it."""
+    received = b""
+    while True:
+        try:
+            chunk = client.recv(1 << 16)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received, time.monotonic()
+
+
+def post_head(content_length: int) -> bytes:
+    return (b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % content_length)
+
+
+def test_a_silent_connection_is_closed_after_the_header_timeout(guarded_server: ServerProcess) -> None:
+    with connect(guarded_server) as client:
+        opened = time.monotonic()
+        received, closed = read_until_closed(client)
+    assert received == b""  # nothing was asked, so nothing is answered
+    assert TIMEOUT_S - 0.1 < closed - opened < TIMEOUT_S + 1.5
+
+
+def test_a_half_sent_head_gets_408_and_the_connection_closed(guarded_server: ServerProcess) -> None:
+    with connect(guarded_server) as client:
+        opened = time.monotonic()
+        client.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Le")
+        received, closed = read_until_closed(client)
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "header_timeout"
+    assert closed - opened < TIMEOUT_S + 1.5
+
+
+def test_a_half_sent_body_gets_408_and_the_connection_closed(guarded_server: ServerProcess) -> None:
+    with connect(guarded_server) as client:
+        opened = time.monotonic()
+        client.sendall(post_head(100) + b'{"sentences": ')  # 14 of the 100 bytes promised
+        received, closed = read_until_closed(client)
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout"
+    assert closed - opened < TIMEOUT_S + 1.5
+    assert httpx.post(f"{guarded_server.url}/v1/embed", json={"sentences": ["a b"]}).status_code == 200
+
+
+def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_body_timeout(guarded_server: ServerProcess) -> None:
+    body = json.dumps({"sentences": ["a b c"]}).encode()
+    with connect(guarded_server) as client:
+        client.sendall(post_head(len(body)))
+        opened = time.monotonic()
+        for byte in body:  # every byte is on time, the whole body is not
+            try:
+                client.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.1)
+        received, closed = read_until_closed(client)
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert closed - opened < TIMEOUT_S + 1.5
+
+
+def test_connections_past_the_limit_get_503_until_idle_ones_time_out(guarded_server: ServerProcess) -> None:
+    idle = [connect(guarded_server) for _ in range(4)]
+    try:
+        time.sleep(0.2)
+        refused = httpx.get(f"{guarded_server.url}/healthz")
+        assert refused.status_code == 503
+        for client in idle:  # the header timeout closes them
+            read_until_closed(client)
+        assert httpx.get(f"{guarded_server.url}/healthz").status_code == 200
+    finally:
+        for client in idle:
+            client.close()
+
+
+def held_tokens(server: ServerProcess) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    return float(re.search(r'^elmo_held_tokens\{model="elmo"\} (\S+)$', text, re.MULTILINE).group(1))
+
+
+def rss_bytes(server: ServerProcess) -> int:
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
+
+
+BIG_TOKENS = 16_000  # with every layer: about 17 MB of JSON from the test model, more than the kernel buffers
+
+
+def big_request() -> bytes:
+    body = json.dumps({"sentences": ["w " * BIG_TOKENS], "layers": "all"}).encode()
+    return post_head(len(body)) + body
+
+
+@pytest.fixture
+def big_answer_server(start_server) -> ServerProcess:
+    """Answers of ~17 MB, a budget of two of them at once, and a 2 s write timeout."""
+    return start_server("--model", str(FIXTURE_MODEL), "--max-request-tokens", str(BIG_TOKENS),
+                        "--max-queue-tokens", str(2 * BIG_TOKENS), "--write-timeout", "2", "--max-wait-ms", "0")
+
+
+def test_a_client_that_does_not_read_is_cut_off_and_its_tokens_given_back(big_answer_server: ServerProcess) -> None:
+    with connect(big_answer_server, receive_buffer=4096) as client:
+        client.sendall(big_request())
+        sent = time.monotonic()
+        deadline = sent + 5
+        while held_tokens(big_answer_server) != BIG_TOKENS:  # admitted and answering
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        while held_tokens(big_answer_server) != 0:  # given back when the write timeout aborts the connection
+            assert time.monotonic() - sent < 10, "the tokens of a client that reads nothing are never given back"
+            time.sleep(0.1)
+        received, _ = read_until_closed(client)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    length = int(re.search(rb"content-length: (\d+)", head).group(1))
+    assert len(body) < length  # cut off, not answered in full
+    with httpx.Client(timeout=30) as http:  # the whole budget is free again
+        answers = [http.post(f"{big_answer_server.url}/v1/embed",
+                             json={"sentences": ["w " * BIG_TOKENS], "layers": "all"}) for _ in range(2)]
+    assert [answer.status_code for answer in answers] == [200, 200]
+
+
+def test_clients_that_do_not_read_hold_at_most_the_token_budget(big_answer_server: ServerProcess) -> None:
+    baseline = rss_bytes(big_answer_server)
+    clients = [connect(big_answer_server, receive_buffer=4096) for _ in range(10)]
+    try:
+        for client in clients:
+            client.sendall(big_request())
+        peak = baseline
+        deadline = time.monotonic() + 5  # the model embeds ~20k tokens/s: time enough to answer all ten
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_bytes(big_answer_server))
+            time.sleep(0.05)
+        statuses = [client.recv(12)[9:12] for client in clients]
+    finally:
+        for client in clients:
+            client.close()
+    assert sorted(statuses) == [b"200"] * 2 + [b"503"] * 8  # two fit the budget, the others are refused
+    # each answer is ~17 MB of JSON and ~6 MB of vectors: two of them and the model's own working memory fit
+    # well under 100 MiB; answering all ten to clients that do not read would pin ~230 MB
+    assert peak - baseline < 100 << 20, f"RSS grew {(peak - baseline) >> 20} MiB"
