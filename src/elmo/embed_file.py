@@ -207,9 +207,13 @@ def _lines_to_keep(out: h5py.File, partial: Path, settings: dict, total: int) ->
     if not 0 <= done <= total or not all(str(line) in names for line in range(done)):
         log.warning(f"{partial} claims {done} lines done but lacks some of them; starting over")
         return None
-    for name in names:  # lines written after the last recorded flush may be incomplete
-        if not name.isdigit() or int(name) >= done:
-            del out[name]
+    try:
+        for name in names:  # lines written after the last recorded flush may be incomplete
+            if not name.isdigit() or int(name) >= done:
+                del out[name]
+    except Exception as error:  # damage HDF5 finds only as it rewrites the group
+        log.warning(f"{partial} is damaged ({type(error).__name__}: {error}); starting over")
+        return None
     return done
 
 
