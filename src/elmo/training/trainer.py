@@ -421,12 +421,13 @@ class _StopSignals:
 
     def __exit__(self, *exc_info: object) -> None:
         for number, handler in self.previous.items():
-            signal.signal(number, handler)
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
 
     def _handle(self, number: int, frame: object) -> None:
         if self.signal_number is not None:
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
+            return
         self.signal_number = number
 
 
