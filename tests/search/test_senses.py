@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from elmo.search import ContextIndex, build_index, plot_senses, senses
+from elmo.search.senses import SensesError
 
 from .conftest import SPORTS_LINES, THEATRE_LINES
 
@@ -52,3 +53,16 @@ def test_a_word_with_too_few_uses_is_refused(topic_corpus, constructed_embedder,
         senses(index, "tennis")
     with pytest.raises(ValueError, match="--clusters 99"):
         senses(index, "play", clusters=99)
+
+
+def test_more_clusters_than_distinct_uses_is_refused_naming_clusters(constructed_embedder, tmp_path):
+    # the same line three times: three uses of "dock" with one vector between them
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("they tied the boat to the dock\n" * 3 + "a walk by the river\n", encoding="utf-8")
+    build_index(corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    with pytest.raises(SensesError, match="1 distinct vector") as refused:
+        senses(index, "dock", clusters=2)
+    assert refused.value.field == "clusters"
+    one = senses(index, "dock")  # left to choose, it finds the one sense there is
+    assert one.sizes == [3] and list(one.labels) == [0, 0, 0]

@@ -24,7 +24,8 @@ from .conftest import FIXTURE_MODEL, ServerProcess, free_port
 API_KEY = "search-test-key"
 AUTH = {"authorization": f"Bearer {API_KEY}"}
 MAX_BODY_BYTES = 4096
-# "play" in two senses, "bank" in two, "walk" only twice (too few uses to cluster), one capitalised "Play".
+# "play" in two senses, "bank" in two, "walk" only twice (too few uses to cluster), one capitalised "Play",
+# "dock" three times in one line repeated (three uses, one vector).
 CORPUS = [
     "the pitcher made a fine play in the ninth inning",
     "a spectacular play on the grounder ended the game",
@@ -37,6 +38,7 @@ CORPUS = [
     "children like to play outside",
     "a fine day for a walk",
     "a long walk by the river bank",
+    *["they tied the boat to the dock"] * 3,
 ]
 
 
@@ -206,9 +208,26 @@ SENTENCE = "she wrote a play for broadway"
     ("/v1/senses", {"index": "play", "word": "play", "clusters": 8}, 422, "invalid_request", "clusters"),  # 7 uses
     ("/v1/senses", {"index": "play", "word": "play", "clusters": 0}, 422, "invalid_request", "clusters"),
     ("/v1/senses", {"index": "play", "word": "play", "layer": "average"}, 422, "invalid_request", "layer"),
+    ("/v1/senses", {"index": "play", "word": "dock", "clusters": 2}, 422, "invalid_request", "clusters"),
+    ("/v1/senses", {"index": "play", "word": "play", "layer": "\uff12"}, 422, "invalid_request", "layer"),  # full-width
+    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": "layer\uff12"}, 422,
+     "invalid_request", "layer"),
 ])
 def test_bad_search_requests_get_their_status_and_code(search_server, path, body, status, code, field) -> None:
     assert_error(post(search_server, path, body), status, code, field)
+
+
+def test_senses_of_uses_with_one_vector_are_one_cluster(search_server) -> None:
+    response = post(search_server, "/v1/senses", {"index": "play", "word": "dock"})
+    assert response.status_code == 200, response.text
+    assert [cluster["size"] for cluster in response.json()["clusters"]] == [3]
+
+
+def test_a_lone_surrogate_in_a_search_sentence_is_refused(search_server) -> None:
+    body = b'{"index": "play", "sentence": "a \\ud800 play", "word": "play"}'
+    response = httpx.post(f"{search_server.url}/v1/neighbors", content=body,
+                          headers={**AUTH, "content-type": "application/json"}, timeout=60)
+    assert_error(response, 422, "invalid_request", "sentence")
 
 
 def test_senses_refuse_an_accept_they_cannot_answer(search_server) -> None:

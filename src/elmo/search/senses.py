@@ -12,6 +12,14 @@ import numpy as np
 from elmo.search.index import ContextIndex, LayerSpec, Occurrence
 
 
+class SensesError(ValueError):
+    """A request ``senses`` cannot answer, with the argument at fault (``field``: ``word`` or ``clusters``)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass(frozen=True)
 class Senses:
     """``labels[i]`` is the cluster of occurrence ``rows[i]``; ``points`` ``(n, 2)`` their PCA projection;
@@ -29,7 +37,10 @@ class Senses:
 
 def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerSpec | str | None = None,
            max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
-    """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more)."""
+    """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more).
+
+    SensesError (a ValueError) if the word has fewer than 3 uses, or ``clusters`` is more than its uses or than
+    their distinct vectors (uses in identical contexts have identical vectors: k-means cannot split them)."""
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
     from sklearn.metrics import silhouette_score
@@ -37,16 +48,20 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
     name = index.layer(layer)
     rows = index.rows_of(word)
     if len(rows) < 3:
-        raise ValueError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens of {index.directory}; "
-                         "at least 3 are needed to find senses")
+        raise SensesError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens of {index.directory}; "
+                          "at least 3 are needed to find senses", "word")
     if len(rows) > max_occurrences:
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_occurrences, replace=False))
     vectors = np.asarray(index.vectors(name)[rows], dtype=np.float64)
     if clusters is not None and not 1 <= clusters <= len(rows):
-        raise ValueError(f"--clusters {clusters}: expected 1..{len(rows)} (the occurrences of {word!r})")
+        raise SensesError(f"--clusters {clusters}: expected 1..{len(rows)} (the occurrences of {word!r})", "clusters")
     distinct = len(np.unique(vectors, axis=0))  # k-means cannot make more clusters than distinct points
-    most = max(2, min(max_clusters, distinct, len(rows) - 1))
-    candidates = [clusters] if clusters is not None else range(2, most + 1)
+    if clusters is not None and clusters > distinct:
+        raise SensesError(f"--clusters {clusters}: the {len(rows)} uses of {word!r} have {distinct} distinct "
+                          f"vector(s) in {name} (uses in identical contexts are identical), so at most {distinct} "
+                          "cluster(s)", "clusters")
+    most = min(max_clusters, distinct, len(rows) - 1)
+    candidates = [clusters] if clusters is not None else range(2, most + 1) if most >= 2 else [1]
     best = None
     for n_clusters in candidates:
         model = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
@@ -56,7 +71,9 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
             best = (score, model)
     score, model = best
     labels = model.labels_
-    points = PCA(n_components=2, random_state=seed).fit_transform(vectors)
+    # identical uses have no direction to project onto: they sit at the origin
+    flat = np.zeros((len(rows), 2))
+    points = PCA(n_components=2, random_state=seed).fit_transform(vectors) if distinct > 1 else flat
     examples, sizes = [], []
     for cluster in range(model.n_clusters):
         members = np.flatnonzero(labels == cluster)
