@@ -360,7 +360,9 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
         try:
             layers = await all_layers(request, model, token_lists)
 
-            def answer() -> tuple[bytes, dict[str, str]]:  # on a thread: mixing and writing take a while
+            # On a thread: the event loop runs while numpy mixes. orjson holds the GIL while it writes, for a
+            # time that --max-request-tokens bounds.
+            def answer() -> tuple[bytes, dict[str, str]]:
                 outputs = [_pool(mix_layers(vectors, weights), body.pooling) for vectors in layers]
                 if media_type != "application/json":
                     return _npy_body(outputs, token_lists, body.pooling)
