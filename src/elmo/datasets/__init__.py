@@ -4,11 +4,14 @@
 docs/data.md for the sources, their licenses and the held-out rule.
 """
 
+from elmo.datasets import large_sources  # noqa: F401  (adds the large corpora's sources to SOURCES)
 from elmo.datasets.archives import ArchiveError, PinnedArchive, cache_dir, fetch
-from elmo.datasets.prepare import MODEL_CORPORA, heldout_split, prepare, text_key
+from elmo.datasets.prepare import CORPORA, LARGE_CORPORA, MODEL_CORPORA, heldout_split, prepare, text_key
 from elmo.datasets.sources import SOURCES, Passage, Source
 
 __all__ = [
+    "CORPORA",
+    "LARGE_CORPORA",
     "MODEL_CORPORA",
     "SOURCES",
     "ArchiveError",

@@ -1,11 +1,12 @@
-"""``python -m elmo.datasets prepare en --out data/en``: a model's corpus files; ``fetch``: archives only."""
+"""``python -m elmo.datasets prepare en --out data/en``: a model's corpus files (``en-large``/``zh-large``: the
+larger corpora, see docs/data.md); ``fetch``: archives only."""
 
 import argparse
 import sys
 from pathlib import Path
 
 from elmo.datasets.archives import ArchiveError, cache_dir, fetch
-from elmo.datasets.prepare import MODEL_CORPORA, SPLITS, prepare
+from elmo.datasets.prepare import CORPORA, SPLITS, prepare
 from elmo.datasets.sources import SOURCES
 
 
@@ -14,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None, help=f"archive cache (default: {cache_dir()})")
     commands = parser.add_subparsers(dest="command", required=True)
     prepare_parser = commands.add_parser("prepare", help="write train.txt, valid.txt, test.txt, SOURCES.md")
-    prepare_parser.add_argument("model", choices=sorted(MODEL_CORPORA))
+    prepare_parser.add_argument("model", choices=sorted(CORPORA))
     prepare_parser.add_argument("--out", type=Path, required=True)
     prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
     prepare_parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
@@ -33,10 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ArchiveError, ValueError) as error:
         print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
         return 2
+    splits = report.get("splits", SPLITS)
     for source in report["sources"]:
-        counts = ", ".join(f"{split} {source['splits'][split]['tokens']:,}" for split in SPLITS)
-        print(f"{source['name']}: tokens {counts}; {source['dropped_as_task_text']} sentences dropped as task text")
-    totals = ", ".join(f"{split} {report['totals'][split]['tokens']:,}" for split in SPLITS)
+        counts = ", ".join(f"{split} {source['splits'][split]['tokens']:,}" for split in splits)
+        duplicates = (f", {source['dropped_as_duplicate']} as duplicates" if "dropped_as_duplicate" in source else "")
+        print(f"{source['name']}: tokens {counts}; {source['dropped_as_task_text']} sentences dropped as task "
+              f"text{duplicates}")
+    totals = ", ".join(f"{split} {report['totals'][split]['tokens']:,}" for split in splits)
     print(f"total tokens: {totals} -> {args.out}")
     return 0
 

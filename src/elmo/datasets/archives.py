@@ -22,7 +22,8 @@ class ArchiveError(RuntimeError):
 
 @dataclass(frozen=True)
 class PinnedArchive:
-    """One file of a registry: ``registry`` is ``pypi`` or ``npm``; ``sdist`` asks PyPI for the source archive."""
+    """One file of a registry: ``registry`` is ``pypi``, ``npm`` or ``debian`` (a ``.deb`` that ``apt-get
+    download`` fetches from the machine's Debian mirror); ``sdist`` asks PyPI for the source archive."""
 
     registry: str
     name: str
@@ -33,7 +34,8 @@ class PinnedArchive:
 
     @property
     def spec(self) -> str:
-        return f"{self.name}=={self.version}" if self.registry == "pypi" else f"{self.name}@{self.version}"
+        separator = {"pypi": "==", "debian": "="}.get(self.registry, "@")
+        return f"{self.name}{separator}{self.version}"
 
 
 def cache_dir() -> Path:
@@ -84,8 +86,12 @@ def _download(archive: PinnedArchive, into: Path) -> None:
                    str(requirements)]
     elif archive.registry == "npm":
         command = ["npm", "pack", "--ignore-scripts", "--silent", archive.spec]
+    elif archive.registry == "debian":
+        # Only downloads the .deb (nothing is installed or run); a version that the mirror no longer lists
+        # (Debian replaces a package at each point release) fails here: the cached copy is the durable one.
+        command = ["apt-get", "download", "-q", archive.spec]
     else:
-        raise ArchiveError(f"{archive.spec}: unknown registry {archive.registry!r} (expected pypi or npm)")
+        raise ArchiveError(f"{archive.spec}: unknown registry {archive.registry!r} (expected pypi, npm or debian)")
     try:
         result = subprocess.run(command, cwd=into, capture_output=True, text=True, timeout=900)
     except FileNotFoundError:

