@@ -1,16 +1,28 @@
-"""Training throughput of the biLM on this machine: tokens/s, achieved GFLOP/s, and their share of the fp32
-matmul peak measured in the same run.
+"""Training throughput of the biLM on this machine, in one run: tokens/s, achieved GFLOP/s and their share of the
+fp32 matmul peak measured in the same run, and peak RSS, for each preset, batch size, thread count and kernel path.
 
-    python benchmarks/train_throughput.py --config tiny --batch-size 32 --steps 20
+    python benchmarks/train_throughput.py                                  # tiny and small, 64 and 128 rows, 1 and 2 threads
+    python benchmarks/train_throughput.py --configs tiny --batch-sizes 64 --threads 2 --baseline-src /tmp/old/src
 
-The corpus is synthetic (Zipf-distributed words, sentence lengths 5-40), written to a temporary
-directory; speed depends on the model and the number of distinct tokens per batch, not on meaning.
-FLOPs are counted analytically (multiply-add = 2): char CNN over each batch's distinct tokens, highways,
-projection, both LSTM stacks, the sampled softmax, and backward = 2 x forward.
+Paths: ``paired`` (the training kernels: both directions' LSTM layers with their own backward, the sampled softmax's
+own backward) and ``step-loop`` (autograd through each direction's step loop, ``LanguageModel.reference_kernels``).
+``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
+the training kernels), so both are measured side by side. Each measurement runs in its own process, so its peak RSS
+is its own; the matmul peak (best of 2048^3 ``torch.mm``) is measured in this process at each thread count.
+
+The corpus is synthetic (Zipf-distributed words, sentence lengths 5-40), written to a temporary directory; speed
+depends on the model and the number of distinct tokens per batch, not on meaning. FLOPs are counted analytically
+(a multiply-add is 2) as docs/training.md spells out: the char CNN over each batch's distinct tokens at the
+character positions its max needs (the longest token plus the widest filter), highways, projection, both LSTM
+stacks (input, recurrent and projection products), the sampled softmax (target + negatives); backward = 2 x forward.
 """
 
 import argparse
+import json
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,11 +31,8 @@ import numpy as np
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.training.batches import Batcher, ModelInputs
-from elmo.training.corpus import Corpus
-from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
-from elmo.training.presets import resolve_config
-from elmo.training.vocab import Vocabulary
+
+PATHS = ("step-loop", "paired")
 
 
 def write_corpus(path: Path, n_sentences: int, n_words: int, seed: int) -> None:
@@ -35,22 +44,24 @@ def write_corpus(path: Path, n_sentences: int, n_words: int, seed: int) -> None:
             handle.write(" ".join(words[r] for r in ranks) + "\n")
 
 
-def forward_flops(config: BiLMConfig, inputs: ModelInputs, n_negatives: int, vocab_size: int) -> float:
+def forward_flops(config: BiLMConfig, char_ids: torch.Tensor, n_tokens: int, n_negatives: int,
+                  vocab_size: int) -> float:
+    """Forward FLOPs of one step over ``n_tokens`` positions per direction and the batch's distinct tokens."""
     cnn, lstm = config.char_cnn, config.lstm
-    n_tokens = inputs.forward_tokens.numel()
-    n_distinct = inputs.char_ids.shape[0]
-    per_distinct = sum(2 * width * cnn.embedding_dim * n * (cnn.max_characters_per_token - width + 1)
-                       for width, n in cnn.filters)
+    widest = max(width for width, _ in cnn.filters)
+    used = int(((char_ids > 0) & (char_ids != 261)).sum(dim=1).max())
+    n_positions = min(cnn.max_characters_per_token, used + widest)
+    per_distinct = sum(2 * width * cnn.embedding_dim * n * (n_positions - width + 1) for width, n in cnn.filters)
     per_distinct += cnn.n_highway * 2 * 2 * cnn.n_filters**2
     if config.has_token_projection:
         per_distinct += 2 * cnn.n_filters * lstm.projection_dim
-    per_token = 0
-    for _ in range(lstm.n_layers):
-        per_token += 2 * 4 * lstm.dim * (2 * lstm.projection_dim)  # input and recurrent products
-        if lstm.has_projection:
-            per_token += 2 * lstm.dim * lstm.projection_dim
+    # Each layer's input and recurrent products (every layer reads projection_dim wide inputs), its projection.
+    per_layer = 2 * 4 * lstm.dim * 2 * lstm.projection_dim
+    if lstm.has_projection:
+        per_layer += 2 * lstm.dim * lstm.projection_dim
+    per_token = lstm.n_layers * per_layer
     per_token += 2 * lstm.projection_dim * (min(n_negatives, vocab_size) + 1)  # sampled softmax
-    return n_distinct * per_distinct + 2 * n_tokens * per_token  # two directions
+    return len(char_ids) * per_distinct + 2 * n_tokens * per_token  # two directions
 
 
 def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
@@ -64,20 +75,15 @@ def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="tiny", help="preset name or options.json")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--unroll-steps", type=int, default=20)
-    parser.add_argument("--negatives", type=int, default=8192)
-    parser.add_argument("--vocab-size", type=int, default=20000)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def measure(args: argparse.Namespace) -> dict:
+    """One configuration, path and thread count, in this process."""
+    from elmo.training.batches import Batcher
+    from elmo.training.corpus import Corpus
+    from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
+    from elmo.training.presets import resolve_config
+    from elmo.training.vocab import Vocabulary
 
+    torch.set_num_threads(args.threads)
     config = resolve_config(args.config)
     with tempfile.TemporaryDirectory() as directory:
         corpus_path = Path(directory) / "corpus.txt"
@@ -87,6 +93,7 @@ def main() -> None:
         torch.manual_seed(0)
         model = LanguageModel(config, len(vocab))
         initialize_like_bilm_tf(model)
+        model.reference_kernels = args.path == "step-loop"
         optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0, eps=0.0)
         rows = range(args.batch_size)
         batcher = Batcher(corpus, vocab, rows, args.batch_size, args.unroll_steps, seed=0, max_epochs=None)
@@ -104,19 +111,70 @@ def main() -> None:
             state = output.state
             if step >= args.warmup:
                 seconds += time.perf_counter() - start
-                flops += 3 * forward_flops(config, inputs, args.negatives, len(vocab))
+                flops += 3 * forward_flops(config, inputs.char_ids, inputs.forward_tokens.numel(), args.negatives,
+                                           len(vocab))
         batcher.close()
-
-    peak = matmul_peak_gflops()
     tokens = args.steps * args.batch_size * args.unroll_steps
-    achieved = flops / seconds / 1e9
-    print(f"config {args.config}, batch {args.batch_size} x {args.unroll_steps}, {args.negatives} negatives, "
-          f"vocab {len(vocab)}, {torch.get_num_threads()} threads")
-    print(f"tokens/s: {tokens / seconds:.0f}")
-    print(f"achieved GFLOP/s: {achieved:.2f}")
-    print(f"fp32 matmul peak GFLOP/s (2048^3 mm, same run): {peak:.2f}")
-    print(f"share of peak: {100 * achieved / peak:.1f}%")
-    print(f"peak RSS MiB: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+    import elmo
+
+    return {"source": elmo.__file__, "tokens_per_s": tokens / seconds, "gflops": flops / seconds / 1e9,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", nargs="+", default=["tiny", "small"], help="preset names or options.json")
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[64, 128])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--paths", nargs="+", choices=[*PATHS, "baseline"], default=list(PATHS))
+    parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
+    parser.add_argument("--unroll-steps", type=int, default=20)
+    parser.add_argument("--negatives", type=int, default=8192)
+    parser.add_argument("--vocab-size", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one measurement
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--thread-count", type=int, dest="threads_one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        args.threads = args.threads_one
+        print(json.dumps(measure(args)))
+        return
+    paths = list(args.paths)
+    if args.baseline_src is not None and "baseline" not in paths:
+        paths.insert(0, "baseline")
+    if "baseline" in paths and args.baseline_src is None:
+        parser.error("--paths baseline needs --baseline-src")
+
+    print(f"{args.unroll_steps} steps per row, {args.negatives} negatives, vocabulary {args.vocab_size}, "
+          f"{args.steps} timed steps after {args.warmup}; 'of peak' = achieved / the 2048^3 torch.mm peak")
+    print("| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x step-loop | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for config in args.configs:
+            for batch_size in args.batch_sizes:
+                results = {}
+                for path in paths:
+                    source = args.baseline_src if path == "baseline" else Path(__file__).resolve().parents[1] / "src"
+                    command = [sys.executable, __file__, "--one", "--config", config, "--batch-size", str(batch_size),
+                               "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
+                               "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
+                               "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
+                               "--warmup", str(args.warmup)]
+                    env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
+                    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+                    results[path] = json.loads(output.splitlines()[-1])
+                peak = matmul_peak_gflops()
+                for path, result in results.items():
+                    versus = result["tokens_per_s"] / results["step-loop"]["tokens_per_s"] if "step-loop" in results \
+                        else float("nan")
+                    print(f"| {config} | {batch_size} | {threads} | {path} | {result['tokens_per_s']:.0f} | "
+                          f"{result['gflops']:.1f} | {peak:.0f} | {100 * result['gflops'] / peak:.0f} % | "
+                          f"{versus:.2f} | {result['peak_rss_mib']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

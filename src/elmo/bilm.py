@@ -23,8 +23,9 @@ from torch import nn
 from elmo.characters import bos_char_ids, eos_char_ids
 from elmo.config import BiLMConfig
 from elmo.lanes import pack_lanes
+from elmo.modules.bidirectional import run_directions
 from elmo.modules.char_cnn import TokenEncoder
-from elmo.modules.lstm import LstmStack, LstmState
+from elmo.modules.lstm import LstmStack
 
 
 class BiLMState(NamedTuple):
@@ -119,27 +120,17 @@ class BiLM(nn.Module):
         padded_tokens = bounded.reshape(batch_size * n_steps, width)
         packing = _pack(lengths + 2, n_steps)
 
-        sorted_state = BiLMState(state.h[:, :, packing.order], state.c[:, :, packing.order])
-        directions = []
-        for direction, (stack, index) in enumerate(
-            ((self.forward_lstm, packing.forward_index), (self.backward_lstm, packing.backward_index))
-        ):
-            states = [LstmState(sorted_state.h[direction, k], sorted_state.c[direction, k])
-                      for k in range(len(stack.layers))]
-            outputs, finals = stack(padded_tokens[index], packing.batch_sizes, states)
-            directions.append((index, outputs, finals))
-
-        layers = self._unpack_layers(padded_tokens, directions, batch_size, n_steps)
+        indices = torch.stack([packing.forward_index, packing.backward_index])
+        run = run_directions(self.forward_lstm, self.backward_lstm, padded_tokens[indices], packing.batch_sizes,
+                             state.h[:, :, packing.order], state.c[:, :, packing.order])
+        layers = _unpack_layers(padded_tokens, indices, run.layers)
+        layers = layers.reshape(len(run.layers) + 1, batch_size, n_steps, 2 * width)
         # Drop <S> (step 0) and </S> (step length + 1, beyond the mask once shifted by one).
         layers = layers[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
 
         restore = torch.empty_like(packing.order)
         restore[packing.order] = torch.arange(batch_size, device=mask.device)
-        new_state = BiLMState(
-            torch.stack([torch.stack([s.h for s in finals]) for _, _, finals in directions])[:, :, restore],
-            torch.stack([torch.stack([s.c for s in finals]) for _, _, finals in directions])[:, :, restore],
-        )
-        return BiLMOutput(layers, mask), new_state
+        return BiLMOutput(layers, mask), BiLMState(run.h[:, :, restore], run.c[:, :, restore])
 
     def contextualize_lanes(self, token_vectors: torch.Tensor, lengths: Sequence[int], n_lanes: int) -> torch.Tensor:
         """The layers of many sentences, run a few at a time on ``n_lanes`` LSTM rows (``elmo/lanes.py``).
@@ -167,22 +158,15 @@ class BiLM(nn.Module):
         bounded[starts] = bos_vector
         bounded[ends - 1] = eos_vector
         bounded[is_token] = token_vectors
+        # The fused LSTM takes no restarts: for it, each sentence has its own row.
         fused = all(layer.fuses for layer in self.forward_lstm.layers)
         packing = pack_lanes(bounded_lengths, len(lengths) if fused else n_lanes)
-        n_rows = packing.batch_sizes[0]
-        layers = bounded.new_empty((n_layers + 1, len(bounded), 2 * width))
-        layers[0] = torch.cat([bounded, bounded], dim=1)
         restarts = {step: rows.to(device) for step, rows in packing.restarts.items()}
-        for half, (stack, index) in enumerate(
-            ((self.forward_lstm, packing.forward_index), (self.backward_lstm, packing.backward_index))
-        ):
-            index = index.to(device)
-            zeros = [LstmState(bounded.new_zeros((n_rows, width)), bounded.new_zeros((n_rows, self.config.lstm.dim)))
-                     for _ in range(n_layers)]
-            outputs, _ = stack(bounded[index], packing.batch_sizes, zeros, restarts=restarts)
-            for k, output in enumerate(outputs, start=1):
-                layers[k, index, half * width : (half + 1) * width] = output
-        return layers[:, is_token]
+        indices = torch.stack([packing.forward_index, packing.backward_index]).to(device)
+        zeros = self.zero_state(packing.batch_sizes[0], like=bounded)
+        run = run_directions(self.forward_lstm, self.backward_lstm, bounded[indices], packing.batch_sizes, zeros.h,
+                             zeros.c, restarts)
+        return _unpack_layers(bounded, indices, run.layers)[:, is_token]
 
     def _check_char_ids(self, char_ids: torch.Tensor) -> torch.Tensor:
         max_characters = self.config.char_cnn.max_characters_per_token
@@ -196,23 +180,18 @@ class BiLM(nn.Module):
             raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
         return (char_ids > 0).any(dim=-1)
 
-    def _unpack_layers(
-        self,
-        padded_tokens: torch.Tensor,
-        directions: list[tuple[torch.Tensor, list[torch.Tensor], list[LstmState]]],
-        batch_size: int,
-        n_steps: int,
-    ) -> torch.Tensor:
-        """Packed outputs of both directions -> ``(n_layers + 1, batch, n_steps, 2 * projection_dim)``."""
-        n_layers = self.config.lstm.n_layers
-        width = padded_tokens.shape[1]
-        layers = padded_tokens.new_zeros((n_layers + 1, batch_size * n_steps, 2 * width))
-        layers[0] = torch.cat([padded_tokens, padded_tokens], dim=1)
-        for half, (index, outputs, _) in enumerate(directions):
-            columns = slice(half * width, (half + 1) * width)
-            for k, output in enumerate(outputs, start=1):
-                layers[k, index, columns] = output
-        return layers.reshape(n_layers + 1, batch_size, n_steps, 2 * width)
+
+def _unpack_layers(token_vectors: torch.Tensor, indices: torch.Tensor, lstm_layers: list[torch.Tensor]) -> torch.Tensor:
+    """``(n_layers + 1, positions, 2 * width)``: layer 0 the ``token_vectors (positions, width)`` twice, layer k the
+    k-th LSTM layer's packed outputs ``(2, packed, width)`` put back where ``indices (2, packed)`` read them from,
+    forward half first. Positions no stream read stay zero."""
+    n_positions, width = token_vectors.shape
+    layers = token_vectors.new_zeros((len(lstm_layers) + 1, n_positions, 2 * width))
+    layers[0] = torch.cat([token_vectors, token_vectors], dim=1)
+    for k, outputs in enumerate(lstm_layers, start=1):
+        for half in (0, 1):
+            layers[k, indices[half], half * width : (half + 1) * width] = outputs[half]
+    return layers
 
 
 def _check_mask(mask: torch.Tensor) -> torch.Tensor:

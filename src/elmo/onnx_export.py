@@ -38,7 +38,7 @@ from torch._higher_order_ops.scan import scan
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
 from elmo.model_dir import ModelDir
-from elmo.modules.lstm import LstmStack, ProjectedLstm
+from elmo.modules.lstm import LstmStack, ProjectedLstm, lstm_cell
 
 # The opset torch 2.13's exporter writes natively; a later one goes through onnx's version converter (21
 # tested). An earlier one cannot be had: the converter fails on this graph (tried: 13, 17) and the exporter
@@ -256,21 +256,14 @@ def _run_stack(stack: LstmStack, inputs: torch.Tensor) -> list[torch.Tensor]:
 def _run_layer(layer: ProjectedLstm, inputs: torch.Tensor) -> torch.Tensor:
     """``ProjectedLstm.forward``'s cell over ``inputs (batch, n_steps, input_dim)`` from zero state."""
     dim = layer.dim
-    forget_bias = torch.zeros_like(layer.bias)
-    forget_bias[2 * dim : 3 * dim] = layer.FORGET_BIAS
-    input_gates = nn.functional.linear(inputs, layer.input_weight, layer.bias + forget_bias).transpose(0, 1)
+    input_gates = nn.functional.linear(inputs, layer.input_weight, layer.gate_bias()).transpose(0, 1)
     recurrent_weight = layer.recurrent_weight.t()
     projection = layer.projection.t() if layer.projection is not None else None
     cell_clip, proj_clip = layer.cell_clip, layer.proj_clip
 
     def step(state: tuple[torch.Tensor, torch.Tensor], step_gates: torch.Tensor):
         h, c = state
-        gates = step_gates + h @ recurrent_weight
-        i, j, f, o = gates.chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-        if cell_clip:
-            c = c.clamp(-cell_clip, cell_clip)
-        h = torch.sigmoid(o) * torch.tanh(c)
+        _, c, h = lstm_cell(step_gates + h @ recurrent_weight, c, cell_clip, tanh=torch.tanh)
         if projection is not None:
             h = h @ projection
             if proj_clip:

@@ -71,7 +71,7 @@ def _gate_block_rows(batch_sizes: list[int]) -> int:
     return rows
 
 
-def _tanh(x: torch.Tensor) -> torch.Tensor:
+def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
 
     On the test CPU PyTorch's tanh takes 3-4x as long as its sigmoid (190 against 57 µs for the whole identity
@@ -80,6 +80,28 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
     if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
         return torch.tanh(x)
     return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
+
+
+class CellStep(NamedTuple):
+    """One step of the cell: the memory before and after its clip, and the hidden output ``o * tanh(c)``."""
+
+    cell_unclipped: torch.Tensor
+    cell: torch.Tensor
+    hidden: torch.Tensor
+
+
+def lstm_cell(gates: torch.Tensor, previous_cell: torch.Tensor, cell_clip: float,
+              tanh: Callable[[torch.Tensor], torch.Tensor] = fast_tanh) -> CellStep:
+    """TF's ``LSTMCell`` after its products: the one statement of the cell that every runner calls.
+
+    ``gates`` ``(..., 4 * dim)``: ``W x + U h + b`` in TF's order i, j (candidate), f, o, the forget bias included;
+    ``previous_cell`` ``(..., dim)``. ``c = sigmoid(f) * c' + sigmoid(i) * tanh(j)``, clipped to ``+-cell_clip``
+    (0: no clip); ``hidden = sigmoid(o) * tanh(c)``, from the clipped ``c``.
+    """
+    i, j, f, o = gates.chunk(4, dim=-1)
+    cell_unclipped = torch.sigmoid(f) * previous_cell + torch.sigmoid(i) * tanh(j)
+    cell = cell_unclipped.clamp(-cell_clip, cell_clip) if cell_clip else cell_unclipped
+    return CellStep(cell_unclipped, cell, torch.sigmoid(o) * tanh(cell))
 
 
 class LstmState(NamedTuple):
@@ -121,22 +143,30 @@ class ProjectedLstm(nn.Module):
             if weight is not None:
                 nn.init.xavier_uniform_(weight)
 
+    def gate_bias(self) -> torch.Tensor:
+        """The bias the gates add: the stored one with TF's forget bias added to f (weight files store it without)."""
+        forget_bias = torch.zeros_like(self.bias)
+        forget_bias[2 * self.dim : 3 * self.dim] = self.FORGET_BIAS
+        return self.bias + forget_bias
+
     @property
     def fuses(self) -> bool:
-        """Without clipping, sequences that start from the given state run as PyTorch's own fused LSTM."""
+        """Without clipping the cell is PyTorch's own LSTM's, which may then run it (``fused=True``)."""
         return not self.cell_clip and not (self.proj_clip and self.projection is not None)
 
     def forward(
         self, packed_inputs: torch.Tensor, batch_sizes: list[int], state: LstmState,
-        restarts: dict[int, torch.Tensor] | None = None,
+        restarts: dict[int, torch.Tensor] | None = None, fused: bool = False,
     ) -> tuple[torch.Tensor, LstmState]:
         """``packed_inputs (n_real_tokens, input_dim)`` -> ``(n_real_tokens, output_dim)`` and final state.
 
-        ``restarts`` maps a step to the rows (of that step) whose state is set to zeros before it.
+        ``restarts`` maps a step to the rows (of that step) whose state is set to zeros before it. ``fused`` runs
+        PyTorch's own LSTM instead of the step loop (``modules/bidirectional.py`` decides).
         """
-        bias = self.bias.clone()
-        bias[2 * self.dim : 3 * self.dim] += self.FORGET_BIAS
-        if self.fuses and batch_sizes and not restarts:
+        bias = self.gate_bias()
+        if fused:
+            if not self.fuses or restarts:
+                raise ValueError("PyTorch's fused LSTM neither clips nor restarts rows")
             return self._fused(packed_inputs, batch_sizes, state, bias)
 
         h, c = state
@@ -159,11 +189,7 @@ class ProjectedLstm(nn.Module):
             gates = _step_product(h, self.recurrent_weight, self._prepacked_recurrent,
                                   input_gates[offset - block_start : offset - block_start + n_alive])
             offset += n_alive
-            i, j, f, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(j)
-            if self.cell_clip:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.sigmoid(o) * _tanh(c)
+            _, c, h = lstm_cell(gates, c, self.cell_clip)
             if self.projection is not None:
                 h = _step_product(h, self.projection, self._prepacked_projection)
                 if self.proj_clip:
@@ -228,12 +254,13 @@ class LstmStack(nn.Module):
         states: list[LstmState],
         input_dropout: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
         restarts: dict[int, torch.Tensor] | None = None,
+        fused: bool = False,
     ) -> tuple[list[torch.Tensor], list[LstmState]]:
         """Returns each layer's packed output ``(n_real_tokens, projection_dim)`` and each layer's state.
 
         ``input_dropout(layer_index, layer_input)``, given in training only, replaces each layer's input
         before the layer and its skip connection read it (bilm-tf's DropoutWrapper around ResidualWrapper).
-        ``restarts``, as ``ProjectedLstm.forward`` takes it, holds for every layer.
+        ``restarts`` and ``fused``, as ``ProjectedLstm.forward`` takes them, hold for every layer.
         """
         layer_outputs: list[torch.Tensor] = []
         final_states: list[LstmState] = []
@@ -241,7 +268,7 @@ class LstmStack(nn.Module):
         for index, (layer, state) in enumerate(zip(self.layers, states, strict=True)):
             if input_dropout is not None:
                 layer_input = input_dropout(index, layer_input)
-            output, final_state = layer(layer_input, batch_sizes, state, restarts)
+            output, final_state = layer(layer_input, batch_sizes, state, restarts, fused)
             if index > 0 and self.use_skip_connections:
                 output = output + layer_input
             layer_outputs.append(output)

@@ -12,7 +12,6 @@ and drawn for the whole global batch, each process slicing its rows: so the step
 one process computes it or several, and a resumed run draws what the uninterrupted one drew.
 """
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -22,8 +21,7 @@ from torch import nn
 
 from elmo.bilm import BiLM, BiLMState
 from elmo.config import BiLMConfig
-from elmo.modules.lstm import LstmState
-from elmo.modules.lstm_training import run_paired_stacks
+from elmo.modules.bidirectional import run_directions
 from elmo.training.batches import NO_TARGET, ModelInputs
 from elmo.training.softmax import (
     Candidates,
@@ -123,62 +121,38 @@ class LanguageModel(nn.Module):
     def forward(self, inputs: ModelInputs, state: BiLMState, noise: StepNoise | None = None) -> LmOutput:
         """One batch from ``state``; ``noise`` None means evaluation: full softmax, no dropout.
 
-        Training runs the paired kernel (``modules/lstm_training.py``, ``SampledSoftmaxNll``) unless
-        ``reference_kernels`` is set: then autograd runs through the step loop of each direction, the statement of
-        the equations that the kernels are tested against.
+        Training runs the training kernels (``modules/bidirectional.py`` picks the paired LSTM layers, and the
+        sampled softmax runs ``SampledSoftmaxNll``) unless ``reference_kernels`` is set: then autograd runs through
+        each direction's step loop and ``sampled_softmax_nll``, the statement of the equations that the kernels are
+        tested against.
         """
-        if noise is None or self.reference_kernels:
-            return self._forward_step_loop(inputs, state, noise)
-        n_rows = inputs.forward_tokens.shape[0]
+        n_rows, n_steps = inputs.forward_tokens.shape
         token_vectors = self.bilm.token_encoder(inputs.char_ids)
         # Time-major packing of full rows, one stream per direction: step t of row r sits at t * n_rows + r.
         positions = torch.stack([inputs.forward_tokens.T.reshape(-1), inputs.backward_tokens.T.reshape(-1)])
-        n_layers = self.config.lstm.n_layers
-        dropout = None
-        if noise.dropout > 0:
-            def dropout(layer: int, pair: torch.Tensor) -> torch.Tensor:
-                return torch.stack([noise.apply_dropout(direction, layer, pair[direction]) for direction in (0, 1)])
-        outputs, finals_h, finals_c = run_paired_stacks(self.bilm.forward_lstm, self.bilm.backward_lstm,
-                                                        token_vectors[positions], state.h, state.c, n_rows, dropout)
-        top = outputs[-1] if dropout is None else dropout(n_layers, outputs[-1])
         targets = torch.stack([inputs.forward_targets.T.reshape(-1), inputs.backward_targets.T.reshape(-1)])
-        nll = SampledSoftmaxNll.apply(top.reshape(-1, top.shape[2]), targets.reshape(-1), self.softmax_weight,
-                                      self.softmax_bias, noise.candidates)
-        return LmOutput(nll.view(2, -1).sum(dim=1), targets.shape[1], BiLMState(finals_h, finals_c).detach())
-
-    def _forward_step_loop(self, inputs: ModelInputs, state: BiLMState, noise: StepNoise | None) -> LmOutput:
-        n_rows, n_steps = inputs.forward_tokens.shape
-        token_vectors = self.bilm.token_encoder(inputs.char_ids)
-        batch_sizes = [n_rows] * n_steps
-        nll_sums, finals_h, finals_c = [], [], []
-        n_targets = 0
-        streams = ((self.bilm.forward_lstm, inputs.forward_tokens, inputs.forward_targets),
-                   (self.bilm.backward_lstm, inputs.backward_tokens, inputs.backward_targets))
-        for direction, (stack, tokens, targets) in enumerate(streams):
-            # Time-major packing of full rows: step t of row r sits at t * n_rows + r.
-            packed = token_vectors[tokens.T.reshape(-1)]
-            states = [LstmState(state.h[direction, k], state.c[direction, k]) for k in range(len(stack.layers))]
-            dropout = None
-            if noise is not None and noise.dropout > 0:
-                dropout = functools.partial(noise.apply_dropout, direction)
-            outputs, finals = stack(packed, batch_sizes, states, input_dropout=dropout)
-            top = outputs[-1]
-            if dropout is not None:
-                top = dropout(len(stack.layers), top)
-            packed_targets = targets.T.reshape(-1)
-            if noise is None:
-                real = packed_targets != NO_TARGET
-                nll = full_softmax_nll(top[real], packed_targets[real], self.softmax_weight, self.softmax_bias)
-                n_targets = int(real.sum())
-            else:
-                nll = sampled_softmax_nll(top, packed_targets, self.softmax_weight, self.softmax_bias,
+        dropout = noise.apply_dropout if noise is not None and noise.dropout > 0 else None
+        run = run_directions(self.bilm.forward_lstm, self.bilm.backward_lstm, token_vectors[positions],
+                             [n_rows] * n_steps, state.h, state.c, input_dropout=dropout,
+                             reference=self.reference_kernels)
+        top = run.layers[-1]
+        if dropout is not None:
+            top = torch.stack([dropout(direction, len(run.layers), top[direction]) for direction in (0, 1)])
+        weight, bias = self.softmax_weight, self.softmax_bias
+        if noise is None:
+            real = targets != NO_TARGET
+            nll_sums = torch.stack([full_softmax_nll(top[d][real[d]], targets[d][real[d]], weight, bias).sum()
+                                    for d in (0, 1)])
+            n_targets = int(real[0].sum())
+        elif self.reference_kernels:
+            nll_sums = torch.stack([sampled_softmax_nll(top[d], targets[d], weight, bias, noise.candidates).sum()
+                                    for d in (0, 1)])
+            n_targets = targets.shape[1]
+        else:
+            nll = SampledSoftmaxNll.apply(top.reshape(-1, top.shape[2]), targets.reshape(-1), weight, bias,
                                           noise.candidates)
-                n_targets = nll.shape[0]
-            nll_sums.append(nll.sum())
-            finals_h.append(torch.stack([final.h for final in finals]))
-            finals_c.append(torch.stack([final.c for final in finals]))
-        new_state = BiLMState(torch.stack(finals_h), torch.stack(finals_c)).detach()
-        return LmOutput(torch.stack(nll_sums), n_targets, new_state)
+            nll_sums, n_targets = nll.view(2, -1).sum(dim=1), targets.shape[1]
+        return LmOutput(nll_sums, n_targets, BiLMState(run.h, run.c).detach())
 
 
 def initialize_like_bilm_tf(model: LanguageModel) -> None:
