@@ -1,7 +1,7 @@
 """Training throughput of the biLM on this machine, in one run: tokens/s, achieved GFLOP/s and their share of the
 fp32 matmul peak measured in the same run, and peak RSS, for each preset, batch size, thread count and kernel path.
 
-    python benchmarks/train_throughput.py                                  # tiny and small, 64 and 128 rows, 1 and 2 threads
+    python benchmarks/train_throughput.py             # tiny and small, 64 and 128 rows, 1 and 2 threads
     python benchmarks/train_throughput.py --configs tiny --batch-sizes 64 --threads 2 --baseline-src /tmp/old/src
 
 Paths: ``paired`` (the training kernels: both directions' LSTM layers with their own backward, the sampled softmax's
@@ -151,7 +151,8 @@ def main() -> None:
 
     print(f"{args.unroll_steps} steps per row, {args.negatives} negatives, vocabulary {args.vocab_size}, "
           f"{args.steps} timed steps after {args.warmup}; 'of peak' = achieved / the 2048^3 torch.mm peak")
-    print("| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x step-loop | peak RSS MiB |")
+    print("| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x step-loop | "
+          "peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         torch.set_num_threads(threads)
