@@ -53,6 +53,12 @@ from elmo.training.corpus import Corpus, RowPosition
 from elmo.training.export import grow_vocabulary, load_language_model
 from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
 from elmo.training.presets import resolve_config
+from elmo.training.softmax_sync import (
+    SOFTMAX_PARAMETERS,
+    CommunicatedBytes,
+    all_reduce_softmax_rows,
+    dense_gradient_bytes,
+)
 from elmo.training.vocab import Vocabulary
 
 LOG_FILE = "log.jsonl"
@@ -320,7 +326,11 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     if checkpoint is not None:
         optimizer.load_state_dict(checkpoint.optimizer_state)
         restore_rng(checkpoint.rng)
-    wrapped = DistributedDataParallel(model) if processes.world_size > 1 else model
+    wrapped: torch.nn.Module = model
+    if processes.world_size > 1:  # the softmax's gradient is exchanged by its rows instead (softmax_sync.py)
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(SOFTMAX_PARAMETERS))
+        wrapped = DistributedDataParallel(model)
+    communicated = CommunicatedBytes()
 
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
                       model.config.char_cnn.max_characters_per_token,
@@ -347,6 +357,11 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
                                        options.batch_size, options.state_reset)
                 output = wrapped(_to_device(inputs, processes.device), noise.reset_rows(state), noise)
                 (output.loss * options.unroll_steps).backward()
+                if processes.world_size > 1:
+                    communicated = all_reduce_softmax_rows(
+                        model.softmax_weight, model.softmax_bias, noise.candidates.ids,
+                        torch.stack([inputs.forward_targets, inputs.backward_targets]), processes.world_size)
+                    communicated.dense = dense_gradient_bytes(model)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -361,6 +376,8 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
 
                 if step % options.log_every == 0:
                     record = interval.record(step, tokens_per_step)
+                    if processes.world_size > 1:  # this process's share of the last step's collectives
+                        record["communicated_bytes"] = asdict(communicated)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
                                     tok_s=f"{record['tokens_per_s']:.0f}")
                     if log is not None:
