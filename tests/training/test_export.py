@@ -1,14 +1,19 @@
-"""`elmo perplexity` and `elmo export` on model directories: shipped names, missing softmax, tokenizer."""
+"""`elmo perplexity` and `elmo export` on model directories: shipped names, missing softmax, tokenizer, the
+softmax file's dtypes (float32, float16 from a shipped model) and what is refused."""
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from run_helpers import train_micro_run
+from safetensors.torch import load_file, save_file
 
 from elmo.cli import main
 from elmo.training import Corpus, evaluate, load_language_model
-from elmo.training.export import SOFTMAX_FILE
+from elmo.training.checkpoints import CheckpointError
+from elmo.training.export import SOFTMAX_FILE, write_softmax
 
 
 @pytest.fixture
@@ -64,3 +69,41 @@ def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(
     from elmo.model_dir import ModelDir
 
     assert ModelDir.find(tmp_path / "model").tokenizer == "english"
+
+
+@pytest.mark.parametrize(("tensors", "message"), [
+    ({"weight": "float16"}, "lacks 'bias'; expected tensors ['bias', 'weight']"),
+    ({"weight": "int32", "bias": "float16"}, "weight of dtype torch.int32; expected float32 or float16"),
+    ({"weight": "float16", "bias": "inf"}, "NaN or infinite values in bias"),
+    ({"weight": "wide", "bias": "float16"}, "has weight ({v}, 17); expected ({v}, 16) from vocab.txt and options.json"),
+])
+def test_a_softmax_of_the_wrong_dtype_shape_or_values_is_refused_by_name(
+    shipped_root: Path, tensors: dict, message: str
+):
+    model, vocab = load_language_model(shipped_root / "mini")
+    weight, bias = model.softmax_weight.detach(), model.softmax_bias.detach()
+    made = {"float16": None, "int32": weight.to(torch.int32), "wide": torch.zeros(weight.shape[0], 17),
+            "inf": torch.full_like(bias, float("inf")).half()}
+    softmax = {name: made[kind] if made[kind] is not None else (weight if name == "weight" else bias).half()
+               for name, kind in tensors.items()}
+    save_file(softmax, str(shipped_root / "mini" / SOFTMAX_FILE))
+    with pytest.raises(CheckpointError, match=re.escape(message.format(v=len(vocab)))):
+        load_language_model(shipped_root / "mini")
+
+
+def test_a_float16_softmax_loads_as_float32_and_exports_back_as_float32(shipped_root: Path, tmp_path: Path):
+    model, _ = load_language_model(shipped_root / "mini")
+    write_softmax(model, shipped_root / "mini", torch.float16)
+    halved, _ = load_language_model("mini")
+    assert halved.softmax_weight.dtype == torch.float32
+    assert torch.equal(halved.softmax_weight, model.softmax_weight.detach().half().float())
+    assert main(["export", "mini", "--out", str(tmp_path / "again")]) == 0
+    assert load_file(str(tmp_path / "again" / SOFTMAX_FILE))["weight"].dtype == torch.float32
+
+
+def test_a_softmax_beyond_float16s_range_is_not_written_as_float16(shipped_root: Path, tmp_path: Path):
+    model, _ = load_language_model(shipped_root / "mini")
+    with torch.no_grad():
+        model.softmax_bias[3] = 1e5
+    with pytest.raises(ValueError, match=r"the softmax bias has values that torch\.float16 cannot hold"):
+        write_softmax(model, tmp_path, torch.float16)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.corpus import Corpus
-from elmo.training.export import export_model, load_language_model, model_tokenizer
+from elmo.training.export import export_model, load_language_model, model_tokenizer, resolve_model
 from elmo.training.presets import TRAINING_PRESETS
 from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, TrainingOptions, evaluate, train
 from elmo.training.vocab import Vocabulary
@@ -63,11 +63,15 @@ def _train(args: argparse.Namespace) -> int:
     missing = [name for name in ("corpus", "out") if getattr(args, name) is None]
     if missing:
         raise ValueError(f"give {' and '.join('--' + name for name in missing)} (or --resume DIR)")
+    # A shipped model's name (en) becomes its directory, so the run records where it started from.
+    init_from = None if args.init_from is None else resolve_model(args.init_from)
+    tokenizer = args.tokenizer or (model_tokenizer(init_from) if init_from is not None else "whitespace")
     options = TrainingOptions(
         # Absolute paths: the run records them, and --resume may be given from another directory.
-        corpus=_absolute(args.corpus), vocab=_absolute(args.vocab), tokenizer=args.tokenizer,
+        corpus=_absolute(args.corpus), vocab=_absolute(args.vocab), tokenizer=tokenizer,
         config=args.config if args.config in TRAINING_PRESETS else _absolute(args.config),
-        valid=_absolute(args.valid or []), init_from=_absolute(args.init_from), min_count=args.min_count,
+        valid=_absolute(args.valid or []), init_from=_absolute(None if init_from is None else str(init_from)),
+        min_count=args.min_count,
         batch_size=args.batch_size,
         unroll_steps=args.unroll_steps, n_negatives=args.negatives, optimizer=args.optimizer,
         learning_rate=args.lr if args.lr is not None else (0.2 if args.optimizer == "adagrad" else 1e-3),
@@ -115,11 +119,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--out", type=Path, help="run directory (checkpoints, log.jsonl, perplexity.png)")
     train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly (to its "
                               "own --max-steps/--epochs unless given again)")
-    train_parser.add_argument("--init-from", help="continue training this model (exported dir or run/checkpoint) "
-                              "on --corpus, growing the vocabulary with its new words")
+    train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
+                              "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words")
     train_parser.add_argument("--min-count", type=int, default=1, help="with --init-from: new words seen this often")
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
-    train_parser.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
+                              help="how the text is split (default: whitespace; with --init-from, that model's own)")
     train_parser.add_argument("--max-steps", type=int, default=None)
     train_parser.add_argument("--epochs", type=int, default=None)
     train_parser.add_argument("--batch-size", type=int, default=128, help="rows of the global batch")
@@ -150,6 +155,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     perplexity.set_defaults(func=_perplexity)
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
-    export.add_argument("source", help="a run directory (its newest checkpoint) or a checkpoint directory")
+    export.add_argument("source", help="a run directory (its newest checkpoint), a checkpoint directory, or a model "
+                        "directory or shipped name (its softmax written as float32)")
     export.add_argument("--out", required=True, type=Path, help="model directory to write")
     export.set_defaults(func=_export)

@@ -4,14 +4,17 @@ further training.
 An exported model directory holds ``options.json`` and ``weights.hdf5`` exactly as bilm-tf publishes
 them (so every ELMo reader, ours included, loads it), plus ``vocab.txt`` and ``softmax.safetensors``
 (``weight`` ``(vocab_size, projection_dim)``, ``bias`` ``(vocab_size,)``), which bilm-tf leaves out of its
-dumps but which domain adaptation and perplexity need, and ``tokenizer.json`` (the run's tokenizer). A
-shipped model's name (``en``) finds its directory; it can be evaluated or trained on once it holds a softmax.
+dumps but which domain adaptation and perplexity need, and ``tokenizer.json`` (the run's tokenizer). The
+softmax is float32 as exported, or float16 in a shipped model that would otherwise pass its size bound; it
+is float32 once loaded. A shipped model's name (``en``) finds its directory; it can be evaluated or trained
+on once it holds a softmax.
 """
 
 import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
 from elmo.files import write_bytes_atomic, write_text_atomic
@@ -22,9 +25,11 @@ from elmo.training.vocab import Vocabulary
 from elmo.weights import save_bilm
 
 SOFTMAX_FILE = "softmax.safetensors"
+SOFTMAX_DTYPES = (torch.float32, torch.float16)
 
 
-def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None) -> Path:
+def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None,
+                 softmax_dtype: torch.dtype = torch.float32) -> Path:
     """Write the model directory; ``tokenizer`` (how the training text was split) goes to ``tokenizer.json``,
     which the embedder and ``elmo perplexity`` then use by default."""
     out_dir = Path(out_dir)
@@ -33,10 +38,24 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
     vocab.save(out_dir / "vocab.txt")
     if tokenizer is not None:
         write_text_atomic(out_dir / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
-    softmax = {"weight": model.softmax_weight.detach().float().contiguous(),
-               "bias": model.softmax_bias.detach().float().contiguous()}
-    write_bytes_atomic(out_dir / SOFTMAX_FILE, save(softmax))
+    write_softmax(model, out_dir, softmax_dtype)
     return out_dir
+
+
+def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32) -> Path:
+    """``softmax.safetensors`` in ``dtype`` (float32, or float16 to halve its size); ``ValueError`` when a
+    value does not fit float16's range (+-65504), which would load back as infinite."""
+    if dtype not in SOFTMAX_DTYPES:
+        raise ValueError(f"softmax dtype {dtype}; expected one of {', '.join(map(str, SOFTMAX_DTYPES))}")
+    softmax = {"weight": model.softmax_weight.detach().to(dtype).contiguous(),
+               "bias": model.softmax_bias.detach().to(dtype).contiguous()}
+    for name, tensor in softmax.items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"the softmax {name} has values that {dtype} cannot hold (largest magnitude "
+                             f"{getattr(model, 'softmax_' + name).abs().max().item():.4g}); write it as float32")
+    path = Path(out_dir) / SOFTMAX_FILE
+    write_bytes_atomic(path, save(softmax))
+    return path
 
 
 def _shipped_directory(path: Path) -> Path | None:
@@ -47,10 +66,16 @@ def _shipped_directory(path: Path) -> Path | None:
     return shipped if (shipped / "options.json").is_file() else None
 
 
+def resolve_model(path: str | Path) -> Path:
+    """``path`` itself, or the shipped model's directory when it is a bare name such as ``en`` and no such
+    path exists here (so a run can record where its starting model came from)."""
+    path = Path(path)
+    return _shipped_directory(path) or path
+
+
 def model_tokenizer(path: str | Path) -> str:
     """The tokenizer a model was trained with: a model directory's ``tokenizer.json``, or a run's options."""
-    path = Path(path)
-    path = _shipped_directory(path) or path
+    path = resolve_model(path)
     if (path / "options.json").is_file():
         return ModelDir.find(path).tokenizer
     directory = resolve_checkpoint(path)
@@ -81,10 +106,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
                                   "bilm-tf model has no softmax, so it can be embedded with but not trained on)")
         vocab = Vocabulary.load(path / "vocab.txt")
         bilm = model_dir.load_bilm()
-        softmax = load_file(str(path / SOFTMAX_FILE))
-        if softmax["weight"].shape != (len(vocab), bilm.config.lstm.projection_dim):
-            raise CheckpointError(f"{path}/{SOFTMAX_FILE} has weight {tuple(softmax['weight'].shape)}; expected "
-                                  f"({len(vocab)}, {bilm.config.lstm.projection_dim}) from vocab.txt and options.json")
+        softmax = _read_softmax(path / SOFTMAX_FILE, len(vocab), bilm.config.lstm.projection_dim)
         model = LanguageModel(bilm.config, len(vocab))
         model.bilm.load_state_dict(bilm.state_dict())
         with torch.no_grad():
@@ -95,6 +117,29 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
     model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
     model.load_state_dict(checkpoint.model_state)
     return model, checkpoint.vocab
+
+
+def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str, torch.Tensor]:
+    """``weight`` and ``bias`` as float32, whichever of ``SOFTMAX_DTYPES`` the file holds; ``CheckpointError``
+    names what does not match vocab.txt and options.json."""
+    try:
+        softmax = load_file(str(path))
+    except (OSError, SafetensorError) as error:
+        raise CheckpointError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
+    expected = {"weight": (vocab_size, projection_dim), "bias": (vocab_size,)}
+    missing = [name for name in expected if name not in softmax]
+    if missing:
+        raise CheckpointError(f"{path} lacks {', '.join(map(repr, missing))}; expected tensors {sorted(expected)}")
+    for name, shape in expected.items():
+        tensor = softmax[name]
+        if tuple(tensor.shape) != shape:
+            raise CheckpointError(f"{path} has {name} {tuple(tensor.shape)}; expected {shape} from vocab.txt and "
+                                  "options.json")
+        if tensor.dtype not in SOFTMAX_DTYPES:
+            raise CheckpointError(f"{path} has {name} of dtype {tensor.dtype}; expected float32 or float16")
+        if not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path} has NaN or infinite values in {name}")
+    return {name: softmax[name].float() for name in expected}
 
 
 def grow_vocabulary(model: LanguageModel, old_vocab: Vocabulary, new_vocab: Vocabulary) -> LanguageModel:
