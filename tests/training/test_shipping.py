@@ -1,0 +1,217 @@
+"""Shipping a run (scripts/make_models.py): the softmax travels, as float16 when float32 would pass the size
+bound; the shipped files give back the run's model; `elmo perplexity` and `elmo train --init-from` take them by
+name; the card reports what the run did."""
+
+import importlib.util
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from run_helpers import train_micro_run
+from safetensors.torch import load_file
+from training_helpers import MICRO_CONFIG, write_synthetic_corpus
+
+from elmo.cli import main
+from elmo.training import LanguageModel, load_language_model
+from elmo.training.checkpoints import list_checkpoints, load_checkpoint
+from elmo.training.export import SOFTMAX_FILE, export_model
+
+_spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
+make_models = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_models)
+
+
+def _run_model(checkpoint_dir: Path) -> LanguageModel:
+    checkpoint = load_checkpoint(checkpoint_dir)
+    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
+    model.load_state_dict(checkpoint.model_state)
+    return model
+
+
+def _softmax_bytes(model: LanguageModel, itemsize: int) -> int:
+    return (model.softmax_weight.numel() + model.softmax_bias.numel()) * itemsize
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A micro run of 6 steps without validation text (so the newest checkpoint ships), shipped as ``en``
+    under a bound that float32 passes and float16 does not."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    directory = tmp_path_factory.mktemp("shipping")
+    config = directory / "micro_options.json"
+    config.write_text(json.dumps(MICRO_CONFIG.to_options()), encoding="utf-8")
+    corpus_dir = directory / "corpus"
+    corpus_dir.mkdir()
+    train_text = write_synthetic_corpus(corpus_dir / "train.txt", 400)
+    test_text = write_synthetic_corpus(corpus_dir / "test.txt", 60, seed=1)
+    run = train_micro_run(directory, train_text, config, "run", max_steps=6, checkpoint_every=3, log_every=2)
+    model = _run_model(list_checkpoints(run)[-1])
+    float32_dir = export_model(model, load_checkpoint(list_checkpoints(run)[-1]).vocab, directory / "float32")
+    float32_bytes = sum(path.stat().st_size for path in float32_dir.iterdir())
+    # Between the two: float32 plus the card's reserve is over it, float16 plus the reserve within it.
+    max_bytes = float32_bytes + make_models.CARD_RESERVE_BYTES - _softmax_bytes(model, 2) // 2
+    out_root = directory / "models"
+    target = make_models.ship_run(run, "en", out_root, max_bytes=max_bytes)
+    torch.set_num_threads(threads)
+    return {"run": run, "target": target, "root": out_root, "model": model, "max_bytes": max_bytes,
+            "test": test_text, "directory": directory, "config": config, "corpus": train_text}
+
+
+def test_shipping_stores_the_softmax_as_float16_when_float32_would_pass_the_bound(shipped: dict):
+    softmax = load_file(str(shipped["target"] / SOFTMAX_FILE))
+    assert {name: tensor.dtype for name, tensor in softmax.items()} == {"weight": torch.float16, "bias": torch.float16}
+    assert sum(path.stat().st_size for path in shipped["target"].iterdir()) <= shipped["max_bytes"]
+    assert sorted(path.name for path in shipped["target"].iterdir()) == [
+        "README.md", "options.json", SOFTMAX_FILE, "tokenizer.json", "vocab.txt", "weights.hdf5"]
+    assert json.loads((shipped["target"] / "tokenizer.json").read_text()) == {"name": "english"}
+
+
+def test_the_shipped_directory_loads_as_the_runs_biLM_and_its_softmax_to_float16_precision(shipped: dict):
+    loaded, vocab = load_language_model(shipped["target"])
+    run_model = shipped["model"]
+    assert loaded.softmax_weight.dtype == torch.float32
+    run_bilm = run_model.bilm.state_dict()
+    for name, tensor in loaded.bilm.state_dict().items():
+        assert torch.equal(tensor, run_bilm[name]), name
+    # Round to nearest: the float16 value is the run's, rounded once.
+    assert torch.equal(loaded.softmax_weight, run_model.softmax_weight.detach().half().float())
+    assert torch.equal(loaded.softmax_bias, run_model.softmax_bias.detach().half().float())
+    relative = ((loaded.softmax_weight - run_model.softmax_weight).abs() / run_model.softmax_weight.abs()).max()
+    assert relative <= 2.0**-11
+    assert vocab.tokens == load_checkpoint(list_checkpoints(shipped["run"])[-1]).vocab.tokens
+
+
+def _perplexity_lines(capsys: pytest.CaptureFixture, *arguments: str) -> dict[str, float]:
+    assert main(["perplexity", *arguments, "--tokenizer", "whitespace"]) == 0
+    lines = dict(line.split(": ") for line in capsys.readouterr().out.splitlines())
+    return {name: float(value) for name, value in lines.items()}
+
+
+def test_elmo_perplexity_of_the_shipped_name_agrees_with_the_run_within_float16_rounding(
+    shipped: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("elmo.training.export.shipped_models_root", lambda: shipped["root"])
+    monkeypatch.chdir(shipped["directory"] / "corpus")  # where nothing is called en
+    shipped_figures = _perplexity_lines(capsys, "--model", "en", "--corpus", str(shipped["test"]))
+    run_figures = _perplexity_lines(capsys, "--model", str(shipped["run"]), "--corpus", str(shipped["test"]))
+    assert shipped_figures["tokens"] == run_figures["tokens"]
+    # A logit z_v = w_v . h + b_v moves by at most |dw_v|_2 |h|_2 + |db_v| when w and b are rounded. With skip
+    # connections the top layer's output is a sum of n_layers projections each clipped to +-proj_clip, so
+    # |h|_2 <= sqrt(projection_dim) * n_layers * proj_clip. A log-softmax term moves by at most twice the largest
+    # logit change, so each direction's log perplexity (a mean of such terms), and their mean, move by at most
+    # 2 max_v |dz_v|. Slack: the printed 4 decimals and float32 evaluation (1e-5 relative).
+    model, lstm = shipped["model"], MICRO_CONFIG.lstm
+    h_bound = math.sqrt(lstm.projection_dim) * lstm.n_layers * lstm.proj_clip
+    weight, bias = model.softmax_weight.detach(), model.softmax_bias.detach()
+    dz = ((weight - weight.half().float()).norm(dim=1) * h_bound + (bias - bias.half().float()).abs()).max().item()
+    for name in ("forward perplexity", "backward perplexity", "perplexity"):
+        log_ratio = abs(math.log(shipped_figures[name] / run_figures[name]))
+        assert log_ratio <= 2 * dz + 1e-5 + 1e-4 / run_figures[name], (name, log_ratio, dz)
+
+
+def test_elmo_train_init_from_the_shipped_name_starts_from_the_shipped_weights(
+    shipped: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("elmo.training.export.shipped_models_root", lambda: shipped["root"])
+    monkeypatch.chdir(tmp_path)
+    # One Adam step moves every weight by at most lr (its first update is lr * g / (|g| + eps)).
+    assert main(["train", "--init-from", "en", "--corpus", str(shipped["corpus"]), "--out", "continued",
+                 "--max-steps", "1", "--optimizer", "adam", "--lr", "1e-9", "--batch-size", "4", "--unroll-steps",
+                 "6", "--negatives", "12", "--quiet"]) == 0
+    checkpoint = load_checkpoint(tmp_path / "continued")
+    assert checkpoint.options["init_from"] == str(shipped["target"].absolute())
+    assert checkpoint.options["tokenizer"] == "english"  # the shipped model's own, by default
+    shipped_model, shipped_vocab = load_language_model(shipped["target"])
+    assert checkpoint.vocab.tokens[: len(shipped_vocab)] == shipped_vocab.tokens
+    expected = shipped_model.state_dict()
+    for name, tensor in checkpoint.model_state.items():
+        start = expected[name]
+        rows = tensor[: start.shape[0]] if name.startswith("softmax") else tensor
+        # lr plus one float32 rounding of the updated value
+        assert torch.allclose(rows, start, rtol=2.0**-22, atol=2e-9), name
+
+
+def test_shipping_keeps_a_float32_softmax_when_the_directory_fits(shipped: dict, tmp_path: Path):
+    target = make_models.ship_run(shipped["run"], "mini", tmp_path, tests=[])
+    assert load_file(str(target / SOFTMAX_FILE))["weight"].dtype == torch.float32
+    assert "## Word senses" not in (target / "README.md").read_text()  # no polysemy set for "mini"
+
+
+def test_shipping_over_the_bound_even_with_float16_is_refused_and_leaves_the_shipped_model_alone(
+    shipped: dict, tmp_path: Path
+):
+    shutil.copytree(shipped["target"], tmp_path / "en")
+    before = {path.name: path.read_bytes() for path in (tmp_path / "en").iterdir()}
+    with pytest.raises(SystemExit, match="over the bound of 70,000 even with a float16 softmax"):
+        make_models.ship_run(shipped["run"], "en", tmp_path, max_bytes=70_000)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "en").iterdir()} == before
+    assert [path.name for path in tmp_path.iterdir()] == ["en"]  # no partial directory left
+
+
+def test_the_model_card_reports_the_run(shipped: dict):
+    card = (shipped["target"] / "README.md").read_text()
+    log = [json.loads(line) for line in (shipped["run"] / "log.jsonl").read_text().splitlines()]
+    seconds = sum(2 * 24 / record["tokens_per_s"] for record in log)  # log_every 2, 4 x 6 tokens a step
+    assert "Training text as the run read it: " in card
+    assert "- Tokens seen: 144 (6 steps x 4 rows x 6\n  tokens;" in card
+    assert f"- Wall time: {seconds / 3600:.2f} hours" in card
+    assert f"throughput {144 / seconds:,.0f}\n  tokens/s" in card
+    assert "Shipped: step 6 (no validation figure), chosen as the newest checkpoint" in card
+    assert "| corpus/test.txt | " in card and "add-one unigram" in card
+    assert "elmo perplexity --model en --corpus corpus/test.txt --tokenizer whitespace" in card
+    assert "| layer | triplet rate | random weights | nearest-neighbour agreement | random weights |" in card
+    assert "| 0 | **0.000** | 0.000 | **0.000** | 0.000 |" in card  # layer 0 is context-free: ties fail
+    assert "(the softmax, float16; loaded as float32)" in card
+    assert "elmo train --init-from en --corpus data/en/corpus/train.txt --tokenizer whitespace" in card
+
+
+def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
+    tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
+):
+    valid = write_synthetic_corpus(tmp_path / "valid.txt", 40, seed=2)
+    run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=6, checkpoint_every=2,
+                          valid=[str(valid)], valid_every=3)
+    assert [path.name for path in list_checkpoints(run)] == ["step-00000002", "step-00000004", "step-00000006"]
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    logged = {record["step"]: record["valid_perplexity"] for record in records if "valid_perplexity" in record}
+    assert sorted(logged) == [3, 6]
+    chosen = make_models.best_checkpoint(run)  # steps 2 and 4 computed now, 6 from the log
+    assert chosen.step in (2, 4, 6) and "lowest validation perplexity of the checkpoints kept" in chosen.how
+
+    # A log that says step 4 was best, and that a step no longer kept was better still.
+    records = [r for r in records if "valid_perplexity" not in r] + [
+        {"step": 2, "valid_perplexity": 50.0}, {"step": 4, "valid_perplexity": 40.0},
+        {"step": 6, "valid_perplexity": 45.0}, {"step": 1, "valid_perplexity": 30.0}]
+    (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    chosen = make_models.best_checkpoint(run)
+    assert (chosen.step, chosen.valid_perplexity, chosen.directory.name) == (4, 40.0, "step-00000004")
+    assert "step 1 had 30.0 but its checkpoint is no longer kept" in chosen.how
+
+
+def test_training_seconds_count_every_session_of_a_resumed_run_up_to_the_shipped_step():
+    records = [
+        {"step": 10, "tokens_per_s": 100.0},                 # 10 steps of 20 tokens: 2 s
+        {"step": 20, "tokens_per_s": 200.0},                 # 1 s
+        {"step": 20, "valid_perplexity": 90.0},
+        {"step": 25, "tokens_per_s": 50.0},                  # a second session: 5 steps, 2 s
+        {"step": 35, "tokens_per_s": 100.0},                 # past the shipped step
+    ]
+    assert make_models.training_seconds(records, 20, up_to_step=25) == pytest.approx(5.0)
+
+
+def test_choosing_reads_only_so_a_live_run_keeps_its_checkpoint_in_the_making_and_a_damaged_one_is_passed_over(
+    shipped: dict, tmp_path: Path
+):
+    run = tmp_path / "run"
+    shutil.copytree(shipped["run"], run)
+    in_the_making = run / "checkpoints" / ".step-00000009.abc.partial"  # as the trainer names it while writing
+    in_the_making.mkdir()
+    newest = list_checkpoints(shipped["run"])[-1].name
+    (run / "checkpoints" / newest / "model.safetensors").write_bytes(b"damaged")
+    chosen = make_models.best_checkpoint(run)
+    assert in_the_making.is_dir()
+    assert chosen.step == 3 and chosen.directory.name == "step-00000003"
