@@ -499,3 +499,60 @@ def test_leak_windows_find_any_long_common_stretch():
         stretch = task[start:start + 43]
         assert windows.leaks("prefix" * (start % 3) + stretch + "suffix")
     assert not windows.leaks(text_key("A gorgeous, witty movie about a seductive frame."))
+
+
+GCIDE = '''Arrive \\Ar*rive"\\, v. t.
+   1. To bring to shore. [Obs.]
+      [1913 Webster]
+
+            And made the sea-trod ship arrive them. --Chapman.
+      [1913 Webster]
+
+arriving \\arriving\\ adj. prenom.
+   directed or moving inward or toward a center; as, arriving
+   trains.
+
+   Syn: inbound, inward.
+        [WordNet 1.5]
+
+Arrogance \\Ar"ro*gance\\, n. [F., fr. L. arrogantia, fr.
+   arrogans. See {Arrogant}.]
+   The act or habit of arrogating, or making undue claims in an
+   overbearing manner; proud contempt of others; lordliness.
+   [1913 Webster]
+
+   Syn: Haughtiness; hauteur; assumption; lordliness.
+        [1913 Webster]
+'''
+
+
+def test_gcide_keeps_definitions_and_quotations_but_not_wordnet_glosses():
+    from elmo.datasets.large_sources import gcide_blocks
+
+    assert list(gcide_blocks(GCIDE)) == [
+        ("Arrive", "To bring to shore."), ("Arrive", "And made the sea-trod ship arrive them."),
+        ("Arrogance", "The act or habit of arrogating, or making undue claims in an overbearing manner; proud "
+                      "contempt of others; lordliness.")]
+
+
+def test_chinese_poetry_reads_the_simplified_collections_only(tmp_path: Path):
+    songci = [{"author": "苏轼", "rhythmic": "水调歌头",
+               "paragraphs": ["明月几时有？把酒问青天。", "不知天上宫阙，今夕是何年。"]}]
+    tang = [{"author": "李白", "paragraphs": ["牀前明月光，疑是地上霜。"], "title": "靜夜思"}]
+    poetry = _tar(tmp_path / "chinese-poetry-2.0.1.tgz", {
+        "package/dist/songci/ci.song.0.json": json.dumps(songci, ensure_ascii=False).encode(),
+        "package/dist/songci/author.song.json": b"[]",
+        "package/dist/quantangshi/poet.tang.0.json": json.dumps(tang, ensure_ascii=False).encode()})
+    assert [p.sentences for p in SOURCES["chinese-poetry"].read(poetry)] == [
+        ("明月几时有？", "把酒问青天。", "不知天上宫阙，今夕是何年。")]
+
+
+def test_optional_sources_are_added_only_when_asked_for_and_only_to_large_corpora(tmp_path: Path):
+    from elmo.datasets import LARGE_CORPORA
+
+    assert "gcide" not in LARGE_CORPORA["en-large"].sources and "gcide" in LARGE_CORPORA["en-large"].optional
+    assert "chinese-poetry" in LARGE_CORPORA["zh-large"].optional
+    with pytest.raises(ValueError, match="no optional source gcide; expected some of none"):
+        prepare("en", tmp_path / "en", extra=["gcide"])
+    with pytest.raises(ValueError, match="no optional source chinese-poetry"):
+        prepare("en-large", tmp_path / "en-large", extra=["chinese-poetry"])

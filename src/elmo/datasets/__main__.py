@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     prepare_parser.add_argument("--out", type=Path, required=True)
     prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
     prepare_parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
+    prepare_parser.add_argument("--with", dest="extra", default="", metavar="SOURCE[,SOURCE]",
+                                help="en-large/zh-large: optional sources to add (docs/data.md lists them)")
     fetch_parser = commands.add_parser("fetch", help="download and verify archives, for later offline use")
     fetch_parser.add_argument("sources", nargs="*", help=f"default: all ({', '.join(sorted(SOURCES))})")
     args = parser.parse_args(argv)
@@ -30,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.sources or sorted(SOURCES):
                 print(f"{name}: {fetch(SOURCES[name].archive, args.cache)}")
             return 0
-        report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit)
+        report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
+                         [name for name in args.extra.split(",") if name])
     except (ArchiveError, ValueError) as error:
         print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
         return 2

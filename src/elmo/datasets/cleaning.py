@@ -13,7 +13,8 @@ from html.parser import HTMLParser
 # skipped unless it sits inside one of these.
 _BLOCKS = frozenset({"p", "li", "dd", "dt", "blockquote", "td", "th", "figcaption", "caption"})
 # Elements whose text is never prose: code listings, scripts, styles, navigation.
-_SKIPPED = frozenset({"pre", "script", "style", "nav", "head", "title", "svg", "math", "button", "select"})
+_SKIPPED = frozenset({"pre", "script", "style", "nav", "head", "title", "svg", "math", "button", "select", "header",
+                      "footer", "aside"})
 
 
 class _Paragraphs(HTMLParser):

