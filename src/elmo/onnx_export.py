@@ -263,7 +263,8 @@ def _run_layer(layer: ProjectedLstm, inputs: torch.Tensor) -> torch.Tensor:
 
     def step(state: tuple[torch.Tensor, torch.Tensor], step_gates: torch.Tensor):
         h, c = state
-        _, c, h = lstm_cell(step_gates + h @ recurrent_weight, c, cell_clip, tanh=torch.tanh)
+        cell_step = lstm_cell(step_gates + h @ recurrent_weight, c, cell_clip, tanh=torch.tanh)
+        c, h = cell_step.cell, cell_step.hidden
         if projection is not None:
             h = h @ projection
             if proj_clip:

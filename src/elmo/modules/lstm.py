@@ -83,11 +83,17 @@ def fast_tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 class CellStep(NamedTuple):
-    """One step of the cell: the memory before and after its clip, and the hidden output ``o * tanh(c)``."""
+    """One step of the cell: the memory before and after its clip, the hidden output ``o * tanh(c)``, and the
+    activations on the way (what a hand-written backward needs)."""
 
     cell_unclipped: torch.Tensor
     cell: torch.Tensor
     hidden: torch.Tensor
+    input_gate: torch.Tensor  # sigmoid(i)
+    candidate: torch.Tensor  # tanh(j)
+    forget_gate: torch.Tensor  # sigmoid(f)
+    output_gate: torch.Tensor  # sigmoid(o)
+    cell_tanh: torch.Tensor  # tanh(c)
 
 
 def lstm_cell(gates: torch.Tensor, previous_cell: torch.Tensor, cell_clip: float,
@@ -99,9 +105,12 @@ def lstm_cell(gates: torch.Tensor, previous_cell: torch.Tensor, cell_clip: float
     (0: no clip); ``hidden = sigmoid(o) * tanh(c)``, from the clipped ``c``.
     """
     i, j, f, o = gates.chunk(4, dim=-1)
-    cell_unclipped = torch.sigmoid(f) * previous_cell + torch.sigmoid(i) * tanh(j)
+    input_gate, candidate, forget_gate, output_gate = torch.sigmoid(i), tanh(j), torch.sigmoid(f), torch.sigmoid(o)
+    cell_unclipped = forget_gate * previous_cell + input_gate * candidate
     cell = cell_unclipped.clamp(-cell_clip, cell_clip) if cell_clip else cell_unclipped
-    return CellStep(cell_unclipped, cell, torch.sigmoid(o) * tanh(cell))
+    cell_tanh = tanh(cell)
+    return CellStep(cell_unclipped, cell, output_gate * cell_tanh, input_gate, candidate, forget_gate, output_gate,
+                    cell_tanh)
 
 
 class LstmState(NamedTuple):
@@ -189,7 +198,8 @@ class ProjectedLstm(nn.Module):
             gates = _step_product(h, self.recurrent_weight, self._prepacked_recurrent,
                                   input_gates[offset - block_start : offset - block_start + n_alive])
             offset += n_alive
-            _, c, h = lstm_cell(gates, c, self.cell_clip)
+            cell_step = lstm_cell(gates, c, self.cell_clip)
+            c, h = cell_step.cell, cell_step.hidden
             if self.projection is not None:
                 h = _step_product(h, self.projection, self._prepacked_projection)
                 if self.proj_clip:

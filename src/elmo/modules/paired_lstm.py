@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from elmo.modules.lstm import ProjectedLstm, fast_tanh, lstm_cell
+from elmo.modules.lstm import ProjectedLstm, lstm_cell
 from elmo.modules.prepacked import HAS_ONEDNN, prepacked_product
 
 
@@ -67,7 +67,12 @@ class _PairProduct:
 
 class PairedLstmLayer(torch.autograd.Function):
     """``(inputs (2, steps * rows, input_dim), h0 (2, rows, projection_dim), c0 (2, rows, dim), weights...)`` ->
-    ``(outputs (2, steps * rows, projection_dim), h_last, c_last)``."""
+    ``(outputs (2, steps * rows, projection_dim), h_last, c_last)``.
+
+    The forward keeps, per step, the local derivatives the backward multiplies by (computed while the step's
+    activations are in cache): the cell's gradient reaches i, j and f through ``by_cell``, the output gate through
+    ``by_hidden_o``, the cell through ``hidden_to_cell``, the previous cell through ``forget_gate``.
+    """
 
     @staticmethod
     def forward(ctx: Any, inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, n_rows: int,
@@ -77,62 +82,60 @@ class PairedLstmLayer(torch.autograd.Function):
         gates = torch.baddbmm(bias[:, None, :], inputs, input_weight.transpose(1, 2))  # then + U h, step by step
         recurrent = _PairProduct(recurrent_weight)
         project = _PairProduct(projection) if projection is not None else None
-        cells_unclipped = inputs.new_empty((2, n_positions, dim))
-        cells = inputs.new_empty((2, n_positions, dim)) if cell_clip else cells_unclipped
-        hidden = inputs.new_empty((2, n_positions, dim))
-        outputs_unclipped = hidden if project is None else inputs.new_empty((2, n_positions, h0.shape[2]))
-        outputs = inputs.new_empty(outputs_unclipped.shape) if proj_clip and project else outputs_unclipped
+        new = inputs.new_empty
+        by_cell = new((2, n_positions, 3, dim))  # d c / d (i, j, f) before their nonlinearities
+        by_hidden_o = new((2, n_positions, dim))  # d hidden / d o
+        hidden_to_cell = new((2, n_positions, dim))  # d hidden / d c (unclipped), zero where the clip held c
+        forget_gates = new((2, n_positions, dim))  # d c / d c'
+        cell_passes = torch.ones((2, n_positions, dim), dtype=torch.bool, device=inputs.device) if cell_clip else None
+        hidden = new((2, n_positions, dim))
+        outputs_unclipped = hidden if project is None else new((2, n_positions, h0.shape[2]))
+        outputs = new(outputs_unclipped.shape) if proj_clip and project else outputs_unclipped
         h, c = h0, c0
         for step in range(n_positions // n_rows):
             rows = slice(step * n_rows, (step + 1) * n_rows)
             step_gates = recurrent(h, out=gates[:, rows], addend=gates[:, rows])
             cell_step = lstm_cell(step_gates, c, cell_clip)
-            cells_unclipped[:, rows] = cell_step.cell_unclipped
-            if cell_clip:
-                cells[:, rows] = cell_step.cell
+            i, j, f, o = cell_step.input_gate, cell_step.candidate, cell_step.forget_gate, cell_step.output_gate
+            torch.mul(j, i * (1.0 - i), out=by_cell[:, rows, 0])
+            torch.mul(i, 1.0 - j * j, out=by_cell[:, rows, 1])
+            torch.mul(c, f * (1.0 - f), out=by_cell[:, rows, 2])
+            torch.mul(cell_step.cell_tanh, o * (1.0 - o), out=by_hidden_o[:, rows])
+            torch.mul(o, 1.0 - cell_step.cell_tanh * cell_step.cell_tanh, out=hidden_to_cell[:, rows])
+            forget_gates[:, rows] = f
+            if cell_clip:  # clamp's gradient passes where the unclipped value lies within the clip, bounds included
+                passes = cell_step.cell_unclipped.abs() <= cell_clip
+                cell_passes[:, rows] = passes
+                hidden_to_cell[:, rows] *= passes
             hidden[:, rows] = cell_step.hidden
             if project is not None:
                 project(cell_step.hidden, out=outputs_unclipped[:, rows])
                 if proj_clip:
                     torch.clamp(outputs_unclipped[:, rows], -proj_clip, proj_clip, out=outputs[:, rows])
             h, c = outputs[:, rows], cell_step.cell
-        ctx.n_rows, ctx.cell_clip, ctx.proj_clip = n_rows, cell_clip, proj_clip
-        ctx.save_for_backward(inputs, h0, c0, input_weight, recurrent_weight, projection, gates, cells_unclipped,
-                              cells, hidden, outputs_unclipped, outputs)
+        output_passes = None
+        if proj_clip and project is not None:
+            output_passes = outputs_unclipped.abs() <= proj_clip
+        ctx.n_rows = n_rows
+        ctx.save_for_backward(inputs, h0, input_weight, recurrent_weight, projection, by_cell, by_hidden_o,
+                              hidden_to_cell, forget_gates, cell_passes, hidden, outputs, output_passes)
         return outputs, h.clone(), c.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, d_outputs: torch.Tensor, d_h_last: torch.Tensor,
                  d_c_last: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (inputs, h0, c0, input_weight, recurrent_weight, projection, gates, cells_unclipped, cells, hidden,
-         outputs_unclipped, outputs) = ctx.saved_tensors
-        n_rows, cell_clip, proj_clip = ctx.n_rows, ctx.cell_clip, ctx.proj_clip
-        n_positions, dim = inputs.shape[1], c0.shape[2]
-        # The activations again, every step at once, as lstm_cell computed them (the same operations, the same
-        # values), then the local derivatives that each step's backward multiplies by.
-        i, j, f, o = torch.sigmoid(gates).view(2, n_positions, 4, dim).unbind(2)
-        j = fast_tanh(gates.view(2, n_positions, 4, dim)[:, :, 1])
-        cell_tanh = fast_tanh(cells)
-        previous_cells = torch.cat([c0, cells[:, : n_positions - n_rows]], dim=1)
-        by_cell = torch.stack([j * i * (1.0 - i), i * (1.0 - j * j), previous_cells * f * (1.0 - f)], dim=2)
-        output_gate_factor = cell_tanh * o * (1.0 - o)
-        cell_factor = o * (1.0 - cell_tanh * cell_tanh)
-        cell_passes = None  # clamp's gradient passes where the unclipped value lies within the clip, bounds included
-        if cell_clip:
-            cell_passes = (cells_unclipped >= -cell_clip) & (cells_unclipped <= cell_clip)
-            cell_factor.mul_(cell_passes)
-        output_passes = None
-        if proj_clip and projection is not None:
-            output_passes = (outputs_unclipped >= -proj_clip) & (outputs_unclipped <= proj_clip)
-
-        d_gates = torch.empty_like(gates)
+        (inputs, h0, input_weight, recurrent_weight, projection, by_cell, by_hidden_o, hidden_to_cell, forget_gates,
+         cell_passes, hidden, outputs, output_passes) = ctx.saved_tensors
+        n_rows = ctx.n_rows
+        n_positions, dim = inputs.shape[1], forget_gates.shape[2]
+        d_gates = inputs.new_empty((2, n_positions, 4 * dim))
         d_gates_ijf = d_gates.view(2, n_positions, 4, dim)[:, :, :3]
         d_outputs_unclipped = torch.empty_like(d_outputs) if projection is not None else None
         recurrent_t = _PairProduct(recurrent_weight.transpose(1, 2))
         projection_t = _PairProduct(projection.transpose(1, 2)) if projection is not None else None
-        d_h = d_h_last.clone()  # at the clipped output h of the step
-        d_c = d_c_last.clone()  # at the clipped cell c of the step
+        d_h = d_h_last.clone()  # at the step's (clipped) output h
+        d_c = d_c_last.clone()  # at the step's (clipped) cell c
         for step in reversed(range(n_positions // n_rows)):
             rows = slice(step * n_rows, (step + 1) * n_rows)
             d_h.add_(d_outputs[:, rows])
@@ -145,10 +148,10 @@ class PairedLstmLayer(torch.autograd.Function):
                 d_hidden = d_h
             if cell_passes is not None:
                 d_c.mul_(cell_passes[:, rows])
-            d_c.addcmul_(d_hidden, cell_factor[:, rows])  # now at the unclipped cell
-            torch.mul(d_hidden, output_gate_factor[:, rows], out=d_gates[:, rows, 3 * dim :])
+            d_c.addcmul_(d_hidden, hidden_to_cell[:, rows])  # now at the unclipped cell
+            torch.mul(d_hidden, by_hidden_o[:, rows], out=d_gates[:, rows, 3 * dim :])
             torch.mul(d_c[:, :, None, :], by_cell[:, rows], out=d_gates_ijf[:, rows])
-            d_c.mul_(f[:, rows])
+            d_c.mul_(forget_gates[:, rows])
             d_h = recurrent_t(d_gates[:, rows])
         previous_outputs = torch.cat([h0, outputs[:, : n_positions - n_rows]], dim=1)
         d_gates_t = d_gates.transpose(1, 2)

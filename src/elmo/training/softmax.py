@@ -84,8 +84,8 @@ class SampledSoftmaxNll(torch.autograd.Function):
     """``sampled_softmax_nll`` with a hand-written backward, for training.
 
     Autograd keeps four ``(N, n)`` temporaries alive (logits, their masked copy, the concatenation, the
-    exponentials) and runs its backward through each; here the logits are exponentiated in place into the
-    softmax's probabilities, which are all the backward needs (``d logit = p - [is target]``). The weight's and
+    exponentials) and runs its backward through each; here the logits are exponentiated in place, and the
+    backward needs nothing more (``d logit = p - [is target]``, p the exponential over the normalizer). The weight's and
     bias's gradients are dense, as autograd's are, nonzero only at the sampled and target rows.
     """
 
@@ -102,23 +102,21 @@ class SampledSoftmaxNll(torch.autograd.Function):
         hit_rows, hit_columns = _accidental_hits(targets, sampled_ids)
         probabilities[hit_rows, hit_columns] = float("-inf")
         largest = torch.maximum(probabilities.amax(dim=1), true_logits)
-        probabilities.sub_(largest[:, None]).exp_()
-        true_probability = torch.exp(true_logits - largest)
-        normalizer = probabilities.sum(dim=1) + true_probability
-        probabilities.div_(normalizer[:, None])
-        true_probability.div_(normalizer)
-        ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight, probabilities,
-                              true_probability)
+        unnormalized = probabilities.sub_(largest[:, None]).exp_()  # the backward divides by the normalizer
+        true_unnormalized = torch.exp(true_logits - largest)
+        normalizer = unnormalized.sum(dim=1) + true_unnormalized
+        ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight, unnormalized,
+                              true_unnormalized, normalizer)
         return torch.log(normalizer) + largest - true_logits
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_nll: torch.Tensor):
-        hidden, targets, weight, sampled_ids, sampled_weight, target_weight, probabilities, true_probability = (
-            ctx.saved_tensors
-        )
-        d_sampled = probabilities.mul_(d_nll[:, None])  # saved for this one backward only
-        d_true = d_nll * (true_probability - 1.0)
+        (hidden, targets, weight, sampled_ids, sampled_weight, target_weight, unnormalized, true_unnormalized,
+         normalizer) = ctx.saved_tensors
+        scale = d_nll / normalizer
+        d_sampled = unnormalized.mul_(scale[:, None])  # saved for this one backward only: d logit = p d_nll
+        d_true = true_unnormalized * scale - d_nll
         d_hidden = torch.addmm(d_true[:, None] * target_weight, d_sampled, sampled_weight)
         # The sampled ids are distinct: their rows are written, not accumulated; targets repeat.
         d_weight = torch.zeros_like(weight)
