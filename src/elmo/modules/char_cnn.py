@@ -109,9 +109,9 @@ class TokenEncoder(nn.Module):
     def _pooled_by_one_product(self, characters: torch.Tensor, packed: torch.Tensor, widest: int) -> torch.Tensor:
         """The max-pooled convolutions, all filters as one matrix product over windows of ``widest`` characters.
 
-        oneDNN's direct convolution with 16 input channels runs at about 45 GFLOP/s on the test CPU; one product
-        over 7-character windows (112 inputs) runs 1.6x faster overall, though it multiplies 16 % more (most
-        filters are the widest ones). A narrower filter's window past the last character would read padding, so
+        oneDNN's direct convolution with 16 input channels runs far below the matrix product's peak; one product
+        over 7-character windows (112 inputs) runs faster overall, though it multiplies more (most filters are
+        the widest ones; docs/performance.md). A narrower filter's window past the last character would read padding, so
         those positions are left out of the max. Inference only: training keeps Conv1d and its gradients.
         """
         n_positions, dim = characters.shape[1:]

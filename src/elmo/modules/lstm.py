@@ -26,18 +26,16 @@ from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
 # Output columns per block in the per-step products (see _step_linear).
 _BLOCK = 256
-# Rows per input-to-gate product. On the test CPU oneDNN ran the original model's 512 x 512 x 16384 at 203-210
-# GFLOP/s, and 1024 rows at 157-173: their 64 MB of gates no longer fit the 32 MB L3 cache.
+# Rows per input-to-gate product: with more rows the gates no longer fit the L3 cache (docs/performance.md).
 _GATE_ROWS = 512
 
 
 def _step_linear(inputs: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor | None = None) -> torch.Tensor:
     """``addend + F.linear(inputs, weight)`` for the few rows of one time step, as 256-column block products.
 
-    With few rows, BLAS runs one wide product far below its peak (on 2 cores: 29 GFLOP/s for 32 x 512 x 16384,
-    the original model's recurrent product); as a batch of narrow blocks the same product reaches 62 GFLOP/s
-    (102 at 128 rows). The blocks are views of the weight, and the addition puts the blocks back in order.
-    A CPU trick: on a GPU the plain product runs.
+    With few rows, BLAS runs one wide product far below its peak; as a batch of narrow blocks the same product
+    runs about twice as fast (docs/performance.md). The blocks are views of the weight, and the addition puts the
+    blocks back in order. A CPU trick: on a GPU the plain product runs.
     """
     n_rows, (n_out, n_in) = inputs.shape[0], weight.shape
     if n_out % _BLOCK or n_out == _BLOCK or inputs.device.type != "cpu":
@@ -74,8 +72,8 @@ def _gate_block_rows(batch_sizes: list[int]) -> int:
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
 
-    On the test CPU PyTorch's tanh takes 3-4x as long as its sigmoid (190 against 57 µs for the whole identity
-    on 32 x 4096, the original model's cell), and each step takes two. The identity agrees with tanh to 1.8e-7.
+    PyTorch's tanh takes 3-4x as long as its sigmoid on CPU, and each step takes two (docs/performance.md). The
+    identity agrees with tanh to 1.8e-7 in float32.
     """
     if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
         return torch.tanh(x)

@@ -1,17 +1,8 @@
 """Linear layers for inference on CPU: oneDNN's matrix product on a weight it has reordered once.
 
-On the test machine (2 cores of an AMD EPYC, AVX2), PyTorch's ``F.linear`` goes through MKL, and MKL gets far
-less out of this CPU than oneDNN does. Each figure is float32, first on two threads, then on one:
-
-| product | ``F.linear`` | oneDNN, weight reordered once |
-|---|---|---|
-| 850 x 2048 x 2048 (the original model's highway layers) | 115 GF/s, 79 | 196 GF/s, 103 |
-| 850 x 512 x 16384 (its input-to-gate product) | 123 GF/s, 64 | 151 GF/s, 83 |
-| 32 x 512 x 16384 (its recurrent product, one time step) | 58 GF/s, 35 | 157 GF/s, 84 |
-
-BLAS repacks its weight matrix on every call. For the few rows of one time step, that repacking is most of
-the work. oneDNN reorders the weight once into its own blocked layout and keeps the copy, at the cost of
-holding each weight twice in memory.
+PyTorch's ``F.linear`` goes through MKL, which repacks its weight matrix on every call; for the few rows of one
+time step that repacking is most of the work. oneDNN reorders the weight once into its own blocked layout and
+keeps the copy, at the cost of holding each weight twice in memory (figures: docs/performance.md).
 
 oneDNN's product has no backward. So the reordered weight is used only when no gradient is wanted through the
 product: under ``no_grad`` or ``inference_mode``, or for a frozen module whose inputs need no gradient. It
