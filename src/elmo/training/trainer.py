@@ -269,11 +269,23 @@ def _to_device(inputs: ModelInputs, device: torch.device) -> ModelInputs:
 
 
 def _make_optimizer(model: LanguageModel, options: TrainingOptions) -> torch.optim.Optimizer:
+    """Adam or TF's Adagrad, fused (one kernel over all parameters; 3-4x faster than the per-tensor loop on CPU)
+    where every parameter is a CPU or CUDA float tensor."""
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
     if options.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=options.learning_rate)
+        return torch.optim.Adam(model.parameters(), lr=options.learning_rate, fused=fused)
     # TF's Adagrad: accumulator starts at initial_accumulator, no epsilon.
     return torch.optim.Adagrad(model.parameters(), lr=options.learning_rate,
-                               initial_accumulator_value=options.initial_accumulator, eps=0.0)
+                               initial_accumulator_value=options.initial_accumulator, eps=0.0, fused=fused)
+
+
+def _load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """The saved state, run by this code's implementation (fused or not), whichever the checkpoint's run used."""
+    implementation = [{key: group[key] for key in ("fused", "foreach") if key in group}
+                      for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, keys in zip(optimizer.param_groups, implementation, strict=True):
+        group.update(keys)
 
 
 def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel, Vocabulary]:
@@ -324,7 +336,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     state = BiLMState(state.h.to(processes.device), state.c.to(processes.device))
     optimizer = _make_optimizer(model, options)
     if checkpoint is not None:
-        optimizer.load_state_dict(checkpoint.optimizer_state)
+        _load_optimizer_state(optimizer, checkpoint.optimizer_state)
         restore_rng(checkpoint.rng)
     wrapped: torch.nn.Module = model
     if processes.world_size > 1:  # the softmax's gradient is exchanged by its rows instead (softmax_sync.py)
