@@ -77,6 +77,7 @@ def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
 
 def measure(args: argparse.Namespace) -> dict:
     """One configuration, path and thread count, in this process."""
+    from elmo.training import trainer
     from elmo.training.batches import Batcher
     from elmo.training.corpus import Corpus
     from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
@@ -94,7 +95,8 @@ def measure(args: argparse.Namespace) -> dict:
         model = LanguageModel(config, len(vocab))
         initialize_like_bilm_tf(model)
         model.reference_kernels = args.path == "step-loop"
-        optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0, eps=0.0)
+        # The optimizer `elmo train` makes by default (bilm-tf's Adagrad), as the code under test makes it.
+        optimizer = trainer._make_optimizer(model, trainer.TrainingOptions(corpus=[str(corpus_path)]))
         rows = range(args.batch_size)
         batcher = Batcher(corpus, vocab, rows, args.batch_size, args.unroll_steps, seed=0, max_epochs=None)
         state = model.bilm.zero_state(args.batch_size)

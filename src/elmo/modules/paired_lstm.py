@@ -83,7 +83,7 @@ class PairedLstmLayer(torch.autograd.Function):
         recurrent = _PairProduct(recurrent_weight)
         project = _PairProduct(projection) if projection is not None else None
         new = inputs.new_empty
-        by_cell = new((2, n_positions, 3, dim))  # d c / d (i, j, f) before their nonlinearities
+        by_cell = new((3, 2, n_positions, dim))  # d c / d (i, j, f) before their nonlinearities
         by_hidden_o = new((2, n_positions, dim))  # d hidden / d o
         hidden_to_cell = new((2, n_positions, dim))  # d hidden / d c (unclipped), zero where the clip held c
         forget_gates = new((2, n_positions, dim))  # d c / d c'
@@ -97,9 +97,9 @@ class PairedLstmLayer(torch.autograd.Function):
             step_gates = recurrent(h, out=gates[:, rows], addend=gates[:, rows])
             cell_step = lstm_cell(step_gates, c, cell_clip)
             i, j, f, o = cell_step.input_gate, cell_step.candidate, cell_step.forget_gate, cell_step.output_gate
-            torch.mul(j, i * (1.0 - i), out=by_cell[:, rows, 0])
-            torch.mul(i, 1.0 - j * j, out=by_cell[:, rows, 1])
-            torch.mul(c, f * (1.0 - f), out=by_cell[:, rows, 2])
+            torch.mul(j, i * (1.0 - i), out=by_cell[0, :, rows])
+            torch.mul(i, 1.0 - j * j, out=by_cell[1, :, rows])
+            torch.mul(c, f * (1.0 - f), out=by_cell[2, :, rows])
             torch.mul(cell_step.cell_tanh, o * (1.0 - o), out=by_hidden_o[:, rows])
             torch.mul(o, 1.0 - cell_step.cell_tanh * cell_step.cell_tanh, out=hidden_to_cell[:, rows])
             forget_gates[:, rows] = f
@@ -130,7 +130,6 @@ class PairedLstmLayer(torch.autograd.Function):
         n_rows = ctx.n_rows
         n_positions, dim = inputs.shape[1], forget_gates.shape[2]
         d_gates = inputs.new_empty((2, n_positions, 4 * dim))
-        d_gates_ijf = d_gates.view(2, n_positions, 4, dim)[:, :, :3]
         d_outputs_unclipped = torch.empty_like(d_outputs) if projection is not None else None
         recurrent_t = _PairProduct(recurrent_weight.transpose(1, 2))
         projection_t = _PairProduct(projection.transpose(1, 2)) if projection is not None else None
@@ -150,7 +149,8 @@ class PairedLstmLayer(torch.autograd.Function):
                 d_c.mul_(cell_passes[:, rows])
             d_c.addcmul_(d_hidden, hidden_to_cell[:, rows])  # now at the unclipped cell
             torch.mul(d_hidden, by_hidden_o[:, rows], out=d_gates[:, rows, 3 * dim :])
-            torch.mul(d_c[:, :, None, :], by_cell[:, rows], out=d_gates_ijf[:, rows])
+            for gate in range(3):  # i, j, f
+                torch.mul(d_c, by_cell[gate, :, rows], out=d_gates[:, rows, gate * dim : (gate + 1) * dim])
             d_c.mul_(forget_gates[:, rows])
             d_h = recurrent_t(d_gates[:, rows])
         previous_outputs = torch.cat([h0, outputs[:, : n_positions - n_rows]], dim=1)

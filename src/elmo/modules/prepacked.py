@@ -67,3 +67,12 @@ def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if packed is None:
         return F.linear(inputs, weight, bias)
     return prepacked_product(inputs, packed, bias)
+
+
+def one_use_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``inputs @ weight.T + bias`` for a weight used once, inside a hand-written forward or backward (no autograd):
+    on CPU float32 through oneDNN's copy of ``weight``, reordered for this one product. Worth it for products with
+    many rows against a wide weight, where the reorder is small next to the product (the sampled softmax)."""
+    if not (HAS_ONEDNN and inputs.device.type == "cpu" and inputs.dtype == weight.dtype == torch.float32):
+        return F.linear(inputs, weight, bias)
+    return prepacked_product(inputs, torch.ops.mkldnn._reorder_linear_weight(weight.contiguous()), bias)

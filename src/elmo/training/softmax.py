@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from elmo.modules.prepacked import one_use_product
+
 
 @dataclass(frozen=True)
 class Candidates:
@@ -98,7 +100,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
         target_weight = weight[targets]
         true_logits = (hidden * target_weight).sum(dim=1) + bias[targets]
         true_logits = true_logits - candidates.log_expected_count(targets).to(hidden.device)
-        probabilities = torch.addmm(sampled_bias, hidden, sampled_weight.T)  # the sampled logits, for now
+        probabilities = one_use_product(hidden, sampled_weight, sampled_bias)  # the sampled logits, for now
         hit_rows, hit_columns = _accidental_hits(targets, sampled_ids)
         probabilities[hit_rows, hit_columns] = float("-inf")
         largest = torch.maximum(probabilities.amax(dim=1), true_logits)
@@ -117,7 +119,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
         scale = d_nll / normalizer
         d_sampled = unnormalized.mul_(scale[:, None])  # saved for this one backward only: d logit = p d_nll
         d_true = true_unnormalized * scale - d_nll
-        d_hidden = torch.addmm(d_true[:, None] * target_weight, d_sampled, sampled_weight)
+        d_hidden = one_use_product(d_sampled, sampled_weight.T).addcmul_(d_true[:, None], target_weight)
         # The sampled ids are distinct: their rows are written, not accumulated; targets repeat.
         d_weight = torch.zeros_like(weight)
         d_weight[sampled_ids] = d_sampled.T @ hidden
