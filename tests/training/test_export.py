@@ -107,3 +107,31 @@ def test_a_softmax_beyond_float16s_range_is_not_written_as_float16(shipped_root:
         model.softmax_bias[3] = 1e5
     with pytest.raises(ValueError, match=r"the softmax bias has values that torch\.float16 cannot hold"):
         write_softmax(model, tmp_path, torch.float16)
+
+
+def test_training_from_a_model_without_a_softmax_keeps_its_bilm_and_starts_a_new_softmax_over_vocab(
+    shipped_root: Path, synthetic_corpus: Path, micro_options_file: Path, tmp_path: Path
+):
+    from run_helpers import micro_options
+
+    from elmo.training import train
+    from elmo.training.checkpoints import load_checkpoint
+    from elmo.weights import load_bilm
+
+    vocab_path = tmp_path / "vocab.txt"  # micro_options writes it
+    options = micro_options(tmp_path, synthetic_corpus, micro_options_file, max_steps=1, dropout=0.0)
+    options.init_from, options.vocab = "bare", None
+    with pytest.raises(ValueError, match="holds no softmax: give --vocab"):
+        train(options, tmp_path / "refused", progress=False)
+
+    options.vocab = str(vocab_path)
+    options.learning_rate = 1e-30  # one step that moves nothing: the run's weights are where it started
+    train(options, tmp_path / "adapted", progress=False)
+    state = load_checkpoint(tmp_path / "adapted").model_state
+    bare = load_bilm(shipped_root / "bare" / "options.json", shipped_root / "bare" / "weights.hdf5")
+    for name, tensor in bare.state_dict().items():
+        torch.testing.assert_close(state[f"bilm.{name}"], tensor, rtol=0, atol=1e-20)
+    run_softmax = load_checkpoint(tmp_path / "run").model_state["softmax_weight"]
+    assert state["softmax_weight"].shape == run_softmax.shape
+    assert not torch.allclose(state["softmax_weight"], run_softmax)  # a new softmax, not the run's
+    assert state["softmax_bias"].abs().max() < 1e-20  # bilm-tf's zero bias

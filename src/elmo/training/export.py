@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save
 from elmo.files import write_bytes_atomic, write_text_atomic
 from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, shipped_models_root
 from elmo.training.checkpoints import STATE_FILE, CheckpointError, load_checkpoint, resolve_checkpoint
-from elmo.training.language_model import LanguageModel
+from elmo.training.language_model import LanguageModel, initialize_like_bilm_tf
 from elmo.training.vocab import Vocabulary
 from elmo.weights import save_bilm
 
@@ -117,6 +117,23 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
     model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
     model.load_state_dict(checkpoint.model_state)
     return model, checkpoint.vocab
+
+
+def lacks_softmax(path: str | Path) -> bool:
+    """Whether ``path`` (a name or directory as ``load_language_model`` takes it) is a model directory without a
+    softmax: published ELMo weights, or a model shipped without one."""
+    directory = resolve_model(path)
+    return (directory / "options.json").is_file() and not (directory / SOFTMAX_FILE).is_file()
+
+
+def language_model_with_new_softmax(path: str | Path, vocab: Vocabulary) -> LanguageModel:
+    """A language model from a biLM that has no softmax: its weights, and a new softmax over ``vocab`` as a new
+    run starts one (bilm-tf's initializer). So published ELMo weights can be trained further on a domain's text."""
+    bilm = ModelDir.find(resolve_model(path)).load_bilm()
+    model = LanguageModel(bilm.config, len(vocab))
+    initialize_like_bilm_tf(model)
+    model.bilm.load_state_dict(bilm.state_dict())
+    return model
 
 
 def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str, torch.Tensor]:

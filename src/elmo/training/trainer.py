@@ -50,7 +50,12 @@ from elmo.training.checkpoints import (
     set_aside,
 )
 from elmo.training.corpus import Corpus, RowPosition
-from elmo.training.export import grow_vocabulary, load_language_model
+from elmo.training.export import (
+    grow_vocabulary,
+    lacks_softmax,
+    language_model_with_new_softmax,
+    load_language_model,
+)
 from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
 from elmo.training.presets import resolve_config
 from elmo.training.softmax_sync import (
@@ -295,6 +300,13 @@ def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel,
         model = LanguageModel(resolve_config(options.config), len(vocab))
         initialize_like_bilm_tf(model)
         return model, vocab
+    if lacks_softmax(options.init_from):
+        if options.vocab is None:
+            raise ValueError(f"--init-from {options.init_from} holds no softmax: give --vocab (`elmo vocab`) for the "
+                             "new one that training starts over its biLM")
+        torch.manual_seed(options.seed)
+        vocab = Vocabulary.load(options.vocab)
+        return language_model_with_new_softmax(options.init_from, vocab), vocab
     model, old_vocab = load_language_model(options.init_from)
     if options.vocab is not None:
         new_tokens = Vocabulary.load(options.vocab).tokens
