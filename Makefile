@@ -34,6 +34,8 @@ bench: $(BIN)/.installed
 # (softmax included, each directory at most 40 MB, model card). 40,000 steps of 64 x 20 tokens each, both at once,
 # one thread each: about a day on 2 CPU cores (22-32 hours at the 440-650 tokens/s measured; docs/training.md).
 models: $(BIN)/.installed
+	# wudao-dict-plus ships its Youdao examples zstd-compressed (or Debian's zstd program does it)
+	$(BIN)/pip install --quiet 'zstandard>=0.22'
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --models en & en=$$!; \
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --models zh; zh=$$?; \
 	wait $$en && exit $$zh

@@ -100,6 +100,11 @@ def measure(args: argparse.Namespace) -> dict:
         rows = range(args.batch_size)
         batcher = Batcher(corpus, vocab, rows, args.batch_size, args.unroll_steps, seed=0, max_epochs=None)
         state = model.bilm.zero_state(args.batch_size)
+        trimmer = None
+        if args.trim:  # as elmo train does after each step (the baseline's trainer did not)
+            from elmo.memory import FreedMemoryTrimmer
+
+            trimmer = FreedMemoryTrimmer()
         flops, seconds = 0.0, 0.0
         for step in range(args.warmup + args.steps):
             start = time.perf_counter()
@@ -111,6 +116,8 @@ def measure(args: argparse.Namespace) -> dict:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             state = output.state
+            if trimmer is not None:
+                trimmer.after_batch()
             if step >= args.warmup:
                 seconds += time.perf_counter() - start
                 flops += 3 * forward_flops(config, inputs.char_ids, inputs.forward_tokens.numel(), args.negatives,
@@ -140,6 +147,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--thread-count", type=int, dest="threads_one", help=argparse.SUPPRESS)
+    parser.add_argument("--trim", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         args.threads = args.threads_one
@@ -167,7 +175,7 @@ def main() -> None:
                                "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
                                "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
                                "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
-                               "--warmup", str(args.warmup)]
+                               "--warmup", str(args.warmup), *(["--trim"] if path != "baseline" else [])]
                     env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
                     output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
                     results[path] = json.loads(output.splitlines()[-1])

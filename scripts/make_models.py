@@ -54,7 +54,9 @@ DEFAULT_STEPS = {"en": 40_000, "zh": 40_000}
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "64", "--unroll-steps", "20", "--optimizer", "adam",
                "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "200",
                "--valid-every", "1000")
-MIN_COUNT = 3
+MIN_COUNT = 6  # en-large: 63,813 words, zh-large: 75,260 (the softmax fits the 40 MB as float16)
+# The corpus each model trains on (`python -m elmo.datasets prepare NAME`; docs/data.md).
+CORPUS = {"en": "en-large", "zh": "zh-large"}
 EXPORTED_TOKENIZER = {"en": "english", "zh": "jieba"}
 FLOOR_SEEDS = (0, 1, 2)
 
@@ -78,7 +80,7 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     work = args.work / model
     corpus_dir, run_dir = work / "corpus", work / "run"
     elmo = [sys.executable, "-m", "elmo.training"]
-    prepare = [sys.executable, "-m", "elmo.datasets", "prepare", model, "--out", str(corpus_dir)]
+    prepare = [sys.executable, "-m", "elmo.datasets", "prepare", CORPUS[model], "--out", str(corpus_dir)]
     run(prepare + (["--limit", str(args.limit)] if args.limit else []))
     run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
          str(MIN_COUNT)])
@@ -443,7 +445,7 @@ weights. Reproduce: `python scripts/triplet_rate.py --model {name} --seeds {' '.
 On a fresh machine, with this package installed: the same corpus (archives are cached in `$ELMO_CACHE`), then a
 run that starts from these weights (the optimizer starts afresh; new words of `--corpus` grow the vocabulary):
 
-    python -m elmo.datasets prepare {name} --out data/{name}/corpus
+    python -m elmo.datasets prepare {CORPUS.get(name, name)} --out data/{name}/corpus
     elmo train --init-from {name} --corpus data/{name}/corpus/train.txt --tokenizer {options['tokenizer']} \\
         --valid data/{name}/corpus/valid.txt --out runs/{name}-continued --max-steps 10000 \\
         {' '.join(flags[2:])}

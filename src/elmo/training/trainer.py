@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.files import write_bytes_atomic, write_text_atomic
+from elmo.memory import FreedMemoryTrimmer
 from elmo.training.batches import Batcher, ModelInputs
 from elmo.training.checkpoints import (
     Checkpoint,
@@ -355,6 +356,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(SOFTMAX_PARAMETERS))
         wrapped = DistributedDataParallel(model)
     communicated = CommunicatedBytes()
+    trimmer = FreedMemoryTrimmer()  # each step's tensors have other sizes: glibc's heap would hold them otherwise
 
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
                       model.config.char_cnn.max_characters_per_token,
@@ -391,6 +393,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
                 optimizer.zero_grad(set_to_none=True)
                 state = output.state
                 step += 1
+                trimmer.after_batch()
                 step_nll_sums = processes.sum(output.nll_sums.detach()).cpu()
                 n_targets = output.n_targets * processes.world_size
                 if not bool(torch.isfinite(step_nll_sums).all()):
