@@ -171,3 +171,12 @@ def test_bad_inputs_are_named(topic_corpus, constructed_embedder, tmp_path):
 
 def test_token_records_have_a_fixed_layout():
     assert TOKEN_DTYPE.itemsize == 16
+
+
+def test_a_layer_in_full_width_digits_is_refused_not_read_as_a_number():
+    from elmo.search.index import parse_layer
+
+    assert parse_layer("2") == 2 and parse_layer("layer1") == 1 and parse_layer("average") == "average"
+    for value in ("\uff12", "layer\uff12", "-1", "1.0"):  # full-width 2
+        with pytest.raises(ValueError, match="expected a layer number"):
+            parse_layer(value)

@@ -63,7 +63,7 @@ def parse_layer(value: str | int) -> LayerSpec:
     if text == "average":
         return "average"
     digits = text.removeprefix("layer")
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()):  # int() would read full-width digits too
         raise ValueError(f"layer {value!r}: expected a layer number (0, 1, 2, ...) or 'average'")
     return int(digits)
 
