@@ -39,6 +39,16 @@ BAD_NUMBERS = [
     ([*TRAIN, "--dropout", "1"], "--dropout: 1: expected a finite number >= 0 and < 1"),
     ([*TRAIN, "--dropout", "-0.1"], "--dropout: -0.1: expected a finite number >= 0 and < 1"),
     ([*TRAIN, "--mix-l2", "-0.5"], "--mix-l2: -0.5: expected a finite number >= 0"),
+    (["train", "--corpus", "c.txt", "--batch-size", "0"], "--batch-size: 0: expected a whole number >= 1"),
+    (["train", "--corpus", "c.txt", "--negatives", "-5"], "--negatives: -5: expected a whole number >= 1"),
+    (["train", "--corpus", "c.txt", "--lr", "nan"], "--lr: nan: expected a finite number > 0"),
+    (["train", "--corpus", "c.txt", "--dropout", "1.5"], "--dropout: 1.5: expected a finite number >= 0 and < 1"),
+    (["train", "--corpus", "c.txt", "--checkpoint-every", "0"],
+     "--checkpoint-every: 0: expected a whole number >= 1"),
+    (["vocab", "c.txt", "--out", "v.txt", "--min-count", "-1"], "--min-count: -1: expected a whole number >= 1"),
+    (["serve", "--model", "en", "--max-queue", "0"], "--max-queue: 0: expected a whole number >= 1"),
+    (["serve", "--model", "en", "--request-timeout", "inf"], "--request-timeout: inf: expected a finite number > 0"),
+    (["serve", "--model", "en", "--max-wait-ms", "-1"], "--max-wait-ms: -1: expected a finite number >= 0"),
 ]
 
 

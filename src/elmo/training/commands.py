@@ -12,12 +12,16 @@ import signal
 import sys
 from pathlib import Path
 
+from elmo.command_line import finite_number, whole_number
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.corpus import Corpus
 from elmo.training.export import export_model, load_language_model, model_tokenizer, resolve_model
 from elmo.training.presets import TRAINING_PRESETS
 from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, TrainingOptions, evaluate, train
 from elmo.training.vocab import Vocabulary
+
+_POSITIVE = whole_number(1)
+_POSITIVE_NUMBER = finite_number(0.0, above_minimum=True)
 
 
 def _vocab(args: argparse.Namespace) -> int:
@@ -106,8 +110,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     vocab = subparsers.add_parser("vocab", help="count a corpus into a vocab.txt (specials, then by frequency)")
     vocab.add_argument("corpus", nargs="+", help="text files or glob patterns, one sentence a line")
     vocab.add_argument("--out", required=True, type=Path, help="vocab.txt to write")
-    vocab.add_argument("--min-count", type=int, default=1, help="drop tokens seen fewer times")
-    vocab.add_argument("--max-size", type=int, default=None, help="keep at most this many tokens, specials included")
+    vocab.add_argument("--min-count", type=_POSITIVE, default=1, help="drop tokens seen fewer times")
+    vocab.add_argument("--max-size", type=whole_number(3), default=None,
+                       help="keep at most this many tokens, specials included")
     vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
     vocab.set_defaults(func=_vocab)
 
@@ -121,26 +126,27 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               "own --max-steps/--epochs unless given again)")
     train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
                               "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words")
-    train_parser.add_argument("--min-count", type=int, default=1, help="with --init-from: new words seen this often")
+    train_parser.add_argument("--min-count", type=_POSITIVE, default=1,
+                              help="with --init-from: new words seen this often")
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
     train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
                               help="how the text is split (default: whitespace; with --init-from, that model's own)")
-    train_parser.add_argument("--max-steps", type=int, default=None)
-    train_parser.add_argument("--epochs", type=int, default=None)
-    train_parser.add_argument("--batch-size", type=int, default=128, help="rows of the global batch")
-    train_parser.add_argument("--unroll-steps", type=int, default=20)
-    train_parser.add_argument("--negatives", type=int, default=8192, help="sampled softmax negatives per step")
+    train_parser.add_argument("--max-steps", type=_POSITIVE, default=None)
+    train_parser.add_argument("--epochs", type=_POSITIVE, default=None)
+    train_parser.add_argument("--batch-size", type=_POSITIVE, default=128, help="rows of the global batch")
+    train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20)
+    train_parser.add_argument("--negatives", type=_POSITIVE, default=8192, help="sampled softmax negatives per step")
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
-    train_parser.add_argument("--lr", type=float, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
-    train_parser.add_argument("--dropout", type=float, default=0.1)
-    train_parser.add_argument("--state-reset", type=float, default=0.0,
+    train_parser.add_argument("--lr", type=_POSITIVE_NUMBER, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
+    train_parser.add_argument("--dropout", type=finite_number(0.0, below=1.0), default=0.1)
+    train_parser.add_argument("--state-reset", type=finite_number(0.0), default=0.0,
                               help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
-    train_parser.add_argument("--clip-norm", type=float, default=10.0, help="global gradient-norm clip")
-    train_parser.add_argument("--seed", type=int, default=0)
-    train_parser.add_argument("--checkpoint-every", type=int, default=500)
-    train_parser.add_argument("--keep-checkpoints", type=int, default=3)
-    train_parser.add_argument("--valid-every", type=int, default=500)
-    train_parser.add_argument("--log-every", type=int, default=10)
+    train_parser.add_argument("--clip-norm", type=_POSITIVE_NUMBER, default=10.0, help="global gradient-norm clip")
+    train_parser.add_argument("--seed", type=whole_number(0), default=0)
+    train_parser.add_argument("--checkpoint-every", type=_POSITIVE, default=500)
+    train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3)
+    train_parser.add_argument("--valid-every", type=_POSITIVE, default=500)
+    train_parser.add_argument("--log-every", type=_POSITIVE, default=10)
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     train_parser.set_defaults(func=_train)
 
@@ -150,8 +156,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     perplexity.add_argument("--corpus", nargs="+", required=True)
     perplexity.add_argument("--tokenizer", choices=tokenizers, default=None,
                             help="default: the model's own (tokenizer.json, or the run's)")
-    perplexity.add_argument("--batch-size", type=int, default=32)
-    perplexity.add_argument("--unroll-steps", type=int, default=20)
+    perplexity.add_argument("--batch-size", type=_POSITIVE, default=32)
+    perplexity.add_argument("--unroll-steps", type=_POSITIVE, default=20)
     perplexity.set_defaults(func=_perplexity)
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
