@@ -50,16 +50,6 @@ class BiLMOutput(NamedTuple):
     mask: torch.Tensor
 
 
-class _Packing(NamedTuple):
-    """Where each real position (boundaries included) of the padded batch goes in the packed,
-    time-major, length-sorted order. Indices are into the batch flattened to ``batch * n_steps``."""
-
-    forward_index: torch.Tensor  # step t of row r reads position t
-    backward_index: torch.Tensor  # step t of row r reads position length_r - 1 - t
-    batch_sizes: list[int]
-    order: torch.Tensor  # sorted row k is batch row order[k]
-
-
 class BiLM(nn.Module):
     def __init__(self, config: BiLMConfig) -> None:
         super().__init__()
@@ -103,34 +93,21 @@ class BiLM(nn.Module):
         self, token_vectors: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None
     ) -> tuple[BiLMOutput, BiLMState]:
         """The LSTM stacks over token vectors ``(batch, max_tokens, projection_dim)``; ``<S>``/``</S>`` are
-        added here. Lets a caller supply token vectors it already has (a cache) instead of character ids."""
+        added here. Lets a caller supply token vectors it already has (a cache) instead of character ids.
+
+        Each row runs on its own LSTM row, from ``state`` (zeros when None): the lanes of ``elmo/lanes.py`` with one
+        sentence a lane."""
         lengths = _check_mask(mask)
         batch_size, max_tokens, width = token_vectors.shape
         if state is None:
-            state = self.zero_state(batch_size)
+            state = self.zero_state(batch_size, like=token_vectors)
         elif state.h.shape[2] != batch_size:
             raise ValueError(f"state holds {state.h.shape[2]} rows but the batch has {batch_size}")
-
-        n_steps = max_tokens + 2
-        bos_vector, eos_vector = self.token_encoder(torch.stack([self.bos_char_ids, self.eos_char_ids]))
-        bounded = token_vectors.new_zeros((batch_size, n_steps, width))
-        bounded[:, 0] = bos_vector
-        bounded[:, 1 : max_tokens + 1] = token_vectors * mask[:, :, None]
-        bounded[torch.arange(batch_size, device=mask.device), lengths + 1] = eos_vector
-        padded_tokens = bounded.reshape(batch_size * n_steps, width)
-        packing = _pack(lengths + 2, n_steps)
-
-        indices = torch.stack([packing.forward_index, packing.backward_index])
-        run = run_directions(self.forward_lstm, self.backward_lstm, padded_tokens[indices], packing.batch_sizes,
-                             state.h[:, :, packing.order], state.c[:, :, packing.order])
-        layers = _unpack_layers(padded_tokens, indices, run.layers)
-        layers = layers.reshape(len(run.layers) + 1, batch_size, n_steps, 2 * width)
-        # Drop <S> (step 0) and </S> (step length + 1, beyond the mask once shifted by one).
-        layers = layers[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
-
-        restore = torch.empty_like(packing.order)
-        restore[packing.order] = torch.arange(batch_size, device=mask.device)
-        return BiLMOutput(layers, mask), BiLMState(run.h[:, :, restore], run.c[:, :, restore])
+        layers = token_vectors.new_zeros((self.config.n_output_layers, batch_size, max_tokens, 2 * width))
+        if batch_size == 0:
+            return BiLMOutput(layers, mask), state
+        layers[:, mask], new_state = self._run_sentences(token_vectors[mask], lengths.tolist(), batch_size, state)
+        return BiLMOutput(layers, mask), new_state
 
     def contextualize_lanes(self, token_vectors: torch.Tensor, lengths: Sequence[int], n_lanes: int) -> torch.Tensor:
         """The layers of many sentences, run a few at a time on ``n_lanes`` LSTM rows (``elmo/lanes.py``).
@@ -142,31 +119,46 @@ class BiLM(nn.Module):
         """
         if sum(lengths) != token_vectors.shape[0]:
             raise ValueError(f"lengths add up to {sum(lengths)} tokens but {token_vectors.shape[0]} vectors came")
-        n_layers, width = self.config.lstm.n_layers, token_vectors.shape[1]
         if not lengths:
-            return token_vectors.new_zeros((n_layers + 1, 0, 2 * width))
-        device = token_vectors.device
+            return token_vectors.new_zeros((self.config.n_output_layers, 0, 2 * token_vectors.shape[1]))
+        fused = all(layer.fuses for layer in self.forward_lstm.layers)
+        return self._run_sentences(token_vectors, list(lengths), len(lengths) if fused else n_lanes)[0]
+
+    def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
+                       state: BiLMState | None = None) -> tuple[torch.Tensor, BiLMState | None]:
+        """Sentences laid end to end (``token_vectors (n_tokens, width)``, at least one sentence) -> their layers
+        ``(n_layers + 1, n_tokens, 2 * width)``: ``<S>``/``</S>`` added around each, both directions run on
+        ``n_lanes`` rows. With ``state`` (one row per sentence, ``n_lanes`` = the number of sentences) each
+        sentence starts from its row and the state where each stopped comes back; otherwise lanes start at zero."""
+        device, width = token_vectors.device, token_vectors.shape[1]
         bounded_lengths = [length + 2 for length in lengths]  # <S>, the tokens, </S>
         ends = torch.tensor(bounded_lengths, device=device).cumsum(0)
         starts = ends - torch.tensor(bounded_lengths, device=device)
         is_token = torch.ones(sum(bounded_lengths), dtype=torch.bool, device=device)
         is_token[starts] = False
         is_token[ends - 1] = False
-
         bos_vector, eos_vector = self.token_encoder(torch.stack([self.bos_char_ids, self.eos_char_ids]))
         bounded = token_vectors.new_empty((len(is_token), width))
         bounded[starts] = bos_vector
         bounded[ends - 1] = eos_vector
         bounded[is_token] = token_vectors
-        # The fused LSTM takes no restarts: for it, each sentence has its own row.
-        fused = all(layer.fuses for layer in self.forward_lstm.layers)
-        packing = pack_lanes(bounded_lengths, len(lengths) if fused else n_lanes)
+
+        packing = pack_lanes(bounded_lengths, n_lanes)
         restarts = {step: rows.to(device) for step, rows in packing.restarts.items()}
         indices = torch.stack([packing.forward_index, packing.backward_index]).to(device)
-        zeros = self.zero_state(packing.batch_sizes[0], like=bounded)
-        run = run_directions(self.forward_lstm, self.backward_lstm, bounded[indices], packing.batch_sizes, zeros.h,
-                             zeros.c, restarts)
-        return _unpack_layers(bounded, indices, run.layers)[:, is_token]
+        if state is None:
+            initial = self.zero_state(packing.batch_sizes[0], like=bounded)
+        else:  # lane k runs sentence order[k]
+            order = torch.tensor(packing.first_sequences, device=device)
+            initial = BiLMState(state.h[:, :, order], state.c[:, :, order])
+        run = run_directions(self.forward_lstm, self.backward_lstm, bounded[indices], packing.batch_sizes,
+                             initial.h, initial.c, restarts)
+        layers = _unpack_layers(bounded, indices, run.layers)[:, is_token]
+        if state is None:
+            return layers, None
+        restore = torch.empty_like(order)
+        restore[order] = torch.arange(len(order), device=device)
+        return layers, BiLMState(run.h[:, :, restore], run.c[:, :, restore])
 
     def _check_char_ids(self, char_ids: torch.Tensor) -> torch.Tensor:
         max_characters = self.config.char_cnn.max_characters_per_token
@@ -201,18 +193,3 @@ def _check_mask(mask: torch.Tensor) -> torch.Tensor:
     if not torch.equal(mask, positions[None, :] < lengths[:, None]):
         raise ValueError("a padding token comes before a real token in some row")
     return lengths
-
-
-def _pack(lengths: torch.Tensor, n_steps: int) -> _Packing:
-    sorted_lengths, order = lengths.sort(descending=True, stable=True)
-    steps = torch.arange(n_steps, device=lengths.device)
-    alive = steps[:, None] < sorted_lengths[None, :]  # (n_steps, batch): True where step t of row k is real
-    rows = order[None, :].expand_as(alive)[alive]  # time-major: all rows of step 0, then step 1, ...
-    forward_positions = steps[:, None].expand_as(alive)[alive]
-    backward_positions = (sorted_lengths[None, :] - 1 - steps[:, None])[alive]
-    return _Packing(
-        forward_index=rows * n_steps + forward_positions,
-        backward_index=rows * n_steps + backward_positions,
-        batch_sizes=[n for n in alive.sum(dim=1).tolist() if n > 0],
-        order=order,
-    )

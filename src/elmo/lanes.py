@@ -28,6 +28,7 @@ class LanePacking(NamedTuple):
     backward_index: torch.Tensor  # the same lanes and steps, each sequence read from its last position back
     batch_sizes: list[int]  # lanes still running at each step
     restarts: dict[int, torch.Tensor]  # step -> lanes (rows of that step) where a new sequence begins
+    first_sequences: list[int]  # the sequence each lane runs first (with a lane per sequence, the one it runs)
 
 
 def pack_lanes(lengths: Sequence[int], n_lanes: int) -> LanePacking:
@@ -64,4 +65,5 @@ def pack_lanes(lengths: Sequence[int], n_lanes: int) -> LanePacking:
         backward_index=torch.from_numpy(backward[running]),
         batch_sizes=running.sum(axis=1).tolist(),
         restarts={step: torch.tensor(lanes) for step, lanes in restarts.items()},
+        first_sequences=[sequences[0] for sequences in lane_sequences],
     )
