@@ -73,25 +73,26 @@ def test_paired_kernels_give_the_step_loops_loss_state_and_gradients_with_both_c
         assert (unclipped_grads[name] - reference_grads[name]).abs().max() > 1e-3
 
 
-def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeated_targets():
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeated_targets(dtype, tolerance):
     generator = torch.Generator().manual_seed(0)
-    vocab_size, dim, n_positions = 40, 6, 50
-    hidden = torch.randn(n_positions, dim, generator=generator, dtype=torch.float64, requires_grad=True)
-    weight = torch.randn(vocab_size, dim, generator=generator, dtype=torch.float64, requires_grad=True)
-    bias = torch.randn(vocab_size, generator=generator, dtype=torch.float64, requires_grad=True)
+    vocab_size, dim, n_positions = 40, 6, 600  # more rows than one block of the kernel
+    hidden = torch.randn(n_positions, dim, generator=generator, dtype=dtype, requires_grad=True)
+    weight = torch.randn(vocab_size, dim, generator=generator, dtype=dtype, requires_grad=True)
+    bias = torch.randn(vocab_size, generator=generator, dtype=dtype, requires_grad=True)
     targets = torch.randint(0, 8, (n_positions,), generator=generator)  # frequent ids: repeats and hits
     candidates = sample_log_uniform(12, vocab_size, torch.Generator().manual_seed(2))
     assert torch.isin(targets, candidates.ids).any() and not torch.isin(targets, candidates.ids).all()
-    upstream = torch.rand(n_positions, generator=generator, dtype=torch.float64)
+    upstream = torch.rand(n_positions, generator=generator, dtype=dtype)
 
     expected = sampled_softmax_nll(hidden, targets, weight, bias, candidates)
     expected_grads = torch.autograd.grad(expected, (hidden, weight, bias), upstream)
     got = SampledSoftmaxNll.apply(hidden, targets, weight, bias, candidates)
     got_grads = torch.autograd.grad(got, (hidden, weight, bias), upstream)
 
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got, expected, rtol=0, atol=tolerance)
     for got_grad, expected_grad in zip(got_grads, expected_grads, strict=True):
-        torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=1e-12)
+        torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=tolerance)
 
 
 def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):

@@ -69,10 +69,19 @@ def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return prepacked_product(inputs, packed, bias)
 
 
-def one_use_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``inputs @ weight.T + bias`` for a weight used once, inside a hand-written forward or backward (no autograd):
-    on CPU float32 through oneDNN's copy of ``weight``, reordered for this one product. Worth it for products with
-    many rows against a wide weight, where the reorder is small next to the product (the sampled softmax)."""
-    if not (HAS_ONEDNN and inputs.device.type == "cpu" and inputs.dtype == weight.dtype == torch.float32):
-        return F.linear(inputs, weight, bias)
-    return prepacked_product(inputs, torch.ops.mkldnn._reorder_linear_weight(weight.contiguous()), bias)
+class ReorderedWeight:
+    """``inputs @ weight.T + bias`` for a weight that a hand-written forward or backward (no autograd) multiplies
+    by several times: on CPU float32 from oneDNN's copy of ``weight``, reordered once when this is made. Worth it
+    for products with many rows against a wide weight, where the reorder is small next to the products (the
+    sampled softmax)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight = weight
+        self.packed = None
+        if HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous())
+
+    def __call__(self, inputs: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.packed is None or inputs.dtype != torch.float32:
+            return F.linear(inputs, self.weight, bias)
+        return prepacked_product(inputs, self.packed, bias)
