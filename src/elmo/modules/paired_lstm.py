@@ -2,10 +2,10 @@
 with a hand-written backward.
 
 Autograd through the step loop records ~20 small operations per step and replays them one by one; here the
-forward keeps only what the backward needs (gate activations, cells before and after clipping, the projection's
-input), the backward runs the time loop on the few products a step needs, and every weight gradient is one
-large product over all steps after the loop. The forward and backward direction run as one batched product per
-step, on weights stacked along a first axis of 2.
+forward keeps only what the backward needs (each step's local derivatives, the clips' masks, the projection's
+input and the outputs), the backward runs the time loop on the few products a step needs, and every weight
+gradient is one large product over all steps after the loop. The forward and backward direction run as one
+batched product per step, on weights stacked along a first axis of 2.
 
 The equations are ``ProjectedLstm``'s (``modules/lstm.py``): TF's gate order i, j, f, o, the forget bias added
 to f, the cell clipped to ``+-cell_clip``, ``h = o * tanh(c)`` projected and clipped to ``+-proj_clip``. A clip's
@@ -21,7 +21,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from elmo.modules.lstm import ProjectedLstm, lstm_cell
-from elmo.modules.prepacked import HAS_ONEDNN, prepacked_product
+from elmo.modules.prepacked import HAS_ONEDNN, ReorderedWeight
 
 
 class PairWeights(NamedTuple):
@@ -38,26 +38,26 @@ class PairWeights(NamedTuple):
 
 
 class _PairProduct:
-    """``inputs (2, rows, n_in) -> (2, rows, n_out)`` against ``weight (2, n_out, n_in)``, run many times within
-    one call of the kernel: from oneDNN's reordered copy of each direction's weight on CPU float32 (one reorder per
-    call, then no repacking per step), else as one batched product."""
+    """``inputs (2, rows, n_in) -> (2, rows, n_out)`` against ``weight (2, n_out, n_in)``, run at every step of one
+    call of the kernel: on CPU float32 each direction's weight is reordered for oneDNN once per call
+    (``ReorderedWeight``), so no step repacks it; elsewhere one batched product."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.weight_t = weight.transpose(1, 2)
-        self.packed = None
+        self.reordered = None
         if HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32:
-            self.packed = [torch.ops.mkldnn._reorder_linear_weight(w.contiguous()) for w in weight]
+            self.reordered = [ReorderedWeight(direction_weight) for direction_weight in weight]
 
     def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None,
                  addend: torch.Tensor | None = None) -> torch.Tensor:
-        if self.packed is None:
+        if self.reordered is None:
             if addend is None:
                 return torch.bmm(inputs, self.weight_t, out=out)
             return torch.baddbmm(addend, inputs, self.weight_t, out=out)
         if out is None:
             out = inputs.new_empty((2, inputs.shape[1], self.weight_t.shape[2]))
-        for direction in range(2):
-            product = prepacked_product(inputs[direction], self.packed[direction])
+        for direction, weight in enumerate(self.reordered):
+            product = weight(inputs[direction])
             if addend is None:
                 out[direction] = product
             else:
@@ -71,7 +71,7 @@ class PairedLstmLayer(torch.autograd.Function):
 
     The forward keeps, per step, the local derivatives the backward multiplies by (computed while the step's
     activations are in cache): the cell's gradient reaches i, j and f through ``by_cell``, the output gate through
-    ``by_hidden_o``, the cell through ``hidden_to_cell``, the previous cell through ``forget_gate``.
+    ``by_hidden_o``, the cell through ``hidden_to_cell``, the previous cell through ``forget_gates``.
     """
 
     @staticmethod
