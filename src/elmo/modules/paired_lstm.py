@@ -48,16 +48,19 @@ class _PairProduct:
         if HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32:
             self.reordered = [ReorderedWeight(direction_weight) for direction_weight in weight]
 
-    def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None,
-                 addend: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None, addend: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``addend + inputs @ weight.T + bias`` per direction; ``bias`` ``(2, n_out)``, ``addend`` like the result."""
         if self.reordered is None:
+            if bias is not None:
+                addend = bias[:, None, :] if addend is None else addend + bias[:, None, :]
             if addend is None:
                 return torch.bmm(inputs, self.weight_t, out=out)
             return torch.baddbmm(addend, inputs, self.weight_t, out=out)
         if out is None:
             out = inputs.new_empty((2, inputs.shape[1], self.weight_t.shape[2]))
         for direction, weight in enumerate(self.reordered):
-            product = weight(inputs[direction])
+            product = weight(inputs[direction], None if bias is None else bias[direction])
             if addend is None:
                 out[direction] = product
             else:
@@ -79,7 +82,7 @@ class PairedLstmLayer(torch.autograd.Function):
                 cell_clip: float, proj_clip: float, input_weight: torch.Tensor, recurrent_weight: torch.Tensor,
                 bias: torch.Tensor, projection: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         n_positions, dim = inputs.shape[1], c0.shape[2]
-        gates = torch.baddbmm(bias[:, None, :], inputs, input_weight.transpose(1, 2))  # then + U h, step by step
+        gates = _PairProduct(input_weight)(inputs, bias=bias)  # then + U h, step by step
         recurrent = _PairProduct(recurrent_weight)
         project = _PairProduct(projection) if projection is not None else None
         new = inputs.new_empty
@@ -153,10 +156,10 @@ class PairedLstmLayer(torch.autograd.Function):
                 torch.mul(d_c, by_cell[gate, :, rows], out=d_gates[:, rows, gate * dim : (gate + 1) * dim])
             d_c.mul_(forget_gates[:, rows])
             d_h = recurrent_t(d_gates[:, rows])
+        # Both weights' gradients as one product: [inputs, previous outputs] side by side.
         previous_outputs = torch.cat([h0, outputs[:, : n_positions - n_rows]], dim=1)
-        d_gates_t = d_gates.transpose(1, 2)
-        d_input_weight = torch.bmm(d_gates_t, inputs)
-        d_recurrent_weight = torch.bmm(d_gates_t, previous_outputs)
+        d_weights = torch.bmm(d_gates.transpose(1, 2), torch.cat([inputs, previous_outputs], dim=2))
+        d_input_weight, d_recurrent_weight = d_weights.split([inputs.shape[2], previous_outputs.shape[2]], dim=2)
         d_bias = d_gates.sum(dim=1)
         d_projection = None
         if projection is not None:

@@ -106,9 +106,9 @@ class SampledSoftmaxNll(torch.autograd.Function):
         true_logits = (hidden * target_weight).sum(dim=1) + bias[targets]
         true_logits = true_logits - candidates.log_expected_count(targets).to(hidden.device)
         hit_rows, hit_columns = _accidental_hits(targets, sampled_ids)
-        unnormalized = hidden.new_empty((len(hidden), len(sampled_ids)))  # the backward divides by the normalizer
         largest, normalizer = torch.empty_like(true_logits), torch.empty_like(true_logits)
         product = ReorderedWeight(sampled_weight)
+        unnormalized = []  # per block of rows; the backward divides by the normalizer
         for rows in _row_blocks(len(hidden)):  # each block's logits stay in cache from product to sum
             logits = product(hidden[rows], sampled_bias)
             hits = (hit_rows >= rows.start) & (hit_rows < rows.stop)
@@ -116,31 +116,33 @@ class SampledSoftmaxNll(torch.autograd.Function):
             largest[rows] = torch.maximum(logits.amax(dim=1), true_logits[rows])
             logits.sub_(largest[rows, None]).exp_()
             normalizer[rows] = logits.sum(dim=1)
-            unnormalized[rows] = logits
+            unnormalized.append(logits)
         true_unnormalized = torch.exp(true_logits - largest)
         normalizer.add_(true_unnormalized)
-        ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight, unnormalized,
-                              true_unnormalized, normalizer)
+        ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight,
+                              true_unnormalized, normalizer, *unnormalized)
         return torch.log(normalizer) + largest - true_logits
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_nll: torch.Tensor):
-        (hidden, targets, weight, sampled_ids, sampled_weight, target_weight, unnormalized, true_unnormalized,
-         normalizer) = ctx.saved_tensors
+        (hidden, targets, weight, sampled_ids, sampled_weight, target_weight, true_unnormalized, normalizer,
+         *unnormalized) = ctx.saved_tensors
         scale = d_nll / normalizer
         d_true = true_unnormalized * scale - d_nll
         d_hidden = torch.empty_like(hidden)
+        d_sampled_weight = torch.zeros_like(sampled_weight)
         d_sampled_bias = hidden.new_zeros(len(sampled_ids))
         product = ReorderedWeight(sampled_weight.T)
-        for rows in _row_blocks(len(hidden)):
-            d_logits = unnormalized[rows].mul_(scale[rows, None])  # saved for this one backward: d logit = p d_nll
+        for rows, block in zip(_row_blocks(len(hidden)), unnormalized, strict=True):  # each block stays in cache
+            d_logits = block.mul_(scale[rows, None])  # saved for this one backward: d logit = p d_nll
             d_hidden[rows] = product(d_logits)
+            d_sampled_weight.addmm_(d_logits.T, hidden[rows])
             d_sampled_bias.add_(d_logits.sum(dim=0))
         d_hidden.addcmul_(d_true[:, None], target_weight)
         # The sampled ids are distinct: their rows are written, not accumulated; targets repeat.
         d_weight = torch.zeros_like(weight)
-        d_weight[sampled_ids] = unnormalized.T @ hidden
+        d_weight[sampled_ids] = d_sampled_weight
         d_weight.index_put_((targets,), d_true[:, None] * hidden, accumulate=True)
         d_bias = weight.new_zeros(weight.shape[0])
         d_bias[sampled_ids] = d_sampled_bias
