@@ -13,8 +13,9 @@ array per sentence, in input order. Inside, it
   token sees at least ``window_context`` tokens of real context on both sides (or the sentence edge),
   and the memory used is that of a batch of windows, whatever the sentence length;
 - streams: ``iter_embed`` works through the input a window of batches at a time;
-- keeps an LRU cache of context-free token vectors (``token_cache_size`` tokens; 0 turns it off), so the
-  character CNN runs once per distinct token, not once per occurrence.
+- keeps an LRU cache of context-free token vectors (``token_cache_size`` tokens, copies in one table of at most
+  that many rows, so its memory is bounded in bytes; 0 turns it off), so the character CNN runs once per
+  distinct token, not once per occurrence.
 
 By default every sentence starts from a zero LSTM state, so its vectors do not depend on what else is
 embedded. ``stateful=True`` instead carries each batch row's state into the next batch, as bilm-tf's
