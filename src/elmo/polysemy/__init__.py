@@ -21,7 +21,7 @@ The measures, for one layer, over all occurrences of one word:
 """
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -84,31 +84,33 @@ def _stack(senses: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return vectors, labels
 
 
-def triplet_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
-    """One word (sense -> ``(occurrences, dim)``): (triples where the same sense is strictly nearer, triples)."""
+def _anchors(senses: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """For each occurrence of one word: its cosines to the other occurrences of its sense, and to those of the
+    other senses."""
     vectors, labels = _stack(senses)
     cosines = _cosines(vectors)
-    passed = total = 0
     for anchor in range(len(labels)):
         same = (labels == labels[anchor]) & (np.arange(len(labels)) != anchor)
-        other = labels != labels[anchor]
-        passed += int((cosines[anchor, same][:, None] > cosines[anchor, other][None, :]).sum())
-        total += int(same.sum()) * int(other.sum())
+        yield cosines[anchor, same], cosines[anchor, labels != labels[anchor]]
+
+
+def triplet_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """One word (sense -> ``(occurrences, dim)``): (triples where the same sense is strictly nearer, triples)."""
+    passed = total = 0
+    for same, other in _anchors(senses):
+        passed += int((same[:, None] > other[None, :]).sum())
+        total += len(same) * len(other)
     return passed, total
 
 
 def nn_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
     """One word: (occurrences whose nearest other occurrence is of their sense, strictly; occurrences that
     have another occurrence of their sense and one of another sense)."""
-    vectors, labels = _stack(senses)
-    cosines = _cosines(vectors)
     passed = total = 0
-    for anchor in range(len(labels)):
-        same = (labels == labels[anchor]) & (np.arange(len(labels)) != anchor)
-        other = labels != labels[anchor]
-        if same.any() and other.any():
+    for same, other in _anchors(senses):
+        if len(same) and len(other):
             total += 1
-            passed += int(cosines[anchor, same].max() > cosines[anchor, other].max())
+            passed += int(same.max() > other.max())
     return passed, total
 
 
