@@ -32,7 +32,8 @@ bench: $(BIN)/.installed
 
 # The shipped models: corpora from registry packages, vocabularies, training, shipping into src/elmo/models
 # (softmax included, each directory at most 40 MB, model card). 40,000 steps of 64 x 20 tokens each, both at once,
-# one thread each: about a day on 2 CPU cores (22-32 hours at the 440-650 tokens/s measured; docs/training.md).
+# one thread each: 8-9 hours on 2 idle CPU cores at the ~1,700 tokens/s each measured, 15-20 beside other work
+# (docs/data.md).
 models: $(BIN)/.installed
 	# wudao-dict-plus ships its Youdao examples zstd-compressed (or Debian's zstd program does it)
 	$(BIN)/pip install --quiet 'zstandard>=0.22'

@@ -45,11 +45,11 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 SHIPPED_LIMIT_BYTES = 40_000_000
 CARD_RESERVE_BYTES = 64 * 1024
 # The recipe of the long runs (issue 17): batch 64 x 20 tokens a step; `make models` trains both models at once,
-# one thread each. 40,000 steps are 51.2 M tokens seen per model (the issue's aim: 50 M+). The first 300 steps of
-# the en and zh runs of this recipe, side by side on a 2-core machine with other work, ran at 440-650 tokens/s
-# each, so from nothing `make models` takes about a day (22-32 hours). --state-reset 0.1: rows start from a zero
-# state now and then, as every sentence does in the embedder (without it, zh's backward LM went wrong from zero
-# state).
+# one thread each. 40,000 steps are 51.2 M tokens seen per model (the issue's aim: 50 M+). The en and zh runs of
+# this recipe on the training kernels ran at ~1,700 tokens/s each side by side on 2 idle cores (700-1,000 beside
+# other work), so from nothing `make models` takes 8-9 hours (15-20 on a busy machine). --state-reset 0.1: rows
+# start from a zero state now and then, as every sentence does in the embedder (without it, zh's backward LM went
+# wrong from zero state).
 DEFAULT_STEPS = {"en": 40_000, "zh": 40_000}
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "64", "--unroll-steps", "20", "--optimizer", "adam",
                "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "200",
