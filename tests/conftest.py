@@ -1,9 +1,12 @@
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from elmo import BiLM, load_bilm
+from elmo.embedder import Embedder
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures" / "elmo"
 
@@ -25,3 +28,25 @@ def fixture_sentences(fixture_dir: Path) -> list[list[str]]:
     """The fixture's 30 sentences, tokenized, in file order."""
     batches = json.loads((fixture_dir / "sentences.json").read_text())
     return [sentence.split() for batch in batches for sentence in batch]
+
+
+@pytest.fixture
+def interrupt_after() -> Callable[[pytest.MonkeyPatch, int, int], None]:
+    """``interrupt_after(monkeypatch, n, signum)`` patches ``Embedder.iter_embed`` to deliver ``signum`` to this
+    process once ``n`` sentences' vectors have been made (how the tests stop an embedding job part way)."""
+
+    def patch(monkeypatch: pytest.MonkeyPatch, sentences: int, signum: int) -> None:
+        original = Embedder.iter_embed
+        made = 0
+
+        def iter_embed(self, *args, **kwargs):
+            nonlocal made
+            for vectors in original(self, *args, **kwargs):
+                made += 1
+                if made == sentences + 1:
+                    os.kill(os.getpid(), signum)
+                yield vectors
+
+        monkeypatch.setattr(Embedder, "iter_embed", iter_embed)
+
+    return patch

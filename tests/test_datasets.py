@@ -28,9 +28,9 @@ def _zip(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def _tar_bytes(files: dict[str, bytes]) -> bytes:
+def _tar_bytes(files: dict[str, bytes], compression: str = "gz") -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+    with tarfile.open(fileobj=buffer, mode=f"w:{compression}") as archive:
         for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -243,17 +243,8 @@ def test_real_packages_give_the_documented_counts(model: str, tmp_path: Path):
 
 def _deb(path: Path, files: dict[str, bytes]) -> Path:
     """A Debian package as dpkg-deb builds one: an ar archive of debian-binary, control.tar.xz, data.tar.xz."""
-    def tar_xz(members: dict[str, bytes]) -> bytes:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
-            for name, data in members.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                archive.addfile(info, io.BytesIO(data))
-        return buffer.getvalue()
-
-    members = [("debian-binary", b"2.0\n"), ("control.tar.xz", tar_xz({"./control": b"Package: x\n"})),
-               ("data.tar.xz", tar_xz({f"./{name}": data for name, data in files.items()}))]
+    members = [("debian-binary", b"2.0\n"), ("control.tar.xz", _tar_bytes({"./control": b"Package: x\n"}, "xz")),
+               ("data.tar.xz", _tar_bytes({f"./{name}": data for name, data in files.items()}, "xz"))]
     out = b"!<arch>\n"
     for name, data in members:
         out += f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data

@@ -178,28 +178,13 @@ def _assert_complete_and_fresh(tmp_path, fresh_vectors) -> None:
         np.testing.assert_allclose(written[str(i)], array, atol=1e-5, rtol=0)
 
 
-def _interrupt_after(monkeypatch, sentences: int, signum: int) -> None:
-    """Deliver ``signum`` to this process once ``sentences`` vectors have been made (mid-chunk, after a flush)."""
-    original = Embedder.iter_embed
-    made = 0
-
-    def iter_embed(self, *args, **kwargs):
-        nonlocal made
-        for vectors in original(self, *args, **kwargs):
-            made += 1
-            if made == sentences + 1:
-                os.kill(os.getpid(), signum)
-            yield vectors
-
-    monkeypatch.setattr(Embedder, "iter_embed", iter_embed)
-
-
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(signum, status, fixture_dir, tmp_path,
-                                                                           capsys, monkeypatch, fresh_vectors):
+                                                                           capsys, monkeypatch, fresh_vectors,
+                                                                           interrupt_after):
     command = _embed_command(fixture_dir, tmp_path)
     with monkeypatch.context() as patch:
-        _interrupt_after(patch, 44, signum)
+        interrupt_after(patch, 44, signum)
         assert main(command) == status
     error = capsys.readouterr().err.strip().splitlines()
     assert error[-1] == (f"elmo embed: interrupted; {tmp_path / 'out.hdf5.partial'} holds the first 44 of 70 "
@@ -212,10 +197,11 @@ def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(sign
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
 
-def test_resume_refuses_an_input_edited_without_changing_its_size(fixture_dir, tmp_path, capsys, monkeypatch):
+def test_resume_refuses_an_input_edited_without_changing_its_size(fixture_dir, tmp_path, capsys, monkeypatch,
+                                                                  interrupt_after):
     command = _embed_command(fixture_dir, tmp_path)
     with monkeypatch.context() as patch:
-        _interrupt_after(patch, 40, signal.SIGINT)
+        interrupt_after(patch, 40, signal.SIGINT)
         assert main(command) == 130
     edited = ["LINE" + LINES[0][4:], *LINES[1:]]
     (tmp_path / "in.txt").write_text("\n".join(edited) + "\n", encoding="utf-8")
@@ -271,14 +257,14 @@ def test_sigkill_at_any_point_then_resume_gives_the_fresh_result(point, resumed,
 
 @pytest.mark.parametrize("damage", ["empty", "garbage", "lacks a line", "no record"])
 def test_resume_from_a_damaged_partial_file_starts_over_and_says_so(damage, fixture_dir, tmp_path, capsys, caplog,
-                                                                   monkeypatch, fresh_vectors):
+                                                                   monkeypatch, fresh_vectors, interrupt_after):
     command = _embed_command(fixture_dir, tmp_path)
     partial = tmp_path / "out.hdf5.partial"
     if damage in ("empty", "garbage"):
         partial.write_bytes(b"" if damage == "empty" else os.urandom(4096))
     else:
         with monkeypatch.context() as patch:
-            _interrupt_after(patch, 40, signal.SIGINT)
+            interrupt_after(patch, 40, signal.SIGINT)
             assert main(command) == 130
         with h5py.File(partial, "a") as handle:
             if damage == "lacks a line":

@@ -1,5 +1,4 @@
 import json
-import os
 import signal
 
 import numpy as np
@@ -97,22 +96,11 @@ def test_a_corpus_without_text_is_refused_before_the_model_loads_and_leaves_noth
 
 
 def test_sigterm_keeps_the_last_checkpoint_and_resume_refuses_a_corpus_edited_at_the_same_size(
-        fixture_dir, fixture_corpus, tmp_path, capsys, monkeypatch):
+        fixture_dir, fixture_corpus, tmp_path, capsys, monkeypatch, interrupt_after):
     command = ["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", str(tmp_path / "index"),
                "--batch-size", "1", "--quiet"]  # a checkpoint every 16 lines
-    original = Embedder.iter_embed
-    made = 0
-
-    def iter_embed(self, *args, **kwargs):
-        nonlocal made
-        for vectors in original(self, *args, **kwargs):
-            made += 1
-            if made == 20:
-                os.kill(os.getpid(), signal.SIGTERM)
-            yield vectors
-
     with monkeypatch.context() as patch:
-        patch.setattr(Embedder, "iter_embed", iter_embed)
+        interrupt_after(patch, 19, signal.SIGTERM)
         assert main(command) == 143
     assert "elmo index: interrupted; run the same command with --resume" in capsys.readouterr().err
     assert not (tmp_path / "index").exists()
