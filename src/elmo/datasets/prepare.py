@@ -26,6 +26,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
 from elmo.tokenizers import get_tokenizer
@@ -255,6 +257,7 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
                                    "splits": {split: dict(count) for split, count in counts.items()},
                                    "dropped_as_task_text": dropped["task"],
                                    "dropped_as_duplicate": dropped["duplicate"]})
+    shuffle_lines(partial["train"], TRAIN_SHUFFLE_SEED)
     for split, path in partial.items():
         path.replace(out_dir / f"{split}.txt")
     report = {
@@ -270,6 +273,22 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
     (out_dir / "sources.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out_dir / "SOURCES.md").write_text(sources_markdown(report), encoding="utf-8")
     return report
+
+
+TRAIN_SHUFFLE_SEED = 17
+
+
+def shuffle_lines(path: Path, seed: int) -> None:
+    """Put the lines of ``path`` in a random order fixed by ``seed``, in place.
+
+    The trainer gives each batch row one contiguous share of the file; in source order a row would read
+    one source and one topic for thousands of steps. bilm-tf shuffles the sentences of each shard on load
+    for the same reason; the embedder starts every sentence from zero, so no cross-sentence context is lost.
+    """
+    lines = path.read_bytes().splitlines(keepends=True)
+    order = np.random.default_rng(seed).permutation(len(lines))
+    with path.open("wb") as handle:
+        handle.writelines(lines[k] for k in order)
 
 
 def _describe(source: Source) -> dict[str, str]:
