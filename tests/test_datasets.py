@@ -562,3 +562,20 @@ def test_real_large_corpora_give_the_documented_totals_and_todays_test_split(mod
     prepare(model.removesuffix("-large"), tmp_path / "base")
     assert tuple(report["totals"][split]["tokens"] for split in report["splits"]) == REAL_LARGE_TOTALS[model]
     assert (tmp_path / model / "test.txt").read_bytes() == (tmp_path / "base" / "test.txt").read_bytes()
+
+
+def test_shuffle_lines_is_a_seeded_permutation_that_mixes_the_sources(tmp_path: Path):
+    from elmo.datasets.prepare import shuffle_lines
+
+    lines = [f"source-{k // 500} line {k}\n" for k in range(1000)]  # two sources, each written together
+    paths = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for path in paths:
+        path.write_text("".join(lines), encoding="utf-8")
+        shuffle_lines(path, seed=17)
+    shuffled = paths[0].read_text(encoding="utf-8").splitlines(keepends=True)
+    assert shuffled == paths[1].read_text(encoding="utf-8").splitlines(keepends=True)  # same seed, same order
+    assert sorted(shuffled) == sorted(lines)  # every line once
+    # A batch row reads a contiguous share: each quarter of the file now holds both sources, near 50/50.
+    for quarter in range(4):
+        share = shuffled[quarter * 250:(quarter + 1) * 250]
+        assert 90 < sum(line.startswith("source-0") for line in share) < 160

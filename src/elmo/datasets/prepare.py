@@ -13,6 +13,7 @@ held-out passages of the added sources go to ``test-new.txt``, their other passa
 ``train.txt``. Its training text is further cleaned: a train or valid sentence that shares a long stretch of
 characters with a task's evaluation text is dropped (``LeakWindows``), and sentences repeated in one split,
 or a train sentence that is also held out, are dropped once long enough to be more than a common phrase.
+Its ``train.txt`` is then shuffled by line (``shuffle_lines``, a fixed seed).
 """
 
 import hashlib
