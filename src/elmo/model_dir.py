@@ -1,6 +1,9 @@
 """A model directory: ``options.json`` + ``weights.hdf5`` (the published layout), optionally
 ``tokenizer.json`` (``{"name": "english"}``: how raw text is split for this model), ``vocab.txt`` and a
 model card ``README.md``. A name such as ``en`` finds a model shipped inside the package.
+
+A directory of files as AllenNLP publishes them (``<name>_options.json`` + ``<name>_weights.hdf5``) loads too,
+so the downloads work as they are.
 """
 
 import json
@@ -14,6 +17,11 @@ from elmo.weights import load_bilm
 
 # bilm-tf's own dumps and AllenNLP's fixtures call the weights lm_weights.hdf5.
 WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
+# AllenNLP names a model's files <name>_options.json and <name>_weights.hdf5; a variant of the weights may add to
+# the name after "_weights" (<name>_weights*.hdf5).
+ALLENNLP_OPTIONS_SUFFIX = "_options.json"
+ALLENNLP_WEIGHTS_INFIX = "_weights"
+ALLENNLP_EXAMPLE = "elmo_2x4096_512_2048cnn_2xhighway"
 DEFAULT_TOKENIZER = "whitespace"
 
 
@@ -46,16 +54,44 @@ class ModelDir:
                     f"model {str(model)!r} is neither a directory nor a shipped model "
                     f"(shipped: {', '.join(shipped_models()) or 'none'})"
                 )
-        options_file = path / "options.json"
-        if not options_file.is_file():
-            raise FileNotFoundError(f"{path} holds no options.json; is it a model directory?")
-        weight_file = next((path / name for name in WEIGHT_FILE_NAMES if (path / name).is_file()), None)
-        if weight_file is None:
-            raise FileNotFoundError(f"{path} holds no {' or '.join(WEIGHT_FILE_NAMES)}")
+        options_file, weight_file = _model_files(path)
         return cls(path, options_file, weight_file, _read_tokenizer(path / "tokenizer.json"))
 
     def load_bilm(self) -> BiLM:
         return load_bilm(self.options_file, self.weight_file)
+
+
+def _model_files(path: Path) -> tuple[Path, Path]:
+    """The options and weight files of the model in ``path``: this project's names, else AllenNLP's."""
+    options_file = path / "options.json"
+    if options_file.is_file():
+        weight_file = next((path / name for name in WEIGHT_FILE_NAMES if (path / name).is_file()), None)
+        if weight_file is None:
+            raise FileNotFoundError(f"{path} holds no {' or '.join(WEIGHT_FILE_NAMES)}")
+        return options_file, weight_file
+    names = sorted(child.name for child in path.iterdir() if child.is_file())
+    options_names = [name for name in names if name.endswith(ALLENNLP_OPTIONS_SUFFIX)]
+    pairs = [
+        (options_name, weight_name)
+        for options_name in options_names
+        for weight_name in names
+        if weight_name.startswith(options_name.removesuffix(ALLENNLP_OPTIONS_SUFFIX) + ALLENNLP_WEIGHTS_INFIX)
+        and weight_name.endswith(".hdf5")
+    ]
+    if len(pairs) == 1:
+        return path / pairs[0][0], path / pairs[0][1]
+    if pairs:
+        listed = "; ".join(f"{options_name} + {weight_name}" for options_name, weight_name in pairs)
+        raise ValueError(f"{path} holds {len(pairs)} models ({listed}); give each its own directory")
+    if options_names:
+        prefix = options_names[0].removesuffix(ALLENNLP_OPTIONS_SUFFIX)
+        raise FileNotFoundError(f"{path} holds {options_names[0]} but no {prefix}{ALLENNLP_WEIGHTS_INFIX}.hdf5 "
+                                "beside it; download the weights that go with it into the same directory")
+    raise FileNotFoundError(
+        f"{path} holds no options.json; expected options.json + {' or '.join(WEIGHT_FILE_NAMES)}, or AllenNLP's "
+        f"<name>{ALLENNLP_OPTIONS_SUFFIX} + <name>{ALLENNLP_WEIGHTS_INFIX}.hdf5 (e.g. "
+        f"{ALLENNLP_EXAMPLE}{ALLENNLP_OPTIONS_SUFFIX} + {ALLENNLP_EXAMPLE}{ALLENNLP_WEIGHTS_INFIX}.hdf5)"
+    )
 
 
 def _read_tokenizer(path: Path) -> str:
