@@ -1,0 +1,92 @@
+"""The English tokenizer: Moses on raw text, and text tokenized already left as it is."""
+
+import pytest
+from sacremoses import MosesTokenizer
+
+from elmo.tokenizers import english_tokenize, get_tokenizer
+
+# Lines of the shipped en model's train.txt (Brown and Wikipedia leads, tokenized by Moses), as `elmo index`
+# reads them back.
+TOKENIZED_LINES = """\
+" My , you 're peaked .
+There was Wright 's , for one , lost amongst trees , its wide verandas strewn with rockers .
+I 've tried to teach some of the other boys to kick and some of them can 't seem to get the feel .
+I want you to find Monsieur Prieur at once and give him this money for the boy 's purchase .
+And he would sleep , sleep , and never think of roads and horses ' sore haunches , of colonial wars .
+You 'll get your pay in the morning " .
+Out came the journal and in it went Ann 's own description of the scene :
+The lad 's once superb body was a mass of scars and welts .
+I 'm not steering you wrong .
+Then if you change jobs you won 't necessarily have to sell the farm .
+" I imagine you 're always battling in school " .
+The ship 's compass was useless because of the nearness of the magnetic North Pole .
+Finland 's climate varies from humid continental in the south to boreal in the north .
+He reported that the city 's contributions for animal care included $ 67,000 to the Women 's S.P.C.A. ; ;
+Not all of Palfrey 's slaves were aboard the Bashaw .
+Their name derives from the Latin cumulus , meaning " heap " or " pile " .
+And put Cate 's gun back " .
+Edwards is widely regarded as one of America 's most important and original philosophical theologians .
+He asked , " Could we have a drink " ? ?
+one with blood all over it , Arbuckle 's blood " .
+He approached the horse and laid a hand on the stallion 's quivering neck .
+I heard her murmur , " We 'd better lock the door " .
+Don 't urge your builder to give you a little extra cooling capacity just to be sure you have enough .
+You can work on this one while I 'm gone , kill it if you want " .
+This phenomenon is known as Oersted 's law .
+Mankowski , the ball-hawking defensive expert , was cited for his performance against Bradley in St. Louis U. ' s \
+nationally televised victory .
+The screenplay is adapted from Thomas Dixon Jr . ' s 1905 novel and play The Clansman : A Historical Romance of \
+the Ku Klux Klan .
+His first short story , " Blackmailers Don 't Shoot " , was published in 1933 in Black Mask , a pulp magazine .
+I didn 't smell a drop of liquor , and we didn 't have a bit of trouble " .
+Chico Ruiz made a spectacular play on Alusik 's grounder in the hole in the fourth .
+""".splitlines()
+
+RAW_SENTENCES = [
+    "Don't stop, Mr. Smith.",
+    "The boy's dog wasn't there; they'd gone home at 5 p.m.",
+    "She said 'no way' and left.",
+    "Rock 'n' roll: it's 1960's music (mostly).",
+    "The boys' toys cost $5,300... and they're broken!",
+    "'Tis the season, isn't it?",
+]
+
+
+@pytest.mark.parametrize("line", TOKENIZED_LINES)
+def test_tokenized_corpus_lines_come_back_unchanged(line: str) -> None:
+    assert english_tokenize(line) == line.split()
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("Alusik 's", ["Alusik", "'s"]),
+    ("do n't", ["do", "n't"]),
+    ("DO N'T", ["DO", "N'T"]),
+    ("we 're here , I 'm told , you 've been , he 'd go , they 'll see", [
+        "we", "'re", "here", ",", "I", "'m", "told", ",", "you", "'ve", "been", ",", "he", "'d", "go", ",", "they",
+        "'ll", "see"]),
+    ("elmoclitic 's elmoclitic", ["elmoclitic", "'s", "elmoclitic"]),  # the text holding our stand-in word
+])
+def test_ptb_clitics_standing_alone_are_kept(text: str, tokens: list[str]) -> None:
+    assert english_tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text", RAW_SENTENCES)
+def test_raw_text_is_split_by_the_moses_rules_as_before(text: str) -> None:
+    assert english_tokenize(text) == MosesTokenizer(lang="en").tokenize(text, escape=False)
+
+
+@pytest.mark.parametrize("text", RAW_SENTENCES)
+def test_tokenizing_twice_gives_what_tokenizing_once_gives(text: str) -> None:
+    once = english_tokenize(text)
+    assert english_tokenize(" ".join(once)) == once
+
+
+def test_raw_contractions_split_as_the_shipped_corpus_has_them() -> None:
+    """Moses splits ``don't`` as ``don 't`` (not PTB's ``do n't``); the en corpus was tokenized so."""
+    assert english_tokenize("don't") == ["don", "'t"]
+    assert english_tokenize("Alusik's grounder") == ["Alusik", "'s", "grounder"]
+
+
+def test_an_unknown_tokenizer_is_refused_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown tokenizer 'moses'; expected one of"):
+        get_tokenizer("moses")
