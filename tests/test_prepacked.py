@@ -1,10 +1,15 @@
-"""oneDNN's products on reordered weights give F.linear's results, and only run where no gradient is needed."""
+"""oneDNN's products on reordered weights give F.linear's results, and only run where no gradient is needed; where
+PyTorch lacks a private API they use, the public products run and give the same results."""
+
+import copy
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from elmo import BiLM, BiLMConfig, batch_to_char_ids
+from elmo import BiLM, BiLMConfig, batch_to_char_ids, load_bilm
+from elmo.modules import prepacked
+from elmo.modules.bidirectional import Kernel, pick_kernel, run_directions
 from elmo.modules.prepacked import HAS_ONEDNN, PrepackedWeight, linear
 
 pytestmark = pytest.mark.skipif(not HAS_ONEDNN, reason="this PyTorch build has no oneDNN")
@@ -79,3 +84,69 @@ def test_the_filters_as_one_product_equal_conv1d_and_follow_a_changed_filter():
         torch.testing.assert_close(fast, plain.detach(), rtol=0, atol=1e-5)
         with torch.no_grad():
             encoder.convolutions[0].weight.mul_(-3.0)
+
+
+def _fixture_layers(fixture_dir, fixture_sentences) -> tuple[torch.Tensor, BiLM]:
+    """Every layer of the fixture's sentences from a fresh copy of its model under no_grad, and the model."""
+    bilm = load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
+    with torch.no_grad():
+        output, _ = bilm(batch_to_char_ids(fixture_sentences))
+    return output.layers, bilm
+
+
+def _cached_copies(bilm: BiLM) -> list[torch.Tensor | None]:
+    """The reordered copy held by every PrepackedWeight of ``bilm`` (None where none was made)."""
+    return [cache.packed for module in bilm.modules() for cache in vars(module).values()
+            if isinstance(cache, PrepackedWeight)]
+
+
+def _assert_equal_to_float32_rounding(got: torch.Tensor, expected: torch.Tensor) -> None:
+    """Two float32 computations, each within 16 eps of the largest magnitude from the float64 result
+    (``tests/test_fast_path_reference.py``), are within 32 eps of each other."""
+    tolerance = 32 * torch.finfo(torch.float32).eps * float(expected.abs().max())
+    torch.testing.assert_close(got, expected, rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("flag", ["HAS_ONEDNN", "HAS_VERSION_COUNTER"])
+def test_without_a_private_api_inference_runs_on_public_products_to_float32_rounding(monkeypatch, flag, fixture_dir,
+                                                                                      fixture_sentences):
+    """As on a PyTorch that lacks oneDNN's private operators, or ``Tensor._version``: no copy is made, every
+    product is ``F.linear``'s (or Conv1d's, or the blocked step products), and the layers stay the fast path's.
+    Measured, for either flag: 6.0e-7 on values up to 7.1 (0.7 eps of it)."""
+    fast, fast_bilm = _fixture_layers(fixture_dir, fixture_sentences)
+    assert all(copy is not None for copy in _cached_copies(fast_bilm))
+    monkeypatch.setattr(prepacked, flag, False)
+    fallback, fallback_bilm = _fixture_layers(fixture_dir, fixture_sentences)
+    assert all(copy is None for copy in _cached_copies(fallback_bilm))
+    _assert_equal_to_float32_rounding(fallback, fast)
+
+
+def test_without_onednns_private_operators_the_paired_training_kernel_keeps_its_outputs_and_gradients(monkeypatch,
+                                                                                                       fixture_bilm):
+    """The paired kernel's products as batched ``bmm`` instead of oneDNN's, the fixture model's weights doubled so
+    that its projection clip fires. Measured: the same outputs, gradients within 9.4 eps of the largest entry."""
+    stacks = [copy.deepcopy(stack) for stack in (fixture_bilm.forward_lstm, fixture_bilm.backward_lstm)]
+    with torch.no_grad():
+        for parameter in (p for stack in stacks for p in stack.parameters()):
+            parameter.mul_(2.0)
+    lstm = fixture_bilm.config.lstm
+    n_rows, n_steps = 4, 9
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(2, n_rows * n_steps, lstm.projection_dim, generator=generator)
+    h0 = torch.zeros(2, lstm.n_layers, n_rows, lstm.projection_dim)
+    c0 = torch.zeros(2, lstm.n_layers, n_rows, lstm.dim)
+    upstream = torch.randn(inputs.shape, generator=generator)
+
+    def outputs_and_gradients():
+        leaf = inputs.clone().requires_grad_()
+        assert pick_kernel(stacks[0], leaf, [n_rows] * n_steps, None) is Kernel.PAIRED
+        layers = run_directions(*stacks, leaf, [n_rows] * n_steps, h0, c0).layers
+        assert (layers[0].abs() == lstm.proj_clip).any()  # clipped values (layers >= 1 add their input)
+        top = layers[-1]
+        return [top.detach(), *torch.autograd.grad((top * upstream).sum(), [leaf, *stacks[0].parameters()])]
+
+    fast = outputs_and_gradients()
+    monkeypatch.setattr(prepacked, "HAS_ONEDNN", False)
+    assert not prepacked.can_reorder(inputs)
+    for got, expected in zip(outputs_and_gradients(), fast, strict=True):
+        _assert_equal_to_float32_rounding(got, expected)

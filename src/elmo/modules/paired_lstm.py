@@ -21,7 +21,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from elmo.modules.lstm import ProjectedLstm, lstm_cell
-from elmo.modules.prepacked import HAS_ONEDNN, ReorderedWeight
+from elmo.modules.prepacked import ReorderedWeight, can_reorder
 
 
 class PairWeights(NamedTuple):
@@ -45,7 +45,7 @@ class _PairProduct:
     def __init__(self, weight: torch.Tensor) -> None:
         self.weight_t = weight.transpose(1, 2)
         self.reordered = None
-        if HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32:
+        if can_reorder(weight):
             self.reordered = [ReorderedWeight(direction_weight) for direction_weight in weight]
 
     def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None, addend: torch.Tensor | None = None,

@@ -8,6 +8,11 @@ oneDNN's product has no backward. So the reordered weight is used only when no g
 product: under ``no_grad`` or ``inference_mode``, or for a frozen module whose inputs need no gradient. It
 also needs a CPU float32 tensor. Otherwise the usual products run, so training is unchanged. The results
 equal ``F.linear``'s to float32 rounding: the sums are taken in another order (``tests/test_prepacked.py``).
+
+The two oneDNN operators (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``) and the count
+of in-place updates that tells a cached copy is stale (``Tensor._version``) are private PyTorch APIs. They are
+used in this module only, each behind a flag read when a product runs: where a PyTorch lacks one, the products
+are ``F.linear``'s (docs/performance.md, "PyTorch versions").
 """
 
 from collections.abc import Callable
@@ -15,7 +20,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-HAS_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+HAS_ONEDNN = torch.backends.mkldnn.is_available() and all(
+    hasattr(torch.ops.mkldnn, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
+# Without it an in-place update (an optimizer's step) could go unseen and leave a stale copy: no copy is cached.
+HAS_VERSION_COUNTER = hasattr(torch.Tensor, "_version")
+
+
+def can_reorder(tensor: torch.Tensor) -> bool:
+    """Whether oneDNN may hold a reordered copy of ``tensor``: this PyTorch has the operators; CPU float32."""
+    return HAS_ONEDNN and tensor.device.type == "cpu" and tensor.dtype == torch.float32
 
 
 class PrepackedWeight:
@@ -35,7 +48,7 @@ class PrepackedWeight:
                     build: Callable[[], torch.Tensor]) -> torch.Tensor | None:
         """The reordered copy of the weight ``build()`` makes from ``parameters``, if ``inputs`` may use it, else
         None. It is made again only when one of ``parameters`` has changed since."""
-        if not may_run(inputs, parameters):
+        if not (HAS_VERSION_COUNTER and may_run(inputs, parameters)):
             return None
         key = tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
         if key != self.key or self.packed is None:
@@ -48,7 +61,7 @@ def may_run(inputs: torch.Tensor, parameters: list[torch.Tensor]) -> bool:
     """Whether a product of ``inputs`` and weights made from ``parameters`` may run on oneDNN's reordered copy:
     CPU float32, and no gradient wanted through it."""
     tensors = [inputs, *parameters]
-    if not (HAS_ONEDNN and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)):
+    if not all(can_reorder(tensor) for tensor in tensors):
         return False
     if torch.compiler.is_compiling():  # not while exporting
         return False
@@ -78,7 +91,7 @@ class ReorderedWeight:
     def __init__(self, weight: torch.Tensor) -> None:
         self.weight = weight
         self.packed = None
-        if HAS_ONEDNN and weight.device.type == "cpu" and weight.dtype == torch.float32:
+        if can_reorder(weight):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous())
 
     def __call__(self, inputs: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
