@@ -5,6 +5,8 @@ both clips firing, exported from its model directory through the CLI, and the sh
 name. Every check runs the graph at batch sizes and lengths other than the one traced at export.
 """
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -160,4 +162,21 @@ def test_cli_reports_a_model_that_does_not_exist(tmp_path, capsys):
 def test_an_opset_the_exporter_cannot_write_is_refused_before_exporting(tmp_path):
     with pytest.raises(ValueError, match="opset 17: the exporter writes opset 18 or later only"):
         export_onnx(_random_bilm(RANDOM_OPTIONS), tmp_path / "x.onnx", opset=17)
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_a_torch_without_the_private_scan_still_imports_the_module_and_export_names_what_is_missing(tmp_path):
+    """``torch._higher_order_ops.scan`` is private: blocked here in a fresh interpreter, as if PyTorch lacked it."""
+    script = (
+        "import sys, torch\n"
+        "sys.modules['torch._higher_order_ops.scan'] = None\n"
+        "from elmo import BiLM, BiLMConfig\n"
+        "from elmo.onnx_export import export_onnx\n"
+        f"export_onnx(BiLM(BiLMConfig.from_options({RANDOM_OPTIONS!r})), {str(tmp_path / 'x.onnx')!r})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("RuntimeError: ONNX export needs torch._higher_order_ops.scan, which torch ")
+    assert message.endswith("lacks; it is tested with torch 2.13")
     assert not (tmp_path / "x.onnx").exists()

@@ -17,7 +17,8 @@ numbers; here every row runs over all ``max_tokens + 2`` steps (boundaries inclu
   position ``length + 1 - t``), runs the same padded loop, and the same gather puts the outputs back;
 - the time loop is ``torch._higher_order_ops.scan``, which the dynamo exporter (``torch.onnx.export``
   with ``dynamo=True``, built on onnxscript) writes as an ONNX ``Scan``: one loop node per layer and
-  direction whatever the length, not a copy per step.
+  direction whatever the length, not a copy per step. ``scan`` is a private PyTorch API: where a PyTorch
+  lacks it, ``export_onnx`` says so and which PyTorch it was tested with, and the rest of the package works.
 
 ``_ExportableBiLM`` holds the BiLM's own modules, not copies of their weights, and reads the LSTM cell's
 constants (forget bias, clips) from them; only the cell's arithmetic is written again here, in the form
@@ -33,7 +34,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch import nn
-from torch._higher_order_ops.scan import scan
+
+try:
+    from torch._higher_order_ops.scan import scan
+except ImportError:
+    scan = None
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
@@ -59,6 +64,8 @@ _CHECK_SENTENCES = [
 # Largest absolute difference from BiLM.forward that the check accepts (float32; measured: about 1e-6).
 CHECK_TOLERANCE = 1e-4
 _MISSING_PACKAGES = "ONNX export needs the packages onnx, onnxscript and onnxruntime: pip install 'elmo[onnx]'"
+# The PyTorch whose private scan and exporter export_onnx is tested with (docs/onnx.md).
+TESTED_TORCH = "2.13"
 
 
 class OnnxExport(NamedTuple):
@@ -84,6 +91,9 @@ def export_onnx(
     """
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset}: the exporter writes opset {DEFAULT_OPSET} or later only")
+    if scan is None:
+        raise RuntimeError(f"ONNX export needs torch._higher_order_ops.scan, which torch {torch.__version__} lacks; "
+                           f"it is tested with torch {TESTED_TORCH}")
     try:
         import onnx  # noqa: F401  (the exporter needs both; fail here with the fix, not deep inside)
         import onnxscript  # noqa: F401
