@@ -64,7 +64,7 @@ _CHECK_SENTENCES = [
 # Largest absolute difference from BiLM.forward that the check accepts (float32; measured: about 1e-6).
 CHECK_TOLERANCE = 1e-4
 _MISSING_PACKAGES = "ONNX export needs the packages onnx, onnxscript and onnxruntime: pip install 'elmo[onnx]'"
-# The PyTorch whose private scan and exporter export_onnx is tested with (docs/onnx.md).
+# The PyTorch whose private scan and exporter export_onnx is tested with (docs/performance.md, "PyTorch versions").
 TESTED_TORCH = "2.13"
 
 

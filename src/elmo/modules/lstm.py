@@ -26,7 +26,7 @@ from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
 # Output columns per block in the per-step products (see _step_linear).
 _BLOCK = 256
-# Rows per input-to-gate product: with more rows the gates no longer fit the L3 cache (docs/performance.md).
+# Rows per input-to-gate product: bounds the gates' memory and keeps them in cache (measured: docs/performance.md).
 _GATE_ROWS = 512
 
 
@@ -34,7 +34,7 @@ def _step_linear(inputs: torch.Tensor, weight: torch.Tensor, addend: torch.Tenso
     """``addend + F.linear(inputs, weight)`` for the few rows of one time step, as 256-column block products.
 
     With few rows, BLAS runs one wide product far below its peak; as a batch of narrow blocks the same product
-    runs about twice as fast (docs/performance.md). The blocks are views of the weight, and the addition puts the
+    runs faster (measured: docs/performance.md). The blocks are views of the weight, and the addition puts the
     blocks back in order. A CPU trick: on a GPU the plain product runs.
     """
     n_rows, (n_out, n_in) = inputs.shape[0], weight.shape
@@ -72,8 +72,8 @@ def _gate_block_rows(batch_sizes: list[int]) -> int:
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
 
-    PyTorch's tanh takes 3-4x as long as its sigmoid on CPU, and each step takes two (docs/performance.md). The
-    identity agrees with tanh to 1.8e-7 in float32.
+    PyTorch's tanh is slower than its sigmoid on CPU, and each step takes two (measured: docs/performance.md). The
+    identity agrees with tanh to float32 rounding (``tests/test_fast_path_reference.py``).
     """
     if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
         return torch.tanh(x)
