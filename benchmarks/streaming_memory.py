@@ -28,7 +28,7 @@ def run_case(n_sentences: int) -> None:
     from inference_speed import zipf_sentences
 
     from elmo import BiLM, BiLMConfig
-    from elmo.embed_file import embed_file
+    from elmo.embed_job import EmbedOptions, embed_file
     from elmo.embedder import Embedder
 
     torch.manual_seed(0)
@@ -39,7 +39,7 @@ def run_case(n_sentences: int) -> None:
         lines = [" ".join(sentences[k % len(sentences)]) + "\n" for k in range(n_sentences)]
         text.write_text("".join(lines), encoding="utf-8")
         output = Path(directory) / "vectors.hdf5"
-        embed_file(text, output, embedder, layers="top", progress=False)
+        embed_file(text, output, embedder, EmbedOptions(layers="top"), progress=False)
         written = output.stat().st_size / 2**20
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, written)
 

@@ -81,7 +81,7 @@ def test_killed_run_leaves_no_finished_file_and_resume_completes_it_identically(
 
 
 def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
-    from elmo.cli import _shipped_model_for
+    from elmo.embed_job.commands import _shipped_model_for
 
     cases = {"zh": "我喜欢吃小米粥\n小米手机很好用 (Xiaomi)\n", "en": "The bank of the river .\n",
              "en ": "Mostly English text with one word 小米 in it .\n", "zh ": "123 456\n日本語の文章ではなく中文。\n"}

@@ -1,0 +1,18 @@
+"""``elmo embed``: sentences from a file (text or JSON lines, or standard input) -> vectors in HDF5
+(AllenNLP's layout), Parquet or npy; atomic, resumable, and shardable across processes and machines.
+
+- ``source.py``: the input, checked line by line before any work;
+- ``shards.py``: which lines a worker embeds, and the directory of parts with its manifest;
+- ``layout.py``: formats, one embedded line, the writer's interface; ``arrow.py``: the Parquet schema and
+  ``lines_to_table``;
+- ``hdf5.py``, ``parquet.py``, ``npy.py`` (the last two on ``chunked.py``): one writer per format;
+- ``job.py``: ``plan`` (every check) and ``run``; ``commands.py``: the subcommand.
+"""
+
+from elmo.embed_job.arrow import arrow_schema, lines_to_table
+from elmo.embed_job.job import EmbedOptions, embed_file, plan, run
+from elmo.embed_job.layout import EmbeddedLine, VectorShape
+from elmo.embed_job.shards import Shard, shard_from_environment
+
+__all__ = ["EmbedOptions", "EmbeddedLine", "Shard", "VectorShape", "arrow_schema", "embed_file", "lines_to_table",
+           "plan", "run", "shard_from_environment"]

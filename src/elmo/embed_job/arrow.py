@@ -1,0 +1,62 @@
+"""Embedded lines as an Arrow table: the schema of ``elmo embed``'s Parquet output, for any writer of it
+(the Parquet writer here, a distributed job's).
+
+One row per line: ``index`` (int64, the 0-based line number), ``id`` (string; only when the input's ids are
+kept), ``tokens`` (list<string>), then the vectors: one column ``vectors``, or ``layer_0`` .. ``layer_L`` for
+every layer. A vector column holds, per row, a list of T fixed-size lists of D numbers (one per token) or,
+pooled, one fixed-size list of D; float32 or float16 as asked.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from elmo.embed_job.layout import EmbeddedLine, VectorShape
+
+
+def arrow_schema(shape: VectorShape, with_ids: bool = False) -> pa.Schema:
+    value = pa.float16() if shape.dtype == np.float16 else pa.float32()
+    vector = pa.list_(value, shape.dim)
+    column = vector if shape.pooled else pa.list_(vector)
+    names = ["vectors"] if shape.n_layers is None else [f"layer_{k}" for k in range(shape.n_layers)]
+    fields = [pa.field("index", pa.int64(), nullable=False)]
+    if with_ids:
+        fields.append(pa.field("id", pa.string()))
+    fields.append(pa.field("tokens", pa.list_(pa.string())))
+    return pa.schema(fields + [pa.field(name, column) for name in names])
+
+
+def lines_to_table(lines: Sequence[EmbeddedLine | tuple], shape: VectorShape, with_ids: bool = False) -> pa.Table:
+    """``(index, tokens, vectors[, id])`` per line -> a table with ``arrow_schema(shape, with_ids)``; the
+    vectors' shape is checked against ``shape``, and cast to its dtype."""
+    lines = [EmbeddedLine(*line) for line in lines]
+    schema = arrow_schema(shape, with_ids)
+    for line in lines:
+        tokens = () if shape.pooled else (len(line.tokens),)
+        expected = ((shape.n_layers,) if shape.n_layers is not None else ()) + tokens + (shape.dim,)
+        if line.vectors.shape != expected:
+            raise ValueError(f"line {line.index}: vectors of shape {line.vectors.shape}; expected {expected}")
+    columns = [pa.array([line.index for line in lines], pa.int64())]
+    if with_ids:
+        columns.append(pa.array([line.id for line in lines], pa.string()))
+    columns.append(pa.array([line.tokens for line in lines], pa.list_(pa.string())))
+    if shape.n_layers is None:
+        columns.append(_vector_column([line.vectors for line in lines], shape, schema.field("vectors").type))
+    else:
+        for k in range(shape.n_layers):
+            columns.append(_vector_column([line.vectors[k] for line in lines], shape, schema.field(f"layer_{k}").type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _vector_column(arrays: list[np.ndarray], shape: VectorShape, column_type: pa.DataType) -> pa.Array:
+    """Per row ``(T, D)`` (or pooled ``(D,)``) -> one Arrow column, built from one flat buffer (no Python
+    loop over numbers)."""
+    flat = np.concatenate([array.reshape(-1) for array in arrays]) if arrays else np.zeros(0)
+    values = pa.array(flat.astype(shape.dtype, copy=False))
+    vectors = pa.FixedSizeListArray.from_arrays(values, shape.dim)
+    if shape.pooled:
+        return vectors
+    offsets = np.zeros(len(arrays) + 1, np.int32)
+    np.cumsum([array.shape[0] for array in arrays], out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), vectors, type=column_type)

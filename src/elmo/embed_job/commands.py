@@ -1,0 +1,155 @@
+"""``elmo embed``: a file of sentences -> vectors in HDF5, Parquet or npy (docs/embedding.md).
+
+``add_subcommands`` registers it; every check (options, input, output) runs before the model loads, and
+``elmo.cli.main`` turns bad input into exit status 2 with one line naming it.
+"""
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+from elmo.command_line import device, interruptible, positive_int
+from elmo.config import BiLMConfig
+from elmo.embed_job.job import EmbedOptions, plan, run
+from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
+from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
+from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file
+from elmo.embedder import Embedder
+from elmo.model_dir import ModelDir
+from elmo.pooling import POOLINGS
+from elmo.tokenizers import TOKENIZERS
+from elmo.weights import load_bilm
+
+
+def _layers(value: str) -> str | list[float]:
+    if value in ("all", "top", "average"):
+        return value
+    try:
+        weights = [float(weight) for weight in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected all, top, average or comma-separated weights") from None
+    if not all(math.isfinite(weight) for weight in weights):
+        raise argparse.ArgumentTypeError(f"{value!r}: mixing weights must be finite numbers")
+    return weights
+
+
+def _shard(value: str) -> Shard:
+    try:
+        return Shard.parse(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _shipped_model_for(path: str | Path) -> str:
+    """``zh`` when most letters of the file's first 64 KiB are CJK ideographs, else ``en``."""
+    with open(path, "rb") as handle:
+        text = handle.read(1 << 16).decode("utf-8", errors="ignore")
+    letters = [character for character in text if character.isalpha()]
+    ideographs = sum("\u4e00" <= character <= "\u9fff" or "\u3400" <= character <= "\u4dbf" for character in letters)
+    return "zh" if letters and ideographs > len(letters) / 2 else "en"
+
+
+@contextmanager
+def _input_file(name: str) -> Iterator[Path]:
+    with stdin_as_file() if name == "-" else nullcontext(Path(name)) as path:
+        yield path
+
+
+def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, Callable[[str | None], Embedder]]:
+    """The model's configuration, tokenizer name and a loader taking the device, from --model or from
+    --options-file and --weight-file; the weights are not read yet."""
+    if args.options_file is not None or args.weight_file is not None:
+        if args.model is not None:
+            raise ValueError("give --model, or --options-file with --weight-file, not both")
+        if args.options_file is None or args.weight_file is None:
+            raise ValueError("--options-file and --weight-file go together (a model as its two files)")
+        if not Path(args.weight_file).is_file():
+            raise FileNotFoundError(f"--weight-file {args.weight_file}: no such file")
+        config = BiLMConfig.load(args.options_file)
+        tokenizer = args.tokenizer or "whitespace"  # AllenNLP's elmo command splits lines on white space
+        return config, tokenizer, lambda on: Embedder(load_bilm(args.options_file, args.weight_file), tokenizer,
+                                                      device=on)
+    model = args.model
+    if model is None:
+        check_text_file(source.path, name=source.name)  # an empty or binary file is named, not guessed English
+        model = _shipped_model_for(source.path)
+        print(f"elmo embed: no --model given; the text looks {'Chinese' if model == 'zh' else 'English'}, "
+              f"so the shipped {model!r} model embeds it", file=sys.stderr)
+    model_dir = ModelDir.find(model)
+    tokenizer = args.tokenizer or model_dir.tokenizer
+    return BiLMConfig.load(model_dir.options_file), tokenizer, lambda on: Embedder.load(model, tokenizer, device=on)
+
+
+def _embed(args: argparse.Namespace) -> int:
+    launched = shard_from_environment() if args.shard is None else None
+    shard = args.shard or launched or WHOLE
+    parts = launched is not None or args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
+    options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format=args.format,
+                           batch_size=args.batch_size, sentence_keys=args.use_sentence_keys, shard=shard, parts=parts)
+    with _input_file(args.input) as input_path:
+        source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
+        config, tokenizer, load = _model(args, source)
+        try:
+            job = plan(source, args.output, options, config, tokenizer)
+        except ValueError as error:
+            if "mixing weights" not in str(error):
+                raise
+            spec = args.layers if isinstance(args.layers, str) else ",".join(f"{weight:g}" for weight in args.layers)
+            raise ValueError(f"--layers {spec}: {error} (one weight per layer, e.g. 0,0,1 for layer 2 of 3; "
+                             "or all, top, average)") from None
+        output = job.target.output
+        if job.finished:
+            job.parts.write_manifest(shard.count, job.target.settings)
+            print(f"{output} (shard {shard}) is already whole; skipped")
+            return 0
+        on = args.device
+        if on == "cuda" and "LOCAL_RANK" in os.environ:  # one GPU per process under torchrun
+            on = f"cuda:{os.environ['LOCAL_RANK']}"
+        try:
+            with interruptible():
+                report = run(job, load(on), resume=args.resume, progress=not args.quiet)
+        except KeyboardInterrupt as interrupt:
+            if partial_path(output).exists():
+                interrupt.add_note("run the same command with --resume to continue")
+            raise
+    resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
+    shard_note = f" (shard {shard})" if shard != WHOLE else ""
+    print(f"wrote {report.lines} sentences to {output}{shard_note}{resumed}; {len(report.warnings)} warning(s)")
+    return 0
+
+
+def add_subcommands(commands: argparse._SubParsersAction) -> None:
+    embed = commands.add_parser("embed", help="embed a file of sentences (one per line) into HDF5, Parquet or npy")
+    embed.add_argument("input", help="text file, one sentence per line; - for standard input")
+    embed.add_argument("output", help="file to write (format from --format or the extension: .hdf5/.h5, .parquet, "
+                                      ".npy; else HDF5), or a directory (ends in /) for one part per shard")
+    model = embed.add_argument_group("model (--model, or the two files as AllenNLP takes them)")
+    model.add_argument("--model", default=None,
+                       help="model directory or shipped model name (default: zh for Chinese text, else en)")
+    model.add_argument("--options-file", default=None, help="options.json (with --weight-file)")
+    model.add_argument("--weight-file", default=None, help="weights in bilm-tf's HDF5 layout (with --options-file)")
+    embed.add_argument("--layers", type=_layers, default="all",
+                       help="all (L+1, T, 2P), top, average, or comma-separated mixing weights")
+    embed.add_argument("--pooling", choices=POOLINGS, default=None,
+                       help="one vector per sentence: mean over its tokens, max, first or last token")
+    embed.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="of the vectors written")
+    embed.add_argument("--format", choices=FORMATS, default=None, help="default: from the output's extension")
+    embed.add_argument("--text-field", default=None, help="the input is JSON lines; this field holds the sentence "
+                                                          "(text, or a list of tokens)")
+    embed.add_argument("--id-field", default=None, help="with --text-field: a field kept with the vectors")
+    embed.add_argument("--use-sentence-keys", action="store_true",
+                       help="HDF5 datasets named by their sentences, not line numbers (as allennlp elmo)")
+    embed.add_argument("--shard", type=_shard, default=None,
+                       help="I/N: only the lines whose number modulo N is I (default: RANK/WORLD_SIZE under "
+                            "torchrun, SLURM_ARRAY_TASK_ID/COUNT in a Slurm array, else all)")
+    embed.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once (default: 32)")
+    embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
+    embed.add_argument("--device", type=device, default=None,
+                       help="cpu, cuda, cuda:1, ... (default: cpu; cuda under torchrun: cuda:LOCAL_RANK)")
+    embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    embed.add_argument("--quiet", action="store_true", help="no progress bar")
+    embed.set_defaults(func=_embed)

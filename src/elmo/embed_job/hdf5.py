@@ -1,0 +1,127 @@
+"""HDF5 output in AllenNLP's ``elmo`` command layout, so existing readers of it work.
+
+One dataset per line, named by its 0-based line number (or, with ``sentence_keys``, by the sentence, as
+``allennlp elmo --use-sentence-keys``), with the line's tokens as its string attribute ``tokens`` (and its
+id as the string attribute ``id`` when the input's ids are kept); and,
+unless the names are sentences, ``sentence_to_index``: a one-element string dataset holding JSON
+``{sentence: "line number"}``.
+
+The file is written as ``OUTPUT.partial`` and renamed when complete. It records the run's settings (with
+the sha256 of the input) and ``lines_done`` (set after each flushed chunk, and to the last whole line when
+Ctrl-C or SIGTERM stops the run). A resumed run continues from there when the settings match, refuses
+when they do not, and starts over, saying why, when a killed run left a file that HDF5 cannot read or that
+lacks a line it claims (a kill can land anywhere, also inside HDF5's own writes).
+"""
+
+import itertools
+import json
+import logging
+import os
+
+import h5py
+
+from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
+
+log = logging.getLogger(__name__)
+
+# HDF5 1.8's file format: attributes over 64 KiB (a long line's tokens) need its dense attribute storage,
+# and every HDF5 library since 2008 reads it.
+_LIBVER = ("v108", "v108")
+
+
+class Hdf5Writer:
+    def __init__(self, target: Target, resume: bool) -> None:
+        self.target = target
+        self.partial = partial_path(target.output)
+        self.out, self.done = self._open(resume)
+        # The input lines still to come, read alongside: a dataset's name may be its sentence.
+        self._unwritten = itertools.islice(target.source_lines(), self.done, None)
+
+    def _key(self, index: int, sentence: str) -> str:
+        return sentence if self.target.sentence_keys else str(index)
+
+    def _open(self, resume: bool) -> tuple[h5py.File, int]:
+        """The partial file to continue and how many lines it holds, or a new one and 0."""
+        if resume and self.partial.exists():
+            try:
+                out = h5py.File(self.partial, "a")
+            except OSError as error:
+                log.warning(f"{self.partial} cannot be read (a run killed as it began leaves such a file: {error}); "
+                            "starting over")
+            else:
+                try:
+                    done = self._lines_to_keep(out)
+                except BaseException:
+                    out.close()
+                    raise
+                if done is not None:
+                    return out, done
+                out.close()
+        out = h5py.File(self.partial, "w", libver=_LIBVER)
+        out.attrs["settings"] = json.dumps(self.target.settings)
+        out.attrs["lines_done"] = 0
+        return out, 0
+
+    def _lines_to_keep(self, out: h5py.File) -> int | None:
+        """How many lines of ``out`` a resumed run keeps, after deleting any written past them; None when the
+        file is damaged. Raises ValueError when it was made from another input or with other settings."""
+        settings = self.target.settings
+        try:
+            recorded = json.loads(out.attrs["settings"])
+            done = int(out.attrs["lines_done"])
+            names = set(out)
+            if not isinstance(recorded, dict):
+                raise TypeError(f"settings {recorded!r} are not a JSON object")
+        except Exception as error:  # whatever HDF5 reports, the file is of no use
+            log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
+            return None
+        if "sha256" not in recorded:
+            raise ValueError(f"{self.partial} was begun by an older version that kept no hash of its input; run "
+                             "without --resume to start over")
+        differing = [key for key in settings.keys() | recorded.keys() if recorded.get(key) != settings.get(key)]
+        if differing == ["sha256"]:
+            raise ValueError(f"{settings['input']} has changed since {self.partial} was begun (its sha256 differs); "
+                             "run without --resume to start over")
+        if differing:
+            raise ValueError(f"{self.partial} was made with another {', '.join(sorted(differing))}; run without "
+                             "--resume to start over")
+        keep = {self._key(line.index, line.sentence)
+                for line in itertools.islice(self.target.source_lines(), max(done, 0))}
+        if not 0 <= done <= self.target.lines or not keep <= names:
+            log.warning(f"{self.partial} claims {done} lines done but lacks some of them; starting over")
+            return None
+        try:
+            for name in names - keep:  # lines written after the last recorded flush may be incomplete
+                del out[name]
+        except Exception as error:  # damage HDF5 finds only as it rewrites the group
+            log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
+            return None
+        return done
+
+    def add(self, line: EmbeddedLine) -> None:
+        source = next(self._unwritten)
+        if source.index != line.index:
+            raise ValueError(f"line {line.index} given where line {source.index} comes next")
+        dataset = self.out.create_dataset(self._key(source.index, source.sentence), data=line.vectors)
+        dataset.attrs.create("tokens", line.tokens, dtype=h5py.string_dtype())
+        if line.id is not None:
+            dataset.attrs["id"] = line.id
+        self.done += 1  # only after the dataset is whole: an interrupt before this line redoes it
+
+    def flush(self) -> None:
+        if not self.out:  # closed by ``finish``
+            return
+        self.out.attrs["lines_done"] = self.done
+        self.out.flush()
+
+    def finish(self) -> None:
+        if not self.target.sentence_keys:
+            # The layout's index of every sentence: the one part that grows with the input (text, not vectors).
+            sentence_to_index = {line.sentence: str(line.index) for line in self.target.source_lines()}
+            self.out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
+                                    dtype=h5py.string_dtype())
+        self.out.close()
+        os.replace(self.partial, self.target.output)
+
+    def close(self) -> None:
+        self.out.close()

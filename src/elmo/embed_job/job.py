@@ -1,0 +1,177 @@
+"""One embedding job: an input, its shard, an output in one format. ``plan`` checks everything that can be
+checked without the model (so a mistake costs no time and leaves no file); ``run`` embeds the lines a
+chunk at a time into the format's writer, which keeps what is done when the run is interrupted.
+"""
+
+import itertools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from elmo.config import BiLMConfig
+from elmo.embed_job.hdf5 import Hdf5Writer
+from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Writer, output_format, partial_path
+from elmo.embed_job.npy import NpyWriter
+from elmo.embed_job.parquet import ParquetWriter
+from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
+from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
+from elmo.embedder import Embedder, Layers, layer_weights
+from elmo.pooling import Pooling, check_pooling, pool
+
+log = logging.getLogger(__name__)
+
+WRITERS: dict[str, type[Writer]] = {"hdf5": Hdf5Writer, "parquet": ParquetWriter, "npy": NpyWriter}
+_FORMAT_NAMES = {"hdf5": "HDF5", "parquet": "Parquet", "npy": "npy"}
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    layers: Layers = "all"
+    pooling: Pooling | None = None  # sentence vectors instead of token vectors
+    dtype: str = "float32"  # or float16
+    format: str | None = None  # None: from the output's extension (see ``output_format``)
+    batch_size: int = 32
+    sentence_keys: bool = False  # HDF5 datasets named by their sentences (AllenNLP's --use-sentence-keys)
+    shard: Shard = WHOLE
+    parts: bool = False  # the output is a directory of parts, one per shard, and a manifest
+
+
+@dataclass(frozen=True)
+class Job:
+    source: Source
+    options: EmbedOptions
+    target: Target
+    parts: PartsDirectory | None  # where the part and its record go, when the output is a directory of parts
+    finished: bool  # the part is already whole (a restarted job skips it)
+
+
+def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLMConfig, tokenizer: str) -> Job:
+    """Every check before the model loads: the options, the input (every line), the output. ValueError or
+    FileNotFoundError naming the fault."""
+    output = Path(output)
+    weights = layer_weights(options.layers, config.n_output_layers)
+    if options.batch_size < 1:
+        raise ValueError(f"batch_size is {options.batch_size}; expected at least 1")
+    check_pooling(options.pooling)
+    if options.dtype not in DTYPES:
+        raise ValueError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
+    if source.id_field is not None and source.text_field is None:
+        raise ValueError("--id-field names a field of JSON lines: give --text-field too")
+    format = output_format(output, options.format) if not options.parts else (options.format or "hdf5")
+    output_format(Path(f"part.{format}"), format)  # a bad --format is named even for a directory of parts
+    if format == "npy" and options.pooling is None:
+        raise ValueError("npy holds one (N, D) array, so it needs --pooling mean, max, first or last; for every "
+                         "token's vectors write hdf5 or parquet")
+    if format == "npy" and source.id_field is not None:
+        raise ValueError("npy keeps vectors only, not --id-field; write hdf5 or parquet to keep ids")
+    if options.sentence_keys and format != "hdf5":
+        raise ValueError(f"--use-sentence-keys names HDF5 datasets; it does not apply to {format}")
+    text = check_source(source, options.sentence_keys)
+    settings = {"input": STDIN if source.name == STDIN else str(source.path.resolve()), "sha256": text.sha256,
+                "format": format, "text_field": source.text_field, "id_field": source.id_field,
+                "layers": options.layers if isinstance(options.layers, str) else [float(w) for w in options.layers],
+                "pooling": options.pooling, "dtype": options.dtype, "sentence_keys": options.sentence_keys,
+                "tokenizer": tokenizer, "model": repr(config), "shard": str(options.shard)}
+    parts = None
+    if options.parts:
+        _check_output_directory(output)
+        parts = PartsDirectory(output, format)
+        output = parts.part(options.shard)
+    check_output_path(output, format, parts is not None)
+    shape = VectorShape(config.n_output_layers if weights is None else None, config.output_dim,
+                        options.pooling is not None, DTYPES[options.dtype])
+    target = Target(output, settings, options.shard.size(text.lines), shape, source.id_field is not None,
+                    options.sentence_keys, lambda: read_source(source, EmbedReport(), options.shard))
+    finished = parts is not None and parts.finished(options.shard, settings)
+    return Job(source, options, target, parts, finished)
+
+
+def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool = False) -> None:
+    """Refuse an output that could not be written, before any work: a directory, a file in a folder that
+    does not exist or cannot be written (checked already for a directory of parts), or a directory in the
+    way of HDF5's partial file."""
+    output = Path(output)
+    if output.is_dir():
+        raise ValueError(f"{output} is a directory; expected the name of the {_FORMAT_NAMES[format]} file to write")
+    folder = output.parent
+    if not in_parts and not folder.is_dir():
+        if folder.exists():
+            raise ValueError(f"{folder} is not a directory; cannot write {output.name} in it")
+        raise FileNotFoundError(f"{folder}: no such directory to write {output.name} in")
+    if not in_parts and not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{folder} is not writable; cannot write {output.name} in it")
+    if format == "hdf5" and partial_path(output).is_dir():
+        raise ValueError(f"{partial_path(output)} is a directory in the way of the partial output; remove it")
+
+
+def _check_output_directory(directory: Path) -> None:
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory} is a file; expected a directory for the parts of a sharded run")
+    writable = directory if directory.exists() else directory.parent
+    if not writable.is_dir():
+        raise FileNotFoundError(f"{writable}: no such directory to make {directory.name} in")
+    if not os.access(writable, os.W_OK | os.X_OK):
+        raise ValueError(f"{writable} is not writable; cannot write the parts in it")
+
+
+def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = True) -> EmbedReport:
+    """Embed the job's lines into its output; ``resume`` keeps what an interrupted run of the same job wrote.
+    On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many."""
+    target = job.target
+    report = EmbedReport(lines=target.lines)
+    if job.finished:
+        report.resumed_from = target.lines
+    else:
+        target.output.parent.mkdir(exist_ok=True)
+        writer = WRITERS[target.settings["format"]](target, resume)
+        report.resumed_from = writer.done
+        try:
+            _embed_lines(job, embedder, writer, report, progress)
+            writer.finish()
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
+            writer.flush()
+            writer.close()
+            interrupt.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
+            raise
+        except BaseException:
+            writer.close()
+            raise
+    if job.parts is not None:
+        job.parts.finish(job.options.shard, target.settings, target.lines)
+    for warning in report.warnings:
+        log.warning(warning)
+    return report
+
+
+def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedReport, progress: bool) -> None:
+    options, dtype = job.options, job.target.shape.dtype
+    lines = read_source(job.source, report, options.shard)  # streamed: one chunk held at a time
+    written = sum(1 for _ in itertools.islice(lines, writer.done))
+    bar = tqdm(total=report.lines, initial=written, unit=" sentences", disable=not progress)
+    chunk = options.batch_size * embedder.bucket_batches
+    try:
+        while batch := list(itertools.islice(lines, chunk)):
+            token_lists = [line.tokens if line.tokens is not None else embedder.tokenize(line.sentence)
+                           for line in batch]
+            vectors = embedder.iter_embed(token_lists, options.layers, options.batch_size)
+            for line, tokens, line_vectors in zip(batch, token_lists, vectors, strict=True):
+                if options.pooling is not None:
+                    line_vectors = pool(line_vectors, options.pooling)
+                writer.add(EmbeddedLine(line.index, tokens, line_vectors.astype(dtype, copy=False), line.id))
+                report.tokens += len(tokens)
+            writer.flush()
+            bar.update(len(batch))
+            bar.set_postfix(tokens_per_s=f"{report.tokens / max(bar.format_dict['elapsed'], 1e-9):.0f}")
+    finally:
+        bar.close()
+
+
+def embed_file(input_path: str | Path, output: str | Path, embedder: Embedder, options: EmbedOptions = EmbedOptions(),
+               resume: bool = False, progress: bool = True, source: Source | None = None) -> EmbedReport:
+    """A text file (or ``source``) -> ``output`` with ``embedder``: ``plan`` and ``run`` in one call."""
+    source = source or Source(Path(input_path), str(input_path))
+    job = plan(source, output, options, embedder.bilm.config, embedder.tokenizer_name)
+    return run(job, embedder, resume, progress)

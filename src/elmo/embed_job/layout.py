@@ -1,0 +1,80 @@
+"""What ``elmo embed`` writes, named once for its writers: the formats and their file extensions, one
+embedded line, and the shape and dtype of its vectors.
+
+Vectors of one line: ``(L+1, T, D)`` for ``--layers all``, ``(T, D)`` for one layer or a mix; pooling drops
+the ``T`` axis: ``(L+1, D)`` or ``(D,)``.
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple, Protocol, get_args
+
+import numpy as np
+
+from elmo.embed_job.source import SourceLine
+
+Format = Literal["hdf5", "parquet", "npy"]
+FORMATS: tuple[str, ...] = get_args(Format)
+EXTENSIONS = {".hdf5": "hdf5", ".h5": "hdf5", ".parquet": "parquet", ".pq": "parquet", ".npy": "npy"}
+DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
+
+
+class EmbeddedLine(NamedTuple):
+    index: int  # 0-based line number in the whole input
+    tokens: list[str]
+    vectors: np.ndarray  # see the module docstring for its shape
+    id: str | None = None
+
+
+class VectorShape(NamedTuple):
+    n_layers: int | None  # L+1 when every layer is kept; None for one layer or a mix
+    dim: int
+    pooled: bool
+    dtype: np.dtype
+
+
+def output_format(output: Path, given: str | None) -> Format:
+    """``given`` (``--format``) or the one the output's extension names; HDF5 for any other name, as
+    AllenNLP's ``elmo`` command writes whatever the name. ValueError when the two disagree."""
+    inferred = EXTENSIONS.get(output.suffix.lower())
+    if given is not None and given not in FORMATS:
+        raise ValueError(f"format {given!r}: expected one of {', '.join(FORMATS)}")
+    if given is not None and inferred is not None and given != inferred:
+        raise ValueError(f"--format {given} but {output.name} names a {inferred} file; change one of them")
+    return given or inferred or "hdf5"
+
+
+
+def partial_path(output: Path) -> Path:
+    """Where an output is written until it is whole (a file for HDF5, a directory of chunks otherwise)."""
+    return output.with_name(output.name + ".partial")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One output file to write, as its writer needs to know it."""
+
+    output: Path
+    settings: dict  # recorded in the partial output; a resumed run must match them
+    lines: int  # how many lines the output holds when whole
+    shape: VectorShape
+    with_ids: bool  # the input's ids are kept
+    sentence_keys: bool  # HDF5 datasets are named by their sentences, not their line numbers
+    source_lines: Callable[[], Iterator[SourceLine]]  # this output's input lines, read again from the start
+
+
+class Writer(Protocol):
+    """A format's writer. ``done`` lines were already written by an interrupted run and are kept."""
+
+    done: int
+
+    def add(self, line: EmbeddedLine) -> None: ...
+
+    def flush(self) -> None:
+        """Make every line added so far durable: an interrupt after this loses none of them."""
+
+    def finish(self) -> None:
+        """Complete the output and move it to ``target.output`` in one rename."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,138 @@
+"""Which lines one worker embeds, and the directory of parts that N workers fill.
+
+Shard ``I/N`` holds the lines whose 0-based number modulo N is I: lines are dealt out in turn, so the shards
+are the same size to one line whatever the input, and each keeps the global line numbers. The union of
+shards ``0/N`` .. ``N-1/N`` is the whole input, each line once.
+
+A worker learns its shard from ``--shard`` or from its launcher: torchrun sets ``RANK`` and ``WORLD_SIZE``,
+a Slurm job array ``SLURM_ARRAY_TASK_ID`` and ``SLURM_ARRAY_TASK_COUNT`` (counted from
+``SLURM_ARRAY_TASK_MIN``). Workers do not talk to each other: each writes its part and then a record of it,
+both atomically, and whichever finds every part recorded writes the manifest, so the manifest exists only
+once every part is whole.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from elmo.files import write_text_atomic
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self}: expected I/N with 0 <= I < N")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        """``"I/N"`` -> Shard; ValueError naming what was given."""
+        index, slash, count = text.partition("/")
+        if not (slash and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
+            raise ValueError(f"shard {text!r}: expected I/N, two whole numbers with 0 <= I < N (e.g. 0/4)")
+        return cls(int(index), int(count))
+
+    def holds(self, line: int) -> bool:
+        return line % self.count == self.index
+
+    def size(self, total: int) -> int:
+        """How many of ``total`` lines this shard holds."""
+        return len(range(self.index, total, self.count))
+
+
+WHOLE = Shard(0, 1)
+
+
+def shard_from_environment(environ: Mapping[str, str] = os.environ) -> Shard | None:
+    """The shard torchrun (``RANK``/``WORLD_SIZE``) or a Slurm job array gives this process; None outside
+    both. ValueError when the variables are malformed."""
+    for index_name, count_name, first_name in (("RANK", "WORLD_SIZE", None),
+                                               ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
+                                                "SLURM_ARRAY_TASK_MIN")):
+        if index_name in environ and count_name in environ:
+            values = {name: environ.get(name, "0") for name in (index_name, count_name, first_name) if name}
+            bad = [f"{name}={value!r}" for name, value in values.items() if not value.isdigit()]
+            if bad:
+                raise ValueError(f"{', '.join(bad)}: expected a whole number (set by the launcher)")
+            first = int(values[first_name]) if first_name else 0
+            try:
+                return Shard(int(values[index_name]) - first, int(values[count_name]))
+            except ValueError:
+                raise ValueError(f"{index_name}={values[index_name]} and {count_name}={values[count_name]} "
+                                 f"(first {first}) do not make a shard I/N with 0 <= I < N") from None
+    return None
+
+
+@dataclass(frozen=True)
+class PartsDirectory:
+    """``directory/part-IIIII-of-NNNNN.EXT`` per shard, each with ``part-IIIII-of-NNNNN.json`` (its settings
+    and line count, written once the part is whole), and ``manifest.json`` once all N are."""
+
+    directory: Path
+    extension: str
+
+    def part(self, shard: Shard) -> Path:
+        return self.directory / f"{self._stem(shard)}.{self.extension}"
+
+    def record(self, shard: Shard) -> Path:
+        return self.directory / f"{self._stem(shard)}.json"
+
+    @staticmethod
+    def _stem(shard: Shard) -> str:
+        return f"part-{shard.index:05d}-of-{shard.count:05d}"
+
+    def finished(self, shard: Shard, settings: dict) -> bool:
+        """Whether this shard's part is whole and was made with ``settings``; ValueError when it was made
+        with others (its input or options changed), naming them."""
+        record = self._read(self.record(shard))
+        if record is None or not self.part(shard).is_file():
+            return False
+        differing = sorted(key for key in settings.keys() | record["settings"].keys()
+                           if record["settings"].get(key) != settings.get(key))
+        if differing:
+            raise ValueError(f"{self.part(shard)} was made with another {', '.join(differing)}; remove "
+                             f"{self.directory} or write to another directory")
+        return True
+
+    def finish(self, shard: Shard, settings: dict, lines: int) -> bool:
+        """Record this shard's whole part; then write the manifest if every part is recorded with the same
+        settings but for the shard. Returns whether the manifest is there."""
+        write_text_atomic(self.record(shard), json.dumps({"settings": settings, "lines": lines}, indent=1) + "\n")
+        return self.write_manifest(shard.count, settings)
+
+    def write_manifest(self, count: int, settings: dict) -> bool:
+        common = {key: value for key, value in settings.items() if key != "shard"}
+        options = {key: value for key, value in common.items() if key not in ("input", "sha256", "format")}
+        parts = []
+        for index in range(count):
+            shard = Shard(index, count)
+            record = self._read(self.record(shard))
+            expected = {**common, "shard": str(shard)}
+            if record is None or not self.part(shard).is_file() or record["settings"] != expected:
+                return False
+            parts.append({"file": self.part(shard).name, "shard": str(shard), "lines": record["lines"]})
+        manifest = {"input": common["input"], "sha256": common["sha256"], "lines": sum(p["lines"] for p in parts),
+                    "format": common["format"], "options": options, "parts": parts}
+        write_text_atomic(self.directory / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        return True
+
+    @staticmethod
+    def _read(path: Path) -> dict | None:
+        """A part's record, or None when there is none or it is unreadable (the part is then made again)."""
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+            return None
+        return record

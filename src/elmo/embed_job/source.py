@@ -1,0 +1,200 @@
+"""The input of ``elmo embed``: a UTF-8 text file of one sentence a line, or JSON lines, or standard input.
+
+A text file is checked in one read before any work: it must exist, be non-empty, hold no NUL byte (a binary
+or UTF-16 file) and be UTF-8; messages name the byte and the line (counting from 0, as the outputs name
+lines). JSON lines (``text_field``) are parsed in the same read, and every bad line is reported by number at
+once. The read also hashes the bytes, so a resumed run can check that its input is the one it began with.
+Standard input is copied to a temporary file first, so it can be hashed, checked and read again.
+"""
+
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elmo.embed_job.shards import WHOLE, Shard
+
+# C0/C1 control characters other than tab and NUL (NUL is refused); they cannot be part of a meaningful token.
+_CONTROL = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")
+_BAD_LINES_SHOWN = 10
+STDIN = "standard input"  # the name of input "-" in messages and recorded settings
+
+
+@dataclass
+class EmbedReport:
+    lines: int = 0
+    tokens: int = 0
+    resumed_from: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """What one read of a text file found (see ``check_text_file``)."""
+
+    path: Path
+    lines: int
+    sha256: str  # of the file's bytes: a resumed run checks that its input is the one the partial file began
+    has_text: bool  # some line holds more than white space
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the sentences come from. ``name`` is what messages and the recorded settings call it
+    (``STDIN`` for ``-``); with ``text_field`` each line is a JSON object whose field holds the sentence, as text
+    for the model's tokenizer or as a list of tokens, and ``id_field`` names a field kept with its vectors."""
+
+    path: Path
+    name: str
+    text_field: str | None = None
+    id_field: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    index: int  # 0-based line number in the input
+    sentence: str  # the text (control characters replaced), or a JSON token list joined by spaces
+    tokens: list[str] | None  # tokens given in JSON; None: the model's tokenizer splits the sentence
+    id: str | None  # the id field's value as text
+
+
+def check_text_file(path: str | Path, what: str = "input file", name: str | None = None) -> TextFile:
+    """Read ``path`` once and refuse what is not text to embed: a missing file, a directory, an empty file,
+    a NUL byte (a binary or UTF-16 file) or bytes that are not UTF-8. Raises FileNotFoundError or
+    ValueError naming the file (as ``name``, if given) and, for bad bytes, the byte offset and line."""
+    path = Path(path)
+    name = name or str(path)
+    if path.is_dir():
+        raise ValueError(f"{name} is a directory; expected a text {what}, one sentence a line")
+    if not path.is_file():
+        raise FileNotFoundError(f"{name}: no such {what}")
+    digest = hashlib.sha256()
+    lines = 0
+    has_text = False
+    for line in _decoded_lines(path, name, digest):
+        has_text = has_text or bool(line.strip())
+        lines += 1
+    if lines == 0:
+        raise ValueError(f"{name} is empty; expected a text {what}, one sentence a line")
+    return TextFile(path, lines, digest.hexdigest(), has_text)
+
+
+def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
+    """Each line of ``path`` as text without its line break; ValueError at the first NUL or non-UTF-8 byte."""
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle):
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise ValueError(f"{name} holds a NUL byte at byte {offset + nul} (line {number}, counting from 0): "
+                                 "it looks binary or UTF-16; expected UTF-8 text, one sentence a line")
+            try:
+                line = raw.rstrip(b"\r\n").decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{name} is not UTF-8 at byte {offset + error.start} (line {number}, counting from "
+                                 f"0: {error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
+                                 ) from None
+            if digest is not None:
+                digest.update(raw)
+            offset += len(raw)
+            yield line
+
+
+def read_lines(path: Path, report: EmbedReport, name: str | None = None) -> Iterator[str]:
+    """Each line as text, control characters replaced by spaces and each fix reported; bytes that are not
+    UTF-8 text raise ValueError (``check_text_file`` finds them before any work)."""
+    for number, line in enumerate(_decoded_lines(path, name or str(path))):
+        yield _cleaned(number, line, report)
+
+
+def _cleaned(number: int, line: str, report: EmbedReport) -> str:
+    if _CONTROL.search(line):
+        line = _CONTROL.sub(" ", line)
+        report.warnings.append(f"line {number}: control characters replaced by spaces")
+    if not line.strip():
+        report.warnings.append(f"line {number}: empty; it has 0 tokens")
+    return line
+
+
+def check_source(source: Source, sentence_keys: bool = False) -> TextFile:
+    """``check_text_file``, then every line parsed as it will be read; with ``sentence_keys`` each sentence
+    must also be usable as an HDF5 dataset name, once. Raises ValueError listing the bad lines by number."""
+    text = check_text_file(source.path, name=source.name)
+    if source.text_field is None and not sentence_keys:
+        return text
+    problems: list[str] = []
+    first_seen: dict[str, int] = {}
+    for number, line in enumerate(read_lines(source.path, EmbedReport(), source.name)):
+        try:
+            parsed = _parse(source, number, line)
+        except ValueError as error:
+            problems.append(str(error))
+            continue
+        if sentence_keys:
+            problem = _key_problem(parsed.sentence, first_seen.setdefault(parsed.sentence, number), number)
+            if problem:
+                problems.append(f"line {number}: {problem}")
+    if problems:
+        more = f"; and {len(problems) - _BAD_LINES_SHOWN} more" if len(problems) > _BAD_LINES_SHOWN else ""
+        raise ValueError(f"{source.name} has {len(problems)} bad line(s), counting from 0: "
+                         f"{'; '.join(problems[:_BAD_LINES_SHOWN])}{more}")
+    return text
+
+
+def _key_problem(sentence: str, first: int, number: int) -> str | None:
+    """Why ``sentence`` cannot name an HDF5 dataset (``--use-sentence-keys``), or None."""
+    if first != number:
+        return f"the same sentence as line {first}; sentence keys must be unique (drop --use-sentence-keys)"
+    if not sentence.strip():
+        return "empty; an empty sentence cannot be a dataset name (drop --use-sentence-keys)"
+    if "/" in sentence or sentence == ".":
+        return f"{sentence[:40]!r} cannot be an HDF5 dataset name (it holds '/' or is '.')"
+    return None
+
+
+def read_source(source: Source, report: EmbedReport, shard: Shard = WHOLE) -> Iterator[SourceLine]:
+    """The shard's lines of the input, in order, with warnings about them in ``report`` (``check_source``
+    has refused bad lines before any work)."""
+    for number, line in enumerate(_decoded_lines(source.path, source.name)):
+        if shard.holds(number):
+            yield _parse(source, number, _cleaned(number, line, report))
+
+
+def _parse(source: Source, number: int, line: str) -> SourceLine:
+    if source.text_field is None:
+        return SourceLine(number, line, None, None)
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"line {number}: not JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"line {number}: a JSON {type(record).__name__}, expected an object")
+    text, identifier = record.get(source.text_field), None
+    if isinstance(text, list) and all(isinstance(token, str) for token in text):
+        sentence, tokens = " ".join(text), text
+    elif isinstance(text, str):
+        sentence, tokens = _CONTROL.sub(" ", text), None
+    else:
+        found = "no such field" if text is None else f"a JSON {type(text).__name__}"
+        raise ValueError(f"line {number}: field {source.text_field!r}: {found}; expected text or a list of tokens")
+    if source.id_field is not None:
+        identifier = record.get(source.id_field)
+        if not isinstance(identifier, str | int) or isinstance(identifier, bool):
+            found = "no such field" if identifier is None else f"a JSON {type(identifier).__name__}"
+            raise ValueError(f"line {number}: id field {source.id_field!r}: {found}; expected text or a whole number")
+    return SourceLine(number, sentence, tokens, None if identifier is None else str(identifier))
+
+
+@contextmanager
+def stdin_as_file() -> Iterator[Path]:
+    """Standard input copied to a temporary file (removed afterwards): it is read more than once."""
+    with tempfile.NamedTemporaryFile(prefix="elmo-embed-stdin-", suffix=".txt") as handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+        handle.flush()
+        yield Path(handle.name)

@@ -1,0 +1,213 @@
+"""``elmo embed`` beyond AllenNLP's HDF5: pooling, float16, Parquet and npy, standard input, JSON lines, the model
+as two files, resuming every format, and every mistake refused before the model loads."""
+
+import io
+import json
+import signal
+
+import h5py
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from elmo.cli import main
+from elmo.embed_job import EmbeddedLine, VectorShape, lines_to_table
+from elmo.embedder import Embedder
+from elmo.pooling import POOLINGS, pool
+
+LINES = ["the bank of the river", "", "she played a game", "日本語 の 文", "one"]
+
+
+@pytest.fixture(scope="module")
+def expected(fixture_dir) -> list[np.ndarray]:
+    """Every layer of every line, from the Python API: what the files must hold."""
+    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    return path
+
+
+def _embed(text, output, fixture_dir, *options) -> None:
+    assert main(["embed", str(text), str(output), "--model", str(fixture_dir), "--quiet", *options]) == 0
+
+
+def test_parquet_columns_read_back_with_pyarrow_equal_the_embedders_arrays(text, tmp_path, fixture_dir, expected):
+    _embed(text, tmp_path / "out.parquet", fixture_dir)
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column_names == ["index", "tokens", "layer_0", "layer_1", "layer_2"]
+    assert table.schema.field("index").type == pa.int64()
+    assert table.schema.field("layer_1").type == pa.list_(pa.list_(pa.float32(), 32))
+    assert table.column("index").to_pylist() == list(range(len(LINES)))
+    assert table.column("tokens").to_pylist() == [line.split() for line in LINES]
+    for k in range(3):
+        for row, array in zip(table.column(f"layer_{k}").to_pylist(), expected, strict=True):
+            np.testing.assert_array_equal(np.array(row, np.float32).reshape(-1, 32), array[k])
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_pooled_vectors_equal_pool_of_the_unpooled_run(pooling, text, tmp_path, fixture_dir, expected):
+    _embed(text, tmp_path / "out.parquet", fixture_dir, "--layers", "top", "--pooling", pooling)
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.schema.field("vectors").type == pa.list_(pa.float32(), 32)
+    got = np.array(table.column("vectors").to_pylist(), np.float32)
+    np.testing.assert_allclose(got, [pool(array[-1], pooling) for array in expected], rtol=1e-6, atol=1e-7)
+    assert not got[1].any()  # the empty line pools to zeros
+
+
+def test_npy_of_pooled_layers_is_one_array_in_line_order(text, tmp_path, fixture_dir, expected):
+    _embed(text, tmp_path / "out.npy", fixture_dir, "--pooling", "mean")
+    got = np.load(tmp_path / "out.npy")
+    assert got.shape == (len(LINES), 3, 32) and got.dtype == np.float32
+    np.testing.assert_allclose(got, [pool(array, "mean") for array in expected], rtol=1e-6, atol=1e-7)
+
+
+def test_float16_is_within_a_thousandth_of_float32(text, tmp_path, fixture_dir, expected):
+    _embed(text, tmp_path / "half.hdf5", fixture_dir, "--dtype", "float16")
+    with h5py.File(tmp_path / "half.hdf5", "r") as handle:
+        for i, array in enumerate(expected):
+            assert handle[str(i)].dtype == np.float16
+            np.testing.assert_allclose(handle[str(i)][...].astype(np.float32), array, rtol=1e-3, atol=1e-7)
+    _embed(text, tmp_path / "half.parquet", fixture_dir, "--dtype", "float16", "--pooling", "max")
+    assert pq.read_table(tmp_path / "half.parquet").schema.field("layer_0").type == pa.list_(pa.float16(), 32)
+
+
+def test_hdf5_datasets_carry_their_tokens_as_a_string_attribute(text, tmp_path, fixture_dir):
+    long_line = " ".join(f"w{i}" for i in range(9000))  # its tokens' attribute is past HDF5's compact 64 KiB
+    text.write_text("\n".join([*LINES, long_line]) + "\n", encoding="utf-8")
+    _embed(text, tmp_path / "out.h5", fixture_dir, "--layers", "top")
+    with h5py.File(tmp_path / "out.h5", "r") as handle:
+        for i, line in enumerate([*LINES, long_line]):
+            assert [token.decode() if isinstance(token, bytes) else token
+                    for token in handle[str(i)].attrs["tokens"]] == line.split()
+        assert json.loads(handle["sentence_to_index"][0])[long_line] == "5"
+
+
+def test_standard_input_is_read_like_a_file(text, tmp_path, fixture_dir, monkeypatch, expected):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.read_bytes())))
+    _embed("-", tmp_path / "out.hdf5", fixture_dir, "--layers", "top")
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        for i, array in enumerate(expected):
+            np.testing.assert_array_equal(handle[str(i)][...], array[-1])
+
+
+def test_json_lines_take_text_or_tokens_and_keep_the_id(tmp_path, fixture_dir, expected):
+    records = [{"id": "a", "text": LINES[0]}, {"id": 7, "text": LINES[2].split(), "other": 1}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    for output in ("out.parquet", "out.hdf5"):
+        _embed(tmp_path / "in.jsonl", tmp_path / output, fixture_dir, "--text-field", "text", "--id-field", "id")
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column_names[:3] == ["index", "id", "tokens"]
+    assert table.column("id").to_pylist() == ["a", "7"]
+    np.testing.assert_array_equal(np.array(table.column("layer_2")[1].as_py(), np.float32), expected[2][2])
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert [handle[name].attrs["id"] for name in ("0", "1")] == ["a", "7"]
+        np.testing.assert_array_equal(handle["0"][...], expected[0])
+
+
+def test_use_sentence_keys_names_the_datasets_by_their_sentences(tmp_path, fixture_dir, expected):
+    (tmp_path / "in.txt").write_text(f"{LINES[0]}\n{LINES[2]}\n")
+    _embed(tmp_path / "in.txt", tmp_path / "out.hdf5", fixture_dir, "--use-sentence-keys")
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert sorted(handle) == sorted([LINES[0], LINES[2]])  # and no sentence_to_index, as AllenNLP
+        np.testing.assert_array_equal(handle[LINES[2]][...], expected[2])
+
+
+def test_the_model_as_options_and_weight_files_gives_the_same_vectors(text, tmp_path, fixture_dir, expected):
+    assert main(["embed", str(text), str(tmp_path / "out.hdf5"), "--options-file", str(fixture_dir / "options.json"),
+                 "--weight-file", str(fixture_dir / "lm_weights.hdf5"), "--quiet"]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        np.testing.assert_array_equal(handle["2"][...], expected[2])
+
+
+def test_lines_to_table_round_trips_and_checks_shapes():
+    shape = VectorShape(None, 4, False, np.dtype(np.float16))
+    rng = np.random.default_rng(0)
+    lines = [(3, ["a", "b"], rng.normal(size=(2, 4))), EmbeddedLine(8, [], np.zeros((0, 4)))]
+    table = lines_to_table(lines, shape)
+    assert table.column("index").to_pylist() == [3, 8]
+    np.testing.assert_array_equal(np.array(table.column("vectors")[0].as_py()), lines[0][2].astype(np.float16))
+    assert table.column("vectors")[1].as_py() == []
+    with pytest.raises(ValueError, match=r"line 3: vectors of shape \(2, 4\); expected \(2, 5\)"):
+        lines_to_table(lines, shape._replace(dim=5))
+
+
+# --- resume: Parquet and npy keep every finished line across an interrupt, and finish as a fresh run would -------
+
+RESUME_LINES = [f"line {i} : the bank of the river {'and more words ' * (i % 5)}" for i in range(70)]
+
+
+@pytest.mark.parametrize(("name", "options"), [("out.parquet", []), ("out.npy", ["--pooling", "last"])])
+def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, options, tmp_path, fixture_dir, capsys,
+                                                                       monkeypatch, interrupt_after):
+    (tmp_path / "in.txt").write_text("\n".join(RESUME_LINES) + "\n")
+    command = ["embed", str(tmp_path / "in.txt"), str(tmp_path / name), "--model", str(fixture_dir), "--quiet",
+               "--batch-size", "2", *options]  # a chunk of 2 * 16 = 32 lines
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 44, signal.SIGINT)
+        assert main(command) == 130
+    assert "holds the first 44 of 70 lines; run the same command with --resume" in capsys.readouterr().err
+    assert not (tmp_path / name).exists()
+    assert sorted(path.name for path in (tmp_path / f"{name}.partial").iterdir()) == [
+        f"chunk-000000.{name[4:]}", f"chunk-000001.{name[4:]}", "settings.json"]
+    assert main([*command, "--resume", "--dtype", "float16"]) == 2
+    assert "made with another dtype" in capsys.readouterr().err
+    assert main([*command, "--resume"]) == 0
+    assert "resumed after line 44" in capsys.readouterr().out
+    assert not (tmp_path / f"{name}.partial").exists()
+    fresh = Embedder.load(str(fixture_dir)).embed(RESUME_LINES, "all")
+    if name.endswith(".npy"):
+        got = list(np.load(tmp_path / name))
+        fresh = [pool(array, "last") for array in fresh]
+    else:
+        table = pq.read_table(tmp_path / name)
+        assert table.column("index").to_pylist() == list(range(70))
+        got = [np.array(row, np.float32).reshape(-1, 32) for row in table.column("layer_2").to_pylist()]
+        fresh = [array[2] for array in fresh]
+    for got_array, fresh_array in zip(got, fresh, strict=True):  # a cold token cache changes float32 rounding only
+        np.testing.assert_allclose(got_array, fresh_array, atol=1e-5, rtol=0)
+
+
+# --- every mistake is named before the model loads, and leaves no file -----------------------------------------
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the mistake was found")
+
+    monkeypatch.setattr(Embedder, "load", load)
+    monkeypatch.setattr(Embedder, "__init__", load)
+
+
+BAD = [
+    (["out.npy"], "npy holds one (N, D) array, so it needs --pooling"),
+    (["out.hdf5", "--format", "parquet"], "--format parquet but out.hdf5 names a hdf5 file"),
+    (["out.parquet", "--id-field", "id"], "--id-field names a field of JSON lines: give --text-field too"),
+    (["out.parquet", "--use-sentence-keys"], "--use-sentence-keys names HDF5 datasets"),
+    (["out.hdf5", "--text-field", "text"], "in.txt has 5 bad line(s), counting from 0: line 0: not JSON"),
+    (["out.hdf5", "--options-file", "options.json"], "--options-file and --weight-file go together"),
+    (["out.hdf5", "--use-sentence-keys"], "line 3: the same sentence as line 1; sentence keys must be unique"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), BAD, ids=[message[:30] for _, message in BAD])
+def test_a_bad_option_or_line_is_refused_before_the_model_loads(arguments, message, tmp_path, fixture_dir, capsys,
+                                                                no_model_load, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.txt").write_text("a b\nsame\nc d\nsame\ne\n")
+    model = [] if "--options-file" in arguments else ["--model", str(fixture_dir)]
+    assert main(["embed", "in.txt", *arguments, *model, "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_binary_standard_input_is_refused_naming_it(tmp_path, fixture_dir, capsys, monkeypatch, no_model_load):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"text\n\x00\x01binary")))
+    assert main(["embed", "-", str(tmp_path / "out.hdf5"), "--model", str(fixture_dir), "--quiet"]) == 2
+    assert "standard input holds a NUL byte at byte 5 (line 1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
