@@ -16,10 +16,11 @@ from torch import nn
 from elmo.files import write_text_atomic
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
+from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
 
-TaskKind = Literal["tagger", "classifier"]
-TASK_KINDS = ("tagger", "classifier")
+TaskKind = Literal["tagger", "classifier", "qa"]
+TASK_KINDS = ("tagger", "classifier", "qa")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class TaskSpec:
     - ``max_words``: classification texts are cut to this many words.
     - ``fine_tune``: the biLM is part of the task model and trained with it (its weights are saved in
       ``model.safetensors``); otherwise it is frozen and its layers are read from a cache.
+    - ``max_answer_tokens``, ``passage_only``: a QA model's span length cap and its passage-only diagnostic
+      (``elmo.tasks.qa_model``); a QA model has no labels.
     """
 
     kind: TaskKind
@@ -49,6 +52,8 @@ class TaskSpec:
     dropout: float = 0.5
     mix_l2: float = 1e-3
     fine_tune: bool = False
+    max_answer_tokens: int = 30
+    passage_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
@@ -64,6 +69,8 @@ class TaskSpec:
             bilm = ModelDir.find(self.model or "").load_bilm()
         features = TokenFeatures(self.elmo, self.n_layers, self.elmo_dim, self.static_dim, self.positions,
                                  self.dropout, self.mix_l2, bilm)
+        if self.kind == "qa":
+            return SpanQA(features, self.hidden, self.dropout, self.max_answer_tokens, not self.passage_only)
         model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
         return model_class(features, len(self.labels), self.hidden, self.dropout)
 

@@ -1,0 +1,97 @@
+"""Extractive QA examples and their file format.
+
+A file holds one JSON object a line: ``{"id", "question", "passage", "answers": [{"text", "start"}]}``
+(SQuAD's fields for one question, ``start`` a character offset into ``passage``); ``answers`` may be absent
+when only predictions are wanted. Passage and question are split by the biLM's tokenizer; each passage
+token is found back in the passage text, so a predicted token span maps to the exact characters it covers
+and a gold character span to the tokens that overlap it.
+"""
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """``offsets[i]``: the characters ``[begin, end)`` of ``passage_words[i]`` in ``passage``; ``span``: the
+    first gold answer as inclusive token indices (None without answers); ``answers``: every gold text."""
+
+    key: str
+    question: str
+    passage: str
+    question_words: tuple[str, ...]
+    passage_words: tuple[str, ...]
+    offsets: tuple[tuple[int, int], ...]
+    answers: tuple[str, ...] = ()
+    span: tuple[int, int] | None = None
+
+    def answer_text(self, start: int, end: int) -> str:
+        """The passage characters that tokens ``start..end`` (inclusive) cover."""
+        return self.passage[self.offsets[start][0]:self.offsets[end][1]]
+
+
+def token_offsets(text: str, words: Sequence[str]) -> list[tuple[int, int]]:
+    """Where each word is in ``text``, searched left to right; ValueError when the tokenizer changed a word
+    (then its characters cannot be given back)."""
+    offsets, position = [], 0
+    for word in words:
+        begin = text.find(word, position)
+        if begin < 0:
+            raise ValueError(f"token {word!r} is not in the text after character {position} "
+                             f"({text[position:position + 40]!r}...)")
+        position = begin + len(word)
+        offsets.append((begin, position))
+    return offsets
+
+
+def answer_span(offsets: Sequence[tuple[int, int]], start: int, length: int) -> tuple[int, int] | None:
+    """The inclusive token span that overlaps characters ``[start, start + length)``, None if no token does."""
+    covered = [i for i, (begin, end) in enumerate(offsets) if begin < start + length and end > start]
+    return (covered[0], covered[-1]) if covered else None
+
+
+def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
+    """One file row as an example; the first answer that lies in the passage gives the training span."""
+    for field in ("id", "question", "passage"):
+        if not isinstance(row.get(field), str) or not row[field].strip():
+            raise ValueError(f"QA row {str(row)[:80]!r} needs a non-empty string {field!r}")
+    passage_words = tokenize(row["passage"])
+    question_words = tokenize(row["question"])
+    if not passage_words or not question_words:
+        raise ValueError(f"question {row['id']!r}: the tokenizer left no words in its question or passage")
+    offsets = token_offsets(row["passage"], passage_words)
+    answers, span = [], None
+    for answer in row.get("answers") or ():
+        text, start = answer["text"], int(answer["start"])
+        if row["passage"][start:start + len(text)] != text:
+            raise ValueError(f"question {row['id']!r}: answer {text!r} is not at character {start} of its passage")
+        answers.append(text)
+        if span is None:
+            span = answer_span(offsets, start, len(text))
+    return QAExample(row["id"], row["question"], row["passage"], tuple(question_words), tuple(passage_words),
+                     tuple(offsets), tuple(answers), span)
+
+
+def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAExample]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such QA file (JSON lines of id, question, passage, answers)")
+    examples = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        try:
+            examples.append(qa_example(row, tokenize))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}:{number}: {error}") from None
+    return examples
+
+
+def write_qa(path: str | Path, rows: Sequence[dict]) -> None:
+    Path(path).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
