@@ -1,4 +1,4 @@
-"""``elmo task train {tagger,classifier}`` and ``elmo task predict``.
+"""``elmo task train {tagger,classifier,qa}`` and ``elmo task predict``.
 
 ``add_subcommands`` registers ``task`` on the ``elmo`` subparsers action; bad input (ValueError,
 FileNotFoundError) is reported by `elmo.cli.main` as one line without a traceback.
@@ -35,6 +35,8 @@ from elmo.tasks.train import TrainOptions, labels_of
 
 
 def _train(args: argparse.Namespace) -> int:
+    if args.kind == "qa":
+        return _train_qa(args)
     elmo = None if args.elmo == "none" else args.elmo
     static_name = None if args.static == "none" else args.static
     splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
@@ -66,8 +68,57 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_qa(args: argparse.Namespace) -> int:
+    from elmo.tasks.qa_data import read_qa
+    from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
+
+    if args.fine_tune:
+        raise ValueError("--fine-tune is not available for qa; its biLM layers are read from the cache")
+    elmo = None if args.elmo == "none" else args.elmo
+    static_name = None if args.static == "none" else args.static
+    tokenize = model_tokenizer(args.model)
+    splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
+    static = load_static(static_name)
+    layers = None
+    n_layers = elmo_dim = 0
+    if elmo is not None:
+        layers = embed_qa(args.model, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
+        n_layers, _, elmo_dim = layers["train"]["passage"][0].shape
+    spec = TaskSpec("qa", (), elmo, args.model, n_layers, elmo_dim, static_name, static.dim if static is not None
+                    else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
+                    max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only)
+    options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
+    model, summary = train_and_test_qa(spec, splits, layers, static, options)
+    spec.save(model, args.out, summary)
+    write_text_atomic(Path(args.out) / "metrics.json", json.dumps(summary, indent=2) + "\n")
+    print(f"f1: dev {summary['dev']:.2f}, test {summary['test']:.2f}, test exact match "
+          f"{summary['test_exact_match']:.2f} (best epoch {summary['best_epoch']} of {summary['epochs_run']}, "
+          f"{summary['seconds']:.0f} s); model in {args.out}")
+    return 0
+
+
+def _predict_qa(spec: TaskSpec, model, args: argparse.Namespace) -> int:
+    """Answers as JSON lines ``{"id", "answer"}``, in input order."""
+    from elmo.tasks.qa_data import read_qa
+    from elmo.tasks.qa_pipeline import answer_questions
+
+    examples = read_qa(args.input, model_tokenizer(spec.model))
+    answers = answer_questions(spec, model, examples, load_static(spec.static))
+    text = "".join(json.dumps({"id": example.key, "answer": answer}, ensure_ascii=False) + "\n"
+                   for example, answer in zip(examples, answers, strict=True))
+    if args.output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
+    write_text_atomic(Path(args.output), text)
+    print(f"wrote {len(answers)} answers to {args.output}", file=sys.stderr)
+    return 0
+
+
 def _predict(args: argparse.Namespace) -> int:
     spec, model = TaskSpec.load(args.task_model)
+    if spec.kind == "qa":
+        return _predict_qa(spec, model, args)
     texts: list[str] = []  # a classifier's inputs, written back beside its labels
     if spec.kind == "tagger":
         sentences = read_tagged(args.input, require_tags=False)
@@ -116,14 +167,16 @@ def _labelled_or_plain(path: str) -> list[tuple[str, str]]:
 
 
 def add_subcommands(commands: argparse._SubParsersAction) -> None:
-    task = commands.add_parser("task", help="train or apply a task model (tagger, classifier) on ELMo features")
+    task = commands.add_parser("task", help="train or apply a task model (tagger, classifier, qa) on ELMo "
+                                            "features")
     task_commands = task.add_subparsers(dest="task_command", required=True, metavar="TASK_COMMAND")
 
     train = task_commands.add_parser("train", help="train on cached biLM layers, early-stopped on --dev, "
                                                    "scored on --test")
     train.add_argument("kind", choices=TASK_KINDS,
                        help="tagger: CoNLL token<TAB>tag files (BIO; BMES/BIOES converted); "
-                            "classifier: label<TAB>text files")
+                            "classifier: label<TAB>text files; qa: JSON lines of id, question, passage, "
+                            "answers [{text, start}]")
     train.add_argument("--train", required=True)
     train.add_argument("--dev", required=True)
     train.add_argument("--test", required=True)
@@ -152,12 +205,19 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                        help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
     train.add_argument("--fine-tune", action="store_true",
                        help="train the biLM along with the task model (no cache; much slower)")
+    train.add_argument("--max-answer-tokens", type=positive_int, default=30,
+                       help="qa: the longest answer span decoded, in tokens")
+    train.add_argument("--passage-only", action="store_true",
+                       help="qa: a diagnostic model that never reads the question (no attention flow)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_train)
 
-    predict = task_commands.add_parser("predict", help="tag or classify a file with a trained task model")
+    predict = task_commands.add_parser("predict", help="tag, classify or answer a file with a trained task "
+                                                       "model")
     predict.add_argument("task_model", help="directory written by `elmo task train`")
     predict.add_argument("--input", required=True, help="tagger: CoNLL file (tags optional, ignored); "
-                                                        "classifier: text lines or label<TAB>text lines")
+                                                        "classifier: text lines or label<TAB>text lines; "
+                                                        "qa: JSON lines of id, question, passage (answers "
+                                                        "ignored), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="default: standard output")
     predict.set_defaults(func=_predict)

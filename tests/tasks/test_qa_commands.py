@@ -1,0 +1,49 @@
+"""``elmo task train qa`` and ``elmo task predict`` on the fixture biLM: the test F1 that training reports is
+the F1 of the answers that ``predict`` writes, scored independently against the gold answers."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from elmo.cli import main
+from elmo.tasks.qa_data import write_qa
+from elmo.tasks.qa_metrics import score_answers
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_qa_learning import toy_rows
+
+
+def test_qa_trains_on_cached_layers_and_predict_gives_the_reported_answers(tmp_path: Path, fixture_dir: Path):
+    splits = []
+    for name, size, seed in (("train", 40, 1), ("dev", 12, 2), ("test", 12, 3)):
+        write_qa(tmp_path / f"{name}.jsonl", toy_rows(size, seed))
+        splits += [f"--{name}", str(tmp_path / f"{name}.jsonl")]
+    out = tmp_path / "qa"
+    assert main(["task", "train", "qa", *splits, "--model", str(fixture_dir), "--out", str(out), "--epochs", "2",
+                 "--hidden", "8", "--max-answer-tokens", "3", "--quiet"]) == 0
+    cached = {path.name for path in (out / "features").iterdir()}
+    assert {"train-question.h5", "train-passage.h5", "test-passage.h5"} <= cached
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+
+    answers_file = tmp_path / "answers.jsonl"
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.jsonl"),
+                 "--output", str(answers_file)]) == 0
+    answers = [json.loads(line) for line in answers_file.read_text(encoding="utf-8").splitlines()]
+    rows = toy_rows(12, 3)
+    assert [answer["id"] for answer in answers] == [row["id"] for row in rows]
+    for answer, row in zip(answers, rows, strict=True):
+        assert answer["answer"] in row["passage"] and 1 <= len(answer["answer"].split()) <= 3
+    scores = score_answers({a["id"]: a["answer"] for a in answers},
+                           {row["id"]: [gold["text"] for gold in row["answers"]] for row in rows})
+    assert scores["f1"] == pytest.approx(metrics["test"])
+    assert scores["exact_match"] == pytest.approx(metrics["test_exact_match"])
+
+
+def test_qa_refuses_fine_tuning_in_one_line(tmp_path: Path, fixture_dir: Path, capsys):
+    write_qa(tmp_path / "a.jsonl", toy_rows(4, 0))
+    path = str(tmp_path / "a.jsonl")
+    assert main(["task", "train", "qa", "--train", path, "--dev", path, "--test", path, "--model", str(fixture_dir),
+                 "--out", str(tmp_path / "x"), "--fine-tune"]) == 2
+    assert "--fine-tune is not available for qa" in capsys.readouterr().err
