@@ -16,6 +16,8 @@ BAD_NUMBERS = [
     (["embed", "in.txt", "out.hdf5", "--batch-size", "2.5"], "--batch-size: '2.5': expected a whole number >= 1"),
     (["embed", "in.txt", "out.hdf5", "--layers", "nan,0,1"], "mixing weights must be finite numbers"),
     (["embed", "in.txt", "out.hdf5", "--layers", "1e400,0,0"], "mixing weights must be finite numbers"),
+    (["embed", "in.txt", "out.hdf5", "--shard", "2/2"], "--shard: shard 2/2: expected I/N with 0 <= I < N"),
+    (["embed", "in.txt", "out.hdf5", "--shard", "1/"], "--shard: shard '1/': expected I/N, two whole numbers"),
     (["export-onnx", "en", "--out", "x.onnx", "--opset", "-1"], "--opset: -1: expected a whole number >= 1"),
     (["index", "c.txt", "--out", "i", "--batch-size", "0"], "--batch-size: 0: expected a whole number >= 1"),
     (["index", "c.txt", "--out", "i", "--threads", "0"], "--threads: 0: expected a whole number >= 1"),

@@ -129,7 +129,7 @@ def test_empty_input_is_called_empty_not_guessed_to_be_english(tmp_path, capsys,
 
 
 @pytest.mark.parametrize(("output", "expected"), [
-    ("folder", "is a directory; expected the name of the HDF5 file"),
+    ("in.txt/out.hdf5", "in.txt is not a directory; cannot write out.hdf5 in it"),
     ("missing/out.hdf5", "missing: no such directory to write out.hdf5 in"),
 ])
 def test_an_output_that_cannot_be_written_is_refused_first(output, expected, fixture_dir, tmp_path, capsys,

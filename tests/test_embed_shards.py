@@ -1,0 +1,120 @@
+"""``elmo embed`` in shards: ``--shard I/N``, torchrun's ranks and Slurm array tasks each embed every N-th line,
+keep the global line numbers, and together give exactly one full run; a directory of parts gets its manifest
+only once every part is whole, and a restart skips the finished parts."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from elmo.cli import main
+from elmo.embed_job import Shard, shard_from_environment
+from elmo.embedder import Embedder
+
+LINES = [f"sentence {i} about the {'river bank' if i % 3 else 'money bank'} {'and more ' * (i % 4)}" for i in range(23)]
+
+
+@pytest.fixture(scope="module")
+def full_run(fixture_dir) -> list[np.ndarray]:
+    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
+
+
+@pytest.fixture
+def text(tmp_path) -> Path:
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    return path
+
+
+def _parquet_rows(paths) -> dict[int, tuple[list[str], np.ndarray]]:
+    rows = {}
+    for path in paths:
+        table = pq.read_table(path)
+        for index, tokens, *layers in zip(*(table.column(name).to_pylist() for name in table.column_names),
+                                          strict=True):
+            assert index not in rows, f"line {index} is in two parts"
+            rows[index] = (tokens, np.stack([np.array(layer, np.float32).reshape(-1, 32) for layer in layers]))
+    return rows
+
+
+def _assert_union_is_the_full_run(rows, full_run) -> None:
+    assert sorted(rows) == list(range(len(LINES)))
+    for index, (tokens, layers) in rows.items():
+        assert tokens == LINES[index].split()
+        np.testing.assert_allclose(layers, full_run[index], atol=1e-6, rtol=0)
+
+
+def test_shard_parsing_and_the_launchers_environment():
+    assert Shard.parse("2/5") == Shard(2, 5) and [Shard(2, 5).holds(line) for line in (2, 7, 8)] == [True, True, False]
+    assert [Shard(index, 3).size(10) for index in range(3)] == [4, 3, 3]
+    for bad in ("5/5", "-1/2", "1/0", "1", "a/b", "\u0661/\u0662"):  # Arabic-Indic digits are not I/N
+        with pytest.raises(ValueError, match="expected I/N"):
+            Shard.parse(bad)
+    assert shard_from_environment({}) is None
+    assert shard_from_environment({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) == Shard(1, 4)
+    slurm = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"}
+    assert shard_from_environment(slurm) == Shard(2, 3)  # --array=1-3 counts from 1
+    with pytest.raises(ValueError, match="WORLD_SIZE='two'"):
+        shard_from_environment({"RANK": "0", "WORLD_SIZE": "two"})
+    with pytest.raises(ValueError, match="RANK=4 and WORLD_SIZE=4"):
+        shard_from_environment({"RANK": "4", "WORLD_SIZE": "4"})
+
+
+def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, full_run):
+    for index in range(3):
+        for extension in ("parquet", "hdf5"):
+            assert main(["embed", str(text), str(tmp_path / f"s{index}.{extension}"), "--shard", f"{index}/3",
+                         "--model", str(fixture_dir), "--quiet"]) == 0
+    _assert_union_is_the_full_run(_parquet_rows(tmp_path.glob("s*.parquet")), full_run)
+    union = {}
+    for index in range(3):
+        with h5py.File(tmp_path / f"s{index}.hdf5", "r") as handle:
+            assert json.loads(handle["sentence_to_index"][0]) == {LINES[n]: str(n) for n in range(index, 23, 3)}
+            union |= {int(name): handle[name][...] for name in handle if name != "sentence_to_index"}
+    assert sorted(union) == list(range(len(LINES)))
+    for number, layers in union.items():
+        np.testing.assert_allclose(layers, full_run[number], atol=1e-6, rtol=0)
+
+
+def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest(text, tmp_path, fixture_dir,
+                                                                               monkeypatch, capsys, full_run):
+    command = ["embed", str(text), str(tmp_path / "out"), "--format", "parquet", "--model", str(fixture_dir),
+               "--quiet"]
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    assert main(command) == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "part-00001-of-00002.json", "part-00001-of-00002.parquet"]  # no manifest while a part is missing
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    assert main(command) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["lines"] == 23 and manifest["format"] == "parquet"
+    assert [(part["file"], part["lines"]) for part in manifest["parts"]] == [
+        ("part-00000-of-00002.parquet", 12), ("part-00001-of-00002.parquet", 11)]
+    _assert_union_is_the_full_run(_parquet_rows((tmp_path / "out").glob("part-*.parquet")), full_run)
+    capsys.readouterr()
+    assert main(command) == 0  # restarted: the finished part is skipped
+    assert "part-00000-of-00002.parquet (shard 0/2) is already whole; skipped" in capsys.readouterr().out
+    (tmp_path / "in.txt").write_text("\n".join(LINES[::-1]) + "\n")
+    assert main(command) == 2  # a changed input does not mix with the parts made from the old one
+    assert "was made with another sha256; remove" in capsys.readouterr().err
+
+
+def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, full_run):
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    command = [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "elmo", "embed", str(text),
+               str(tmp_path / "parts"), "--format", "parquet", "--model", str(fixture_dir), "--quiet"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((tmp_path / "parts" / "manifest.json").read_text())
+    assert [part["shard"] for part in manifest["parts"]] == ["0/2", "1/2"]
+    _assert_union_is_the_full_run(_parquet_rows(tmp_path / "parts" / part["file"] for part in manifest["parts"]),
+                                  full_run)
