@@ -51,7 +51,8 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def query_vectors(embedder, sentences: list[str], layer: str, n_queries: int, seed: int) -> np.ndarray:
-    from elmo.search.index import parse_layer, unit_rows
+    from elmo.search.ann import unit_rows
+    from elmo.search.layout import parse_layer
 
     chosen = parse_layer(layer)
     vectors = []
@@ -76,7 +77,7 @@ def bench_faiss(factory: str, vectors: np.ndarray, queries: np.ndarray, truth: n
                 nprobes: list[int], candidate_counts: list[int]) -> list[dict]:
     import faiss
 
-    from elmo.search.index import AnnOptions, ann_search, build_ann
+    from elmo.search.ann import AnnOptions, ann_search, build_ann
 
     faiss.omp_set_num_threads(2)
     start = time.perf_counter()
@@ -121,7 +122,8 @@ def bench_hnswlib(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, k
 
 def float16_cost(embedder, corpus: Path, layer: str, n_tokens: int, n_queries: int, k: int, seed: int) -> float:
     """Recall@k of exact search on float16 unit vectors against exact search on float32 ones."""
-    from elmo.search.index import exact_search, parse_layer, unit_rows
+    from elmo.search.ann import exact_search, unit_rows
+    from elmo.search.layout import parse_layer
 
     chosen = parse_layer(layer)
     sentences, tokens = [], 0
@@ -162,7 +164,8 @@ def main() -> None:
     import torch
 
     from elmo.embedder import Embedder
-    from elmo.search.index import ContextIndex, build_index, default_factory, exact_search
+    from elmo.search import ContextIndex, build_index
+    from elmo.search.ann import default_factory, exact_search
 
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)

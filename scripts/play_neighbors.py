@@ -14,7 +14,7 @@ script prints each query's 5 nearest uses per layer, and how the sports uses ran
 import argparse
 from pathlib import Path
 
-from elmo.search import ContextIndex, build_index
+from elmo.search import ContextIndex, build_index, neighbors
 
 SPORTS_QUERY = "Chico Ruiz made a spectacular play on Alusik 's grounder"
 THEATRE_QUERY = "Olivia De Havilland signed to do a Broadway play for Garson Kanin"
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"{len(lines)} lines hold 'play'; {len(sports)} of them use it in the sports sense (read by hand)\n")
     for layer in LAYERS:
         for name, query in queries.items():
-            ranked = index.neighbors(query, "play", k=len(lines), layer=layer, same_word=True, exact=True)
+            ranked = neighbors(index, query, "play", k=len(lines), layer=layer, same_word=True, exact=True)
             ranks = [rank for rank, hit in enumerate(ranked, start=1) if hit.line in sports]
             print(f"{layer}, {name} query: sports uses among the nearest 10: {sum(r <= 10 for r in ranks)}; "
                   f"their mean rank {sum(ranks) / len(ranks):.0f} of {len(ranked)}")

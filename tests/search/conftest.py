@@ -1,9 +1,9 @@
 """A corpus and an embedder whose vectors are known in closed form, so the right neighbours are known.
 
-``ConstructedEmbedder`` keeps all of ``Embedder`` (tokenizing, bucketing, windows, streaming) and replaces only
-the biLM run: a token's layer 0 is its word's one-hot vector, and layer ``j >= 1`` adds ``j`` times the
-sentence's topic (sport or theatre, by the topic words it contains). So "play" in a sports sentence is nearest
-to the other sports "play"s, and every score is a cosine computable by hand (``constructed_vector``).
+``ConstructedEmbedder`` is a ``LayerEmbedder`` (what search asks of a model): it splits at white space, and a
+token's layer 0 is its word's one-hot vector, while layer ``j >= 1`` adds ``j`` times the sentence's topic
+(sport or theatre, by the topic words it contains). So "play" in a sports sentence is nearest to the other
+sports "play"s, and every score is a cosine computable by hand (``constructed_vector``).
 """
 
 import zlib
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo.embedder import Embedder
+from elmo.bilm import BiLM
+from elmo.search import LayerEmbedder
 
 SPORT = {"baseball", "inning", "grounder", "pitcher"}
 THEATRE = {"broadway", "stage", "actors", "curtain"}
@@ -54,25 +55,35 @@ def constructed_vector(tokens: Sequence[str], position: int, layer: int, dim: in
     return vector
 
 
-class ConstructedEmbedder(Embedder):
-    """``Embedder`` with the biLM replaced by ``constructed_vector``; ``fail_after`` runs, it raises."""
+class ConstructedEmbedder:
+    """``constructed_vector`` for every token; ``bilm`` (the fixture's) only gives the index a configuration to
+    record. The ``fail_after + 1``-th call of ``embed`` raises KeyboardInterrupt, as a killed build stops."""
 
-    def __init__(self, bilm, fail_after: int | None = None, **options) -> None:
-        super().__init__(bilm, token_cache_size=0, **options)
+    tokenizer_name = "whitespace"
+
+    def __init__(self, bilm: BiLM, fail_after: int | None = None) -> None:
+        self.bilm = bilm
+        self.n_layers = bilm.config.n_output_layers
+        self.dim = bilm.config.output_dim
         self.fail_after = fail_after
         self.runs = 0
 
-    def _layers_of(self, token_lists: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
+    def tokenize(self, sentence: str | Sequence[str]) -> list[str]:
+        return sentence.split() if isinstance(sentence, str) else list(sentence)
+
+    def embed(self, sentences: Sequence[str | Sequence[str]], layers: str = "all",
+              batch_size: int = 32) -> list[np.ndarray]:
+        assert layers == "all"
         if self.fail_after is not None and self.runs >= self.fail_after:
             raise KeyboardInterrupt("simulated interruption")
         self.runs += 1
         return [np.array([[constructed_vector(tokens, position, layer, self.dim) for position in range(len(tokens))]
                           for layer in range(self.n_layers)], np.float32).reshape(self.n_layers, len(tokens), self.dim)
-                for tokens in token_lists]
+                for tokens in map(self.tokenize, sentences)]
 
 
 @pytest.fixture
-def constructed_embedder(fixture_bilm) -> ConstructedEmbedder:
+def constructed_embedder(fixture_bilm: BiLM) -> LayerEmbedder:
     return ConstructedEmbedder(fixture_bilm)
 
 

@@ -2,8 +2,8 @@ import faiss
 import numpy as np
 import pytest
 
-from elmo.search import index as index_module
-from elmo.search.index import AnnOptions, ann_search, build_ann, default_factory, exact_search, unit_rows
+from elmo.search import ann as ann_module
+from elmo.search.ann import AnnOptions, ann_search, build_ann, default_factory, exact_search, unit_rows
 
 
 def _clustered(n: int, dim: int, n_clusters: int, seed: int) -> np.ndarray:
@@ -14,7 +14,7 @@ def _clustered(n: int, dim: int, n_clusters: int, seed: int) -> np.ndarray:
 
 
 def test_exact_search_equals_a_full_sort_across_chunks(monkeypatch):
-    monkeypatch.setattr(index_module, "_ADD_CHUNK", 7)  # many chunks: the running top-k merge is exercised
+    monkeypatch.setattr(ann_module, "CHUNK_ROWS", 7)  # many chunks: the running top-k merge is exercised
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(100, 8)).astype(np.float16)
     queries = rng.normal(size=(5, 8)).astype(np.float32)

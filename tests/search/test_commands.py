@@ -6,6 +6,8 @@ import pytest
 
 from elmo.cli import main
 from elmo.embedder import Embedder
+from elmo.search import ContextIndex
+from elmo.tokenizers import TOKENIZERS
 
 
 @pytest.fixture
@@ -112,3 +114,29 @@ def test_sigterm_keeps_the_last_checkpoint_and_resume_refuses_a_corpus_edited_at
     fixture_corpus.write_bytes(text)
     assert main([*command, "--resume"]) == 0
     assert "(resumed after line 16)" in capsys.readouterr().out
+
+
+def test_index_tokenizer_decides_the_tokens_indexed_their_vectors_and_how_queries_split(fixture_dir, tmp_path,
+                                                                                         capsys):
+    lines = ["The bank's rates rose.", "She sat on the river bank."]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    split = {name: [TOKENIZERS[name](line) for line in lines] for name in ("whitespace", "english")}
+    assert split["whitespace"] != split["english"]  # so the indexes below must differ
+    for name, flags in [("whitespace", []), ("english", ["--tokenizer", "english"])]:  # default: the model's own
+        assert main(["index", str(corpus), "--model", str(fixture_dir), "--out", str(tmp_path / name), "--quiet",
+                     *flags]) == 0
+        index = ContextIndex.load(tmp_path / name)
+        assert index.meta["tokenizer"] == name
+        assert [index.occurrence(row).token for row in range(index.n_indexed)] == \
+            [token for tokens in split[name] for token in tokens]
+        assert sorted(index.words) == sorted({token for tokens in split[name] for token in tokens})
+        top = Embedder.load(str(fixture_dir)).embed(split[name], "top")
+        expected = np.concatenate(top) / np.linalg.norm(np.concatenate(top), axis=1, keepdims=True)
+        np.testing.assert_allclose(index.vectors(), expected, atol=2e-3)  # float16
+    capsys.readouterr()
+    query = ["neighbors", "--sentence", "A bank's loan .", "--word", "'s", "--k", "1", "--json"]
+    assert main([*query, "--index", str(tmp_path / "english")]) == 0  # the query is split as the corpus was
+    assert [hit["token"] for hit in json.loads(capsys.readouterr().out)] == ["'s"]
+    assert main([*query, "--index", str(tmp_path / "whitespace")]) == 2
+    assert "\"'s\" is not a token of the sentence" in capsys.readouterr().err

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from elmo.search import AnnOptions, ContextIndex, build_index
-from elmo.search.index import TOKEN_DTYPE
+from elmo.search import AnnOptions, ContextIndex, SearchError, build_index, neighbors
+from elmo.search.layout import TOKEN_DTYPE, parse_layer
 
 from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
 
@@ -54,7 +54,7 @@ def test_neighbours_are_the_brute_force_nearest_tokens(topic_corpus, constructed
     index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
     assert not index.ann().__class__.__name__.endswith("Flat")
     query = SPORTS_LINES[1]
-    found = index.neighbors(query, "play", k=8, exact=exact)
+    found = neighbors(index, query, "play", k=8, exact=exact)
     tokens = query.split()
     expected = _brute_force(_corpus_lines(topic_corpus), constructed_vector(tokens, tokens.index("play"), 2, 32),
                             2, index.dim)
@@ -74,10 +74,10 @@ def test_same_word_finds_the_sense_of_the_query_first(topic_corpus, constructed_
     sports = {lines.index(line) for line in SPORTS_LINES}
     theatre = {lines.index(line) for line in THEATRE_LINES}
 
-    from_sport = index.neighbors("Chico Ruiz made a spectacular play on the grounder", "play", k=10, same_word=True)
+    from_sport = neighbors(index, "Chico Ruiz made a spectacular play on the grounder", "play", k=10, same_word=True)
     assert all(n.token == "play" for n in from_sport)
     assert {n.line for n in from_sport[:3]} == sports
-    from_theatre = index.neighbors("he signed to do a broadway play", "Play", k=3, same_word=True)
+    from_theatre = neighbors(index, "he signed to do a broadway play", "Play", k=3, same_word=True)
     assert {n.line for n in from_theatre} == theatre
     assert len(from_sport) == 7  # every "play" of the corpus: 3 sports, 3 theatre, 1 filler
 
@@ -85,7 +85,7 @@ def test_same_word_finds_the_sense_of_the_query_first(topic_corpus, constructed_
 def test_neighbours_json_has_the_documented_fields(topic_corpus, constructed_embedder, tmp_path):
     build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
     index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
-    record = index.neighbors(THEATRE_LINES[0], "play", k=1)[0].to_json()
+    record = neighbors(index, THEATRE_LINES[0], "play", k=1)[0].to_json()
     assert set(record) == {"sentence", "token_index", "token", "score"}
     assert json.loads(json.dumps(record)) == record
     assert record["sentence"].split()[record["token_index"]] == record["token"]
@@ -155,18 +155,23 @@ def test_resume_refuses_a_partial_index_made_with_other_settings(topic_corpus, f
 def test_bad_inputs_are_named(topic_corpus, constructed_embedder, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
         build_index(tmp_path / "missing.txt", tmp_path / "index", constructed_embedder, progress=False)
-    with pytest.raises(ValueError, match="layer 7"):
+    with pytest.raises(SearchError, match="layer 7") as refused:
         build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[7], progress=False)
+    assert refused.value.field == "layers"
     build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[1], progress=False)
     index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
-    with pytest.raises(ValueError, match="holds layer1, not layer2"):
-        index.neighbors(SPORTS_LINES[0], "play", layer=2)
-    with pytest.raises(ValueError, match="'tennis' is not a token"):
-        index.neighbors(SPORTS_LINES[0], "tennis")
-    with pytest.raises(ValueError, match="'tennis' does not occur"):
-        index.neighbors("tennis anyone", "tennis", same_word=True)
-    with pytest.raises(ValueError, match="was built from an Embedder"):
-        ContextIndex.load(tmp_path / "index").neighbors(SPORTS_LINES[0], "play")
+    for sentence, word, options, message, code, field in [
+        (SPORTS_LINES[0], "play", {"layer": 2}, "holds layer1, not layer2", "invalid_request", "layer"),
+        (SPORTS_LINES[0], "tennis", {}, "'tennis' is not a token", "word_not_in_sentence", "word"),
+        (SPORTS_LINES[0], "play", {"occurrence": 1}, "occurs 1 time", "invalid_request", "occurrence"),
+        ("tennis anyone", "tennis", {"same_word": True}, "'tennis' does not occur", "word_not_indexed", "word"),
+    ]:
+        with pytest.raises(SearchError, match=message) as refused:
+            neighbors(index, sentence, word, **options)
+        assert (refused.value.code, refused.value.field) == (code, field)
+    with pytest.raises(SearchError, match="was built from an Embedder") as refused:
+        neighbors(ContextIndex.load(tmp_path / "index"), SPORTS_LINES[0], "play")
+    assert refused.value.field == "embedder"
 
 
 def test_token_records_have_a_fixed_layout():
@@ -174,8 +179,6 @@ def test_token_records_have_a_fixed_layout():
 
 
 def test_a_layer_in_full_width_digits_is_refused_not_read_as_a_number():
-    from elmo.search.index import parse_layer
-
     assert parse_layer("2") == 2 and parse_layer("layer1") == 1 and parse_layer("average") == "average"
     for value in ("\uff12", "layer\uff12", "-1", "1.0"):  # full-width 2
         with pytest.raises(ValueError, match="expected a layer number"):

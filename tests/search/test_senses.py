@@ -2,8 +2,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from elmo.search import ContextIndex, build_index, plot_senses, senses
-from elmo.search.senses import SensesError
+from elmo.search import ContextIndex, SearchError, build_index, plot_senses, senses
 
 from .conftest import SPORTS_LINES, THEATRE_LINES
 
@@ -49,10 +48,12 @@ def test_the_sense_map_is_a_png(topic_corpus, constructed_embedder, tmp_path):
 
 def test_a_word_with_too_few_uses_is_refused(topic_corpus, constructed_embedder, tmp_path):
     index = _index(topic_corpus, constructed_embedder, tmp_path)
-    with pytest.raises(ValueError, match="'tennis' occurs 0 time"):
+    with pytest.raises(SearchError, match="'tennis' occurs 0 time") as refused:
         senses(index, "tennis")
-    with pytest.raises(ValueError, match="--clusters 99"):
+    assert (refused.value.code, refused.value.field) == ("too_few_occurrences", "word")
+    with pytest.raises(SearchError, match="clusters 99") as refused:
         senses(index, "play", clusters=99)
+    assert (refused.value.code, refused.value.field) == ("invalid_request", "clusters")
 
 
 def test_more_clusters_than_distinct_uses_is_refused_naming_clusters(constructed_embedder, tmp_path):
@@ -61,7 +62,7 @@ def test_more_clusters_than_distinct_uses_is_refused_naming_clusters(constructed
     corpus.write_text("they tied the boat to the dock\n" * 3 + "a walk by the river\n", encoding="utf-8")
     build_index(corpus, tmp_path / "index", constructed_embedder, progress=False)
     index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
-    with pytest.raises(SensesError, match="1 distinct vector") as refused:
+    with pytest.raises(SearchError, match="1 distinct vector") as refused:
         senses(index, "dock", clusters=2)
     assert refused.value.field == "clusters"
     one = senses(index, "dock")  # left to choose, it finds the one sense there is

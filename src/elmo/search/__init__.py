@@ -1,28 +1,32 @@
 """Contextual nearest neighbours: index every token of a corpus, find the uses of a word nearest to its use in
-a sentence, contrast them with static vectors, and cluster a word's uses into senses. See docs/search.md."""
+a sentence, contrast them with static vectors, and cluster a word's uses into senses. See docs/search.md.
 
-from elmo.search.index import (
-    AnnOptions,
-    ContextIndex,
-    IndexReport,
-    Occurrence,
-    build_ann,
-    build_index,
-    exact_search,
-)
-from elmo.search.neighbors import Neighbor
+Modules, in the order data flows: ``layout`` (the on-disk format), ``ann`` (faiss and exact re-ranking),
+``build`` (writing an index), ``index`` (reading one), ``neighbors`` and ``senses`` (querying it); ``model`` is
+what they ask of an embedder and ``errors`` the one error they raise.
+"""
+
+from elmo.search.ann import AnnOptions, build_ann, exact_search
+from elmo.search.build import IndexReport, build_index
+from elmo.search.errors import SearchError
+from elmo.search.index import ContextIndex, Occurrence
+from elmo.search.model import LayerEmbedder
+from elmo.search.neighbors import Neighbor, neighbors
 from elmo.search.senses import Senses, plot_senses, senses
 
 __all__ = [
     "AnnOptions",
     "ContextIndex",
     "IndexReport",
+    "LayerEmbedder",
     "Neighbor",
     "Occurrence",
+    "SearchError",
     "Senses",
     "build_ann",
     "build_index",
     "exact_search",
+    "neighbors",
     "plot_senses",
     "senses",
 ]

@@ -7,14 +7,16 @@
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from elmo.command_line import device, interruptible, non_negative_int, positive_int
+from elmo.tokenizers import TOKENIZERS
 
 
 def _layer(value: str) -> str:
     """An argparse type: a layer number or ``average``, checked as the command line is read."""
-    from elmo.search.index import parse_layer
+    from elmo.search.layout import parse_layer
 
     try:
         parse_layer(value)
@@ -27,20 +29,22 @@ def _index(args: argparse.Namespace) -> int:
     import torch
 
     from elmo.embedder import Embedder
-    from elmo.search.index import AnnOptions, build_index, check_corpus
+    from elmo.search.ann import AnnOptions
+    from elmo.search.build import build_index, check_corpus
+    from elmo.search.layout import partial_directory
 
     check_corpus(Path(args.corpus))  # before the model loads; build_index checks it again
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
         with interruptible():
-            embedder = Embedder.load(args.model, device=args.device)
+            embedder = Embedder.load(args.model, tokenizer=args.tokenizer, device=args.device)
             ann = AnnOptions(factory=args.factory, nprobe=args.nprobe)
             report = build_index(args.corpus, args.out, embedder, layers=args.layer, words_only=args.words_only,
                                  batch_size=args.batch_size, resume=args.resume, progress=not args.quiet, ann=ann,
                                  model_name=args.model)
     except KeyboardInterrupt as interrupt:
-        if args.out.with_name(args.out.name + ".partial").exists():
+        if partial_directory(args.out).exists():
             interrupt.add_note("run the same command with --resume to continue after its last checkpoint")
         raise
     resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
@@ -52,11 +56,11 @@ def _index(args: argparse.Namespace) -> int:
 
 def _neighbors(args: argparse.Namespace) -> int:
     from elmo.search.index import ContextIndex
-    from elmo.search.neighbors import format_table
+    from elmo.search.neighbors import neighbors
 
     index = ContextIndex.load(args.index)
-    found = index.neighbors(args.sentence, args.word, k=args.k, layer=args.layer, same_word=args.same_word,
-                            exact=args.exact, occurrence=args.occurrence)
+    found = neighbors(index, args.sentence, args.word, k=args.k, layer=args.layer, same_word=args.same_word,
+                      exact=args.exact, occurrence=args.occurrence)
     if args.json:
         print(json.dumps([neighbor.to_json() for neighbor in found], ensure_ascii=False, indent=2))
         return 0
@@ -68,20 +72,25 @@ def _neighbors(args: argparse.Namespace) -> int:
         print(f"  {neighbor.score:6.3f}  line {neighbor.line}: {neighbor.highlighted(start, end)}")
     form = index.vocabulary_form(args.word)
     if form is not None:
-        lines = format_table(f"nearest words to {form!r} under the model's layer 0 (no context):",
-                             index.static_vectors.nearest(form, args.static_k))
+        lines = _table(f"nearest words to {form!r} under the model's layer 0 (no context):",
+                       index.static_vectors.nearest(form, args.static_k))
         print("\n".join(["", *lines]))
     if args.glove:
         from elmo.static_vectors import StaticVectors
 
         glove = StaticVectors.glove()
         if args.word in glove:
-            lines = format_table(f"nearest words to {args.word!r} under GloVe 6B 50d:",
-                                 glove.nearest(args.word, args.static_k))
+            lines = _table(f"nearest words to {args.word!r} under GloVe 6B 50d:",
+                           glove.nearest(args.word, args.static_k))
             print("\n".join(["", *lines]))
         else:
             print(f"\nGloVe 6B 50d has no vector for {args.word!r}")
     return 0
+
+
+def _table(title: str, rows: Sequence[tuple[str, float]]) -> list[str]:
+    """A titled list of ``score  text`` lines."""
+    return [title, *(f"  {score:6.3f}  {text}" for text, score in rows)]
 
 
 def _senses(args: argparse.Namespace) -> int:
@@ -102,6 +111,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index = subparsers.add_parser("index", help="embed every token of a corpus into a nearest-neighbour index")
     index.add_argument("corpus", help="text file, one sentence a line")
     index.add_argument("--model", default="en", help="model directory or shipped model name (default: en)")
+    index.add_argument("--tokenizer", choices=sorted(TOKENIZERS),
+                       help="how corpus lines and later queries are split (default: the model's tokenizer)")
     index.add_argument("--out", required=True, type=Path, help="index directory to write")
     index.add_argument("--layer", action="append", type=_layer, default=None, metavar="N|average",
                        help="layer to index, repeatable (default: the top layer)")

@@ -1,16 +1,13 @@
-"""The query side of contextual search: a word as used in a sentence -> one vector; hits -> what people read."""
+"""The query side of contextual search: a word as used in a sentence -> one vector -> the indexed uses nearest
+to it, as what people read (``Neighbor``)."""
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
-import numpy as np
-
+from elmo.search.errors import SearchError
+from elmo.search.index import ContextIndex
+from elmo.search.layout import LayerSpec, parse_layer
 from elmo.similarity import find_occurrences
-
-if TYPE_CHECKING:
-    from elmo.embedder import Embedder
-    from elmo.search.index import LayerSpec
 
 
 @dataclass(frozen=True)
@@ -35,23 +32,53 @@ class Neighbor:
                         for i, token in enumerate(self.tokens))
 
 
-def query_vector(embedder: "Embedder", sentence: str | Sequence[str], word: str, layer: "LayerSpec",
-                 occurrence: int = 0) -> tuple[list[str], int, np.ndarray]:
-    """The sentence's tokens, the position of ``word`` in them (its ``occurrence``-th use, ignoring case) and its
-    vector at ``layer`` (a number or ``"average"``), ``(dim,)``. ValueError if the word is not there."""
-    tokens = embedder.tokenize(sentence)
+def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
+    """The position among ``tokens`` of the ``occurrence``-th use of ``word`` (0-based, ignoring case).
+
+    SearchError ``word_not_in_sentence`` (field ``word``) if it is not there, or naming ``occurrence`` if the
+    word is used fewer times."""
     positions = [position for _, position in find_occurrences([tokens], word, match_case=False)]
     if not positions:
-        raise ValueError(f"{word!r} is not a token of the sentence {' '.join(tokens)!r}")
+        raise SearchError(f"{word!r} is not a token of the sentence {' '.join(tokens)!r}", "word",
+                          SearchError.WORD_NOT_IN_SENTENCE)
     if not 0 <= occurrence < len(positions):
-        raise ValueError(f"{word!r} occurs {len(positions)} time(s) in the sentence; occurrence {occurrence} "
-                         f"is out of range")
+        raise SearchError(f"{word!r} occurs {len(positions)} time(s) in the sentence; occurrence {occurrence} "
+                          "is out of range", "occurrence")
+    return positions[occurrence]
+
+
+def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: int = 10,
+              layer: LayerSpec | str | None = None, same_word: bool = False, exact: bool = False,
+              occurrence: int = 0) -> list[Neighbor]:
+    """The ``k`` indexed tokens nearest to ``word`` as used in ``sentence`` (its ``occurrence``-th use there),
+    other than that very token if the sentence is in the corpus.
+
+    The sentence is embedded by ``index.embedder`` and the word's vector taken at ``layer`` (default: the first
+    indexed); ANN candidates are re-ranked by exact cosine, or ``exact`` scans every token. ``same_word`` keeps
+    to occurrences of the same word (ignoring case), searched exactly, as the paper's table does. SearchError
+    names the argument at fault."""
+    if k < 1:
+        raise SearchError(f"k is {k}; expected at least 1", "k")
+    name = index.layer(layer)
+    embedder = index.embedder
+    tokens = embedder.tokenize(sentence)
+    position = locate(tokens, word, occurrence)
+    rows = index.rows_of(word) if same_word else None
+    if rows is not None and not len(rows):
+        raise SearchError(f"{word!r} does not occur among the indexed tokens", "word", SearchError.WORD_NOT_INDEXED)
     all_layers = embedder.embed([tokens], "all")[0]
-    position = positions[occurrence]
-    vector = all_layers[:, position].mean(axis=0) if layer == "average" else all_layers[layer, position]
-    return tokens, position, vector
+    spec = parse_layer(name)
+    vector = all_layers[:, position].mean(axis=0) if spec == "average" else all_layers[spec, position]
+    available = index.n_indexed if rows is None else len(rows)
+    wanted = k + 1
+    while True:  # the query token itself may be in the corpus, more than once: ask for more until k others
+        scores, found = index.search(vector, wanted, name, exact, rows)
+        results = []
+        for score, row in zip(scores[0], found[0], strict=True):
+            hit = index.occurrence(int(row)) if row >= 0 else None
+            if hit is not None and not (hit.tokens == tokens and hit.token_index == position):
+                results.append(Neighbor(hit.sentence, hit.token_index, hit.token, float(score), hit.line, hit.tokens))
+        if len(results) >= k or wanted >= available:
+            return results[:k]
+        wanted *= 2
 
-
-def format_table(title: str, rows: Sequence[tuple[str, float]]) -> list[str]:
-    """A titled list of ``score  text`` lines."""
-    return [title, *(f"  {score:6.3f}  {text}" for text, score in rows)]

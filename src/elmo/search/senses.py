@@ -9,15 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from elmo.search.index import ContextIndex, LayerSpec, Occurrence
-
-
-class SensesError(ValueError):
-    """A request ``senses`` cannot answer, with the argument at fault (``field``: ``word`` or ``clusters``)."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+from elmo.search.errors import SearchError
+from elmo.search.index import ContextIndex, Occurrence
+from elmo.search.layout import LayerSpec
 
 
 @dataclass(frozen=True)
@@ -39,8 +33,9 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
            max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
     """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more).
 
-    SensesError (a ValueError) if the word has fewer than 3 uses, or ``clusters`` is more than its uses or than
-    their distinct vectors (uses in identical contexts have identical vectors: k-means cannot split them)."""
+    SearchError ``too_few_occurrences`` (field ``word``) if the word has fewer than 3 uses; naming ``clusters``
+    if that is more than its uses (after sampling) or than their distinct vectors (uses in identical contexts
+    have identical vectors: k-means cannot split them)."""
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
     from sklearn.metrics import silhouette_score
@@ -48,16 +43,16 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
     name = index.layer(layer)
     rows = index.rows_of(word)
     if len(rows) < 3:
-        raise SensesError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens of {index.directory}; "
-                          "at least 3 are needed to find senses", "word")
+        raise SearchError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens; at least 3 are needed "
+                          "to find senses", "word", SearchError.TOO_FEW_OCCURRENCES)
     if len(rows) > max_occurrences:
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_occurrences, replace=False))
-    vectors = np.asarray(index.vectors(name)[rows], dtype=np.float64)
     if clusters is not None and not 1 <= clusters <= len(rows):
-        raise SensesError(f"--clusters {clusters}: expected 1..{len(rows)} (the occurrences of {word!r})", "clusters")
+        raise SearchError(f"clusters {clusters}: expected 1..{len(rows)} (the occurrences of {word!r})", "clusters")
+    vectors = np.asarray(index.vectors(name)[rows], dtype=np.float64)
     distinct = len(np.unique(vectors, axis=0))  # k-means cannot make more clusters than distinct points
     if clusters is not None and clusters > distinct:
-        raise SensesError(f"--clusters {clusters}: the {len(rows)} uses of {word!r} have {distinct} distinct "
+        raise SearchError(f"clusters {clusters}: the {len(rows)} uses of {word!r} have {distinct} distinct "
                           f"vector(s) in {name} (uses in identical contexts are identical), so at most {distinct} "
                           "cluster(s)", "clusters")
     most = min(max_clusters, distinct, len(rows) - 1)

@@ -1,0 +1,136 @@
+"""The approximate-nearest-neighbour side of an index: faiss over a layer's unit vectors, and exact inner
+products that re-rank what it proposes (or scan every row). docs/search.md says why faiss and what recall the
+default IVF-PQ costs."""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import faiss
+
+CHUNK_ROWS = 65_536  # rows of a memory-mapped file read into RAM (as float32) at a time
+
+
+@dataclass(frozen=True)
+class AnnOptions:
+    """How the ANN index is made and searched.
+
+    ``factory``: a faiss index_factory string; ``None`` sizes IVF-PQ to the corpus (``default_factory``).
+    ``nprobe``: inverted lists visited per query. ``candidates``: hits per query re-ranked by exact cosine
+    (at least ``k``). ``train_size``: vectors sampled to train the quantizers. ``exact_below``: a corpus with
+    fewer tokens gets a flat (exact) index, as IVF-PQ cannot be trained on so few.
+    """
+
+    factory: str | None = None
+    nprobe: int = 32
+    candidates: int = 300
+    train_size: int = 100_000
+    exact_below: int = 20_000
+
+
+def default_factory(n_vectors: int, dim: int, options: AnnOptions = AnnOptions()) -> str:
+    """``Flat`` below ``options.exact_below``; else IVF with about ``sqrt(n)`` lists (a power of two, at most
+    ``n / 39``, faiss's minimum of training points per centroid) and residuals coded by 4-bit fast-scan PQ over
+    4-dimensional pieces (``dim / 8`` bytes a vector), or by 8-bit scalar quantization when ``dim`` is not a
+    multiple of 8. docs/search.md has the measurements behind this choice."""
+    if n_vectors < options.exact_below:
+        return "Flat"
+    nlist = 2 ** round(math.log2(math.sqrt(n_vectors)))
+    while nlist > 1 and nlist * 39 > n_vectors:
+        nlist //= 2
+    return f"IVF{nlist},PQ{dim // 4}x4fsr" if dim % 8 == 0 else f"IVF{nlist},SQ8"
+
+
+def build_ann(vectors: np.ndarray, options: AnnOptions = AnnOptions(), seed: int = 0) -> "faiss.Index":
+    """An inner-product faiss index over ``vectors`` (``(n, dim)``, any float dtype, e.g. a float16 memmap),
+    trained on a random sample and filled a chunk at a time, so only the codes are ever held in RAM."""
+    import faiss
+
+    n_vectors, dim = vectors.shape
+    factory = options.factory or default_factory(n_vectors, dim, options)
+    index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        train_size = max(options.train_size, 40 * n_lists(index))
+        rows = np.sort(np.random.default_rng(seed).choice(n_vectors, min(n_vectors, train_size), replace=False))
+        index.train(np.ascontiguousarray(vectors[rows], dtype=np.float32))
+    for start in range(0, n_vectors, CHUNK_ROWS):
+        index.add(np.ascontiguousarray(vectors[start : start + CHUNK_ROWS], dtype=np.float32))
+    return index
+
+
+def n_lists(index: "faiss.Index") -> int:
+    import faiss
+
+    try:
+        return faiss.extract_index_ivf(index).nlist
+    except RuntimeError:  # not an IVF index
+        return 1
+
+
+def exact_search(
+    vectors: np.ndarray, queries: np.ndarray, k: int, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force: the ``k`` rows of highest inner product with each query, best first.
+
+    ``vectors``: ``(n, dim)`` (a memmap is scanned a chunk at a time); ``queries``: ``(Q, dim)``; ``rows``: search
+    only these rows. Returns scores ``(Q, k')`` float32 and row ids ``(Q, k')`` int64, ``k' = min(k, candidates)``.
+    """
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    candidates = np.arange(len(vectors)) if rows is None else np.asarray(rows, dtype=np.int64)
+    k = min(k, len(candidates))
+    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
+    best_ids = np.zeros((len(queries), 0), np.int64)
+    for start in range(0, len(candidates), CHUNK_ROWS):
+        chunk_ids = candidates[start : start + CHUNK_ROWS]
+        block = vectors[chunk_ids] if rows is not None else vectors[start : start + len(chunk_ids)]
+        scores = queries @ np.asarray(block, dtype=np.float32).T
+        best_scores = np.concatenate([best_scores, scores], axis=1)
+        best_ids = np.concatenate([best_ids, np.broadcast_to(chunk_ids, scores.shape)], axis=1)
+        if best_scores.shape[1] > k:
+            keep = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
+            best_scores = np.take_along_axis(best_scores, keep, axis=1)
+            best_ids = np.take_along_axis(best_ids, keep, axis=1)
+    order = np.argsort(-best_scores, axis=1, kind="stable")
+    return np.take_along_axis(best_scores, order, axis=1), np.take_along_axis(best_ids, order, axis=1)
+
+
+def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: int,
+               candidates: int) -> tuple[np.ndarray, np.ndarray]:
+    """``exact_search``'s answer, approximately: the ANN index proposes ``max(k, candidates)`` rows a query and
+    exact inner products on ``vectors`` rank them. Rows it could not fill are -1 with score -inf."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    _, proposed = ann.search(queries, min(max(k, candidates), len(vectors)))
+    scores = np.full((len(queries), k), -np.inf, np.float32)
+    best = np.full((len(queries), k), -1, np.int64)
+    for q, found in enumerate(proposed):
+        found = np.unique(found[found >= 0])  # sorted, so a memmap is read in order
+        exact_scores = np.asarray(vectors[found], dtype=np.float32) @ queries[q]
+        top = np.argsort(-exact_scores, kind="stable")[:k]
+        scores[q, : len(top)], best[q, : len(top)] = exact_scores[top], found[top]
+    return scores, best
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 in float32 (zero rows stay zero), so inner product is cosine."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def write_ann(index: "faiss.Index", path: Path) -> None:
+    import faiss
+
+    faiss.write_index(index, str(path))
+
+
+def read_ann(path: Path, nprobe: int) -> "faiss.Index":
+    """An index ``write_ann`` wrote, searching ``nprobe`` inverted lists a query if it has lists."""
+    import faiss
+
+    index = faiss.read_index(str(path))
+    if n_lists(index) > 1:
+        faiss.extract_index_ivf(index).nprobe = nprobe
+    return index

@@ -1,0 +1,265 @@
+"""Writing an index directory (``layout.py``) from a corpus: every token embedded, appended a checkpoint at a
+time, then the ANN index over each layer.
+
+``build_index`` writes into ``OUT.partial`` and renames it onto ``OUT`` only when complete; with
+``resume=True`` an interrupted build continues after its last checkpoint, to the same bytes as an
+uninterrupted one.
+"""
+
+import io
+import itertools
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from elmo.embed_file import EmbedReport, TextFile, check_text_file, read_lines
+from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
+from elmo.search import layout
+from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
+from elmo.search.errors import SearchError
+from elmo.search.layout import LayerSpec, layer_name, parse_layer
+from elmo.search.model import LayerEmbedder, model_config
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_BATCHES = 16  # batches of lines between checkpoints: one chunk of Embedder's (its bucket_batches)
+
+
+@dataclass
+class IndexReport:
+    sentences: int = 0
+    tokens: int = 0
+    indexed_tokens: int = 0
+    words: int = 0
+    resumed_from: int = 0
+    factories: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _PartialIndex:
+    """The files of an index being built, appended a checkpoint at a time.
+
+    ``progress.json`` records, after each checkpoint, how many lines are done and the byte length of every
+    appended file, so a resumed build cuts off whatever a killed run wrote after its last checkpoint.
+    """
+
+    APPENDED = (layout.SENTENCES, layout.SENTENCE_OFFSETS, layout.TOKENS, layout.VOCAB, layout.LAYER0)
+
+    def __init__(self, directory: Path, settings: dict, layers: Sequence[str], resume: bool) -> None:
+        self.directory = directory
+        self.settings = settings
+        self.files = [*self.APPENDED, *(layout.vectors_file(name) for name in layers)]
+        progress_file = directory / layout.PROGRESS
+        progress = json.loads(progress_file.read_text()) if resume and progress_file.is_file() else None
+        if progress is not None and progress["settings"] != settings:
+            raise SearchError(f"{directory} was made with other settings or input; run without --resume", "resume")
+        if progress is None:
+            if directory.exists():
+                for child in directory.iterdir():
+                    child.unlink()
+            directory.mkdir(parents=True, exist_ok=True)
+            progress = {"settings": settings, "lines": 0, "tokens": 0, "indexed": 0, "embedded": False,
+                        "sizes": dict.fromkeys(self.files, 0)}
+            first_offset = np.zeros(1, layout.OFFSET_DTYPE).tobytes()
+            (directory / layout.SENTENCE_OFFSETS).write_bytes(first_offset)
+            progress["sizes"][layout.SENTENCE_OFFSETS] = len(first_offset)
+        for name in self.files:
+            path = directory / name
+            path.touch()
+            os.truncate(path, progress["sizes"][name])
+        self.progress = progress
+        self.handles = {name: (directory / name).open("ab") for name in self.files}
+        self.words: dict[str, int] = {word: i for i, word in enumerate(layout.read_vocabulary(directory))}
+        counts_file = directory / layout.COUNTS
+        counts = np.load(counts_file) if progress["lines"] and counts_file.is_file() else np.zeros(0, np.int64)
+        self.counts = list(counts[: len(self.words)].tolist())
+        self.text_bytes = progress["sizes"][layout.SENTENCES]
+
+    def add(self, text: str, tokens: Sequence[str], all_layers: np.ndarray, layers: Sequence[LayerSpec],
+            indexed: set[str] | None) -> None:
+        """One sentence: its text, its tokens' records and vectors (``all_layers``: ``(n_layers, T, dim)``)."""
+        encoded = (text + "\n").encode("utf-8")
+        self.text_bytes += len(encoded)
+        self.handles[layout.SENTENCES].write(encoded)
+        self.handles[layout.SENTENCE_OFFSETS].write(np.array([self.text_bytes], layout.OFFSET_DTYPE).tobytes())
+        sentence = self.progress["lines"]
+        positions = []
+        for position, token in enumerate(tokens):
+            word = self.words.get(token)
+            if word is None:
+                word = self.words[token] = len(self.words)
+                self.counts.append(0)
+                self.handles[layout.VOCAB].write((token + "\n").encode("utf-8"))
+                self.handles[layout.LAYER0].write(all_layers[0, position].astype(layout.VECTOR_DTYPE).tobytes())
+            self.counts[word] += 1
+            if indexed is None or token.casefold() in indexed:
+                positions.append((position, word))
+        self.progress["lines"] += 1
+        self.progress["tokens"] += len(tokens)
+        if not positions:
+            return
+        records = np.zeros(len(positions), layout.TOKEN_DTYPE)
+        records["sentence"] = sentence
+        records["position"], records["word"] = zip(*positions, strict=True)
+        self.handles[layout.TOKENS].write(records.tobytes())
+        chosen = records["position"]
+        for layer in layers:
+            vectors = all_layers[:, chosen].mean(axis=0) if layer == "average" else all_layers[layer, chosen]
+            self.handles[layout.vectors_file(layer_name(layer))].write(
+                unit_rows(vectors).astype(layout.VECTOR_DTYPE).tobytes())
+        self.progress["indexed"] += len(positions)
+
+    def checkpoint(self) -> None:
+        for name, handle in self.handles.items():
+            handle.flush()
+            os.fsync(handle.fileno())
+            self.progress["sizes"][name] = handle.tell()
+        buffer = io.BytesIO()
+        np.save(buffer, np.array(self.counts, np.int64))
+        write_bytes_atomic(self.directory / layout.COUNTS, buffer.getvalue())
+        write_text_atomic(self.directory / layout.PROGRESS, json.dumps(self.progress))
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+
+
+def _read_words(path: Path) -> set[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such words file (expected one word a line)")
+    words = {line.strip().casefold() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    if not words:
+        raise SearchError(f"{path} lists no words; expected one word a line", "words_only")
+    return words
+
+
+def check_corpus(corpus: Path) -> TextFile:
+    """Refuse a corpus that is missing, empty, binary or blank before any work (see ``check_text_file``)."""
+    text = check_text_file(corpus, "corpus file")
+    if not text.has_text:
+        raise SearchError(f"{corpus} holds only blank lines; expected a text corpus, one sentence a line", "corpus")
+    return text
+
+
+def _chosen_layers(layers: Sequence[LayerSpec | str] | None, n_layers: int) -> list[LayerSpec]:
+    """The layers to index (default: the top one), each one the model has, none twice."""
+    chosen = [n_layers - 1] if layers is None else [parse_layer(layer) for layer in layers]
+    for layer in chosen:
+        if layer != "average" and not 0 <= layer < n_layers:
+            raise SearchError(f"layer {layer}: the model has layers 0..{n_layers - 1} (or 'average')", "layers")
+    if len({layer_name(layer) for layer in chosen}) != len(chosen):
+        raise SearchError(f"layers {chosen} name a layer twice", "layers")
+    return chosen
+
+
+def build_index(
+    corpus: str | Path,
+    out: str | Path,
+    model: str | Path | LayerEmbedder,
+    layers: Sequence[LayerSpec | str] | None = None,
+    words_only: str | Path | Iterable[str] | None = None,
+    batch_size: int = 32,
+    resume: bool = False,
+    progress: bool = True,
+    ann: AnnOptions | None = None,
+    checkpoint_lines: int | None = None,
+    model_name: str | None = None,
+) -> IndexReport:
+    """Embed every token of ``corpus`` (one sentence a line) and index it in the directory ``out``.
+
+    ``model``: a model directory, a shipped model name or an embedder (``LayerEmbedder``, e.g. an ``Embedder``
+    loaded with the tokenizer wanted). ``model_name``: how ``ContextIndex.load`` finds the model again for
+    sentence queries (default: ``model`` when it is a name or a directory; for an embedder without one, pass the
+    same embedder back to ``ContextIndex.load``).
+    ``layers``: which layers to index, each a number or ``"average"`` (default: the top layer).
+    ``words_only``: index only these words (a file of one word a line, or the words; matched ignoring case);
+    every word still enters the vocabulary for the static contrast.
+    ``ann``: how the ANN index is made (default ``AnnOptions()``). ``checkpoint_lines``: lines between
+    checkpoints (default ``batch_size * CHECKPOINT_BATCHES``).
+    """
+    ann = AnnOptions() if ann is None else ann
+    corpus, out = Path(corpus), Path(out)
+    text = check_corpus(corpus)
+    if isinstance(model, str | Path):
+        from elmo.embedder import Embedder
+
+        embedder: LayerEmbedder = Embedder.load(str(model))
+        model_name = str(model) if model_name is None else model_name
+    else:
+        embedder = model
+    model_name = _model_reference(model_name) if model_name is not None else None
+    chosen = _chosen_layers(layers, embedder.n_layers)
+    if words_only is None:
+        indexed = None
+    else:
+        indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
+            {word.casefold() for word in words_only}
+    names = [layer_name(layer) for layer in chosen]
+    settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": model_config(embedder),
+                "tokenizer": embedder.tokenizer_name, "layers": names,
+                "words_only": sorted(indexed) if indexed is not None else None}
+    partial = layout.partial_directory(out)
+    state = _PartialIndex(partial, settings, names, resume)
+    report = IndexReport(resumed_from=state.progress["lines"])
+    try:
+        if not state.progress["embedded"]:
+            _embed_corpus(corpus, state, embedder, chosen, indexed, batch_size,
+                          checkpoint_lines or batch_size * CHECKPOINT_BATCHES, progress, report)
+    finally:
+        state.close()
+    n_indexed = state.progress["indexed"]
+    if n_indexed == 0:
+        raise SearchError(f"{corpus}: no token to index" + (" among --words-only" if indexed is not None else ""),
+                          "words_only" if indexed is not None else "corpus")
+    for name in names:
+        vectors = np.memmap(partial / layout.vectors_file(name), layout.VECTOR_DTYPE, "r",
+                            shape=(n_indexed, embedder.dim))
+        write_ann(build_ann(vectors, ann), partial / layout.ann_file(name))
+        report.factories[name] = ann.factory or default_factory(n_indexed, embedder.dim, ann)
+    meta = {"format": layout.FORMAT_VERSION, "model": model_name, "model_config": settings["model"],
+            "tokenizer": embedder.tokenizer_name, "corpus": settings["corpus"], "layers": names,
+            "dim": embedder.dim, "n_sentences": state.progress["lines"], "n_tokens": state.progress["tokens"],
+            "n_indexed": n_indexed, "n_words": len(state.words), "words_only": settings["words_only"],
+            "ann": {"factories": report.factories, "nprobe": ann.nprobe, "candidates": ann.candidates}}
+    write_text_atomic(partial / layout.META, json.dumps(meta, indent=2))
+    (partial / layout.PROGRESS).unlink()
+    publish_directory(partial, out)
+    report.sentences, report.tokens = meta["n_sentences"], meta["n_tokens"]
+    report.indexed_tokens, report.words = n_indexed, meta["n_words"]
+    for warning in report.warnings:
+        log.warning(warning)
+    return report
+
+
+def _model_reference(model: str) -> str:
+    """A directory as an absolute path (the index may be queried from elsewhere); a shipped name as it is."""
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
+
+
+def _embed_corpus(corpus: Path, state: _PartialIndex, embedder: LayerEmbedder, layers: Sequence[LayerSpec],
+                  indexed: set[str] | None, batch_size: int, checkpoint_lines: int, progress: bool,
+                  report: IndexReport) -> None:
+    with corpus.open("rb") as handle:
+        total = sum(1 for _ in handle)
+    read_report = EmbedReport()
+    lines = read_lines(corpus, read_report)
+    done = sum(1 for _ in itertools.islice(lines, state.progress["lines"]))
+    bar = tqdm(total=total, initial=done, unit=" sentences", desc="indexing", disable=not progress)
+    while texts := list(itertools.islice(lines, checkpoint_lines)):
+        token_lists = [embedder.tokenize(text) for text in texts]
+        for text, tokens, all_layers in zip(texts, token_lists, embedder.embed(token_lists, "all", batch_size),
+                                            strict=True):
+            state.add(text, tokens, all_layers, layers, indexed)
+        state.checkpoint()
+        bar.update(len(texts))
+        bar.set_postfix(tokens=state.progress["tokens"])
+    bar.close()
+    state.progress["embedded"] = True
+    state.checkpoint()
+    report.warnings.extend(read_report.warnings)

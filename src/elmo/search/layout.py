@@ -1,0 +1,73 @@
+"""The on-disk format of an index directory, named once for the writer (``build``) and the reader (``index``).
+
+- ``meta.json``: the format version, the model, tokenizer, layers and sizes, and how the ANN index was made;
+- ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as read, and the byte offset of each line
+  (``n_sentences + 1`` int64), so a hit's sentence is one seek away;
+- ``tokens.bin``: one ``TOKEN_DTYPE`` record per indexed token: its sentence, its position in the model
+  tokenizer's tokens of that sentence, and its word id;
+- ``vectors-<layer>.f16``: ``(n_indexed, dim)`` unit vectors in float16, read through a memory map, so the
+  corpus may be larger than RAM;
+- ``ann-<layer>.faiss``: faiss's index over those vectors (``elmo.search.ann``);
+- ``vocab.txt``, ``counts.npy``, ``layer0.f16``: every word type of the corpus (one a line), how often it
+  occurs, and its context-free (layer 0) vector in float16, for the static contrast;
+- ``progress.json``: only while the build runs, in ``OUT.partial`` (``build.py``).
+"""
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from elmo.search.errors import SearchError
+
+FORMAT_VERSION = 1
+META = "meta.json"
+PROGRESS = "progress.json"
+SENTENCES = "sentences.txt"
+SENTENCE_OFFSETS = "sentence_offsets.i8"
+TOKENS = "tokens.bin"
+VOCAB = "vocab.txt"
+COUNTS = "counts.npy"
+LAYER0 = "layer0.f16"
+
+OFFSET_DTYPE = np.dtype("<i8")
+VECTOR_DTYPE = np.dtype("<f2")
+TOKEN_DTYPE = np.dtype([("sentence", "<i8"), ("position", "<i4"), ("word", "<i4")])
+
+LayerSpec = int | Literal["average"]
+
+
+def vectors_file(layer: str) -> str:
+    """The file of a stored layer's token vectors (``layer``: a name from ``layer_name``)."""
+    return f"vectors-{layer}.f16"
+
+
+def ann_file(layer: str) -> str:
+    """The file of a stored layer's ANN index."""
+    return f"ann-{layer}.faiss"
+
+
+def partial_directory(out: Path) -> Path:
+    """Where the index for ``out`` is built until it is complete."""
+    return out.with_name(out.name + ".partial")
+
+
+def read_vocabulary(directory: Path) -> list[str]:
+    """The word types of ``vocab.txt`` in id order (each line ends in a newline, so the last split is empty)."""
+    return (directory / VOCAB).read_bytes().decode("utf-8").split("\n")[:-1]
+
+
+def layer_name(layer: LayerSpec) -> str:
+    """How a layer is named in ``meta.json`` and in file names: ``layer2``, ``average``."""
+    return "average" if layer == "average" else f"layer{layer}"
+
+
+def parse_layer(value: str | int) -> LayerSpec:
+    """``"average"`` or a layer number (``"2"``, ``2``, ``"layer2"``); SearchError (field ``layer``) otherwise."""
+    text = str(value)
+    if text == "average":
+        return "average"
+    digits = text.removeprefix("layer")
+    if not (digits.isascii() and digits.isdigit()):  # int() would read full-width digits too
+        raise SearchError(f"layer {value!r}: expected a layer number (0, 1, 2, ...) or 'average'", "layer")
+    return int(digits)
