@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
-from elmo.embed_file import check_output_path, check_text_file
+from elmo.embed_job.job import check_output_path
+from elmo.embed_job.source import check_text_file
 from elmo.embedder import layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.task_module import Elmo as TaskElmo
