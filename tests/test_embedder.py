@@ -1,11 +1,9 @@
-import json
 
-import h5py
 import numpy as np
 import pytest
 import torch
 
-from elmo import batch_to_char_ids
+from elmo import batch_to_char_ids, load_bilm
 from elmo.embedder import Embedder
 
 
@@ -120,30 +118,6 @@ def test_stateless_by_default_so_repeats_give_identical_vectors(bilm, sentences)
         np.testing.assert_array_equal(a, b)
 
 
-def test_stateful_mode_through_the_api_reproduces_bilm_tf(bilm, fixture_dir):
-    batches = json.loads((fixture_dir / "sentences.json").read_text())
-    interleaved = [batches[k][i].split() for i in range(10) for k in range(3)]  # bilm-tf's batches of 3
-    embedder = Embedder(bilm, stateful=True)
-    results = embedder.embed(interleaved, "top", batch_size=3)
-    for index, result in enumerate(results):
-        i, k = divmod(index, 3)
-        with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as reference:
-            expected = np.concatenate(list(reference[str(i)][...]), axis=-1)
-        np.testing.assert_allclose(result, expected, atol=1e-5, rtol=0)
-
-
-def test_warm_up_primes_the_state_and_reset_forgets_it(bilm, sentences):
-    embedder = Embedder(bilm, stateful=True)
-    cold = embedder.embed(sentences[:2], batch_size=2)
-    embedder.reset_state()
-    embedder.warm_up(sentences[2:10], batch_size=2)
-    warm = embedder.embed(sentences[:2], batch_size=2)
-    assert np.abs(warm[0][1:] - cold[0][1:]).max() > 1e-3
-    embedder.reset_state()
-    for a, b in zip(cold, embedder.embed(sentences[:2], batch_size=2), strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-6)
-
-
 def test_bad_arguments_are_named(bilm):
     embedder = Embedder(bilm)
     with pytest.raises(ValueError, match="layers is 'bottom'"):
@@ -174,3 +148,40 @@ def test_weights_summing_to_one_with_a_one_are_mixed_not_taken_as_one_layer(bilm
 def test_nan_and_infinite_mixing_weights_are_refused(bilm, weights):
     with pytest.raises(ValueError, match=r"mixing weights must be finite float32 numbers; got \["):
         Embedder(bilm).embed([["a"]], weights)
+
+
+@pytest.mark.filterwarnings("ignore:.*to a meta parameter")  # the copy on "meta" holds no weights, as it should
+def test_to_returns_the_embedder_and_copies_a_passed_bilm_rather_than_moving_it(bilm):
+    embedder = Embedder(bilm)
+    assert embedder.bilm is bilm  # on its own device the passed biLM is used as it is
+    assert embedder.to("cpu") is embedder and embedder.bilm is bilm and embedder.device == torch.device("cpu")
+    embedder.to("meta")  # a device with no data, so the move can be seen without a GPU
+    assert embedder.bilm is not bilm and embedder.device == torch.device("meta")
+    assert all(p.device.type == "meta" for p in embedder.bilm.parameters())
+    assert all(p.device.type == "cpu" for p in bilm.parameters())
+    copied = Embedder(bilm, device="meta")
+    assert copied.bilm is not bilm and all(p.device.type == "cpu" for p in bilm.parameters())
+
+
+def test_a_loaded_bilm_is_the_embedders_own_and_moves_in_place(fixture_dir):
+    embedder = Embedder.load(str(fixture_dir))
+    own = embedder.bilm
+    assert embedder.to("meta").bilm is own and all(p.device.type == "meta" for p in own.parameters())
+
+
+def test_a_passed_bilm_keeps_its_weights_and_training_mode_and_gives_the_eval_vectors(bilm, sentences, fixture_dir):
+    training = load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5").train()
+    before = {name: tensor.clone() for name, tensor in training.state_dict().items()}
+    got = Embedder(training).embed(sentences[:4])
+    assert training.training
+    for name, tensor in training.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+    for a, b in zip(got, Embedder(bilm).embed(sentences[:4]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_unknown_device_is_refused_by_name(bilm):
+    with pytest.raises(ValueError, match="device 'gpu' is not available here"):
+        Embedder(bilm, device="gpu")
+    with pytest.raises(ValueError, match="device 'gpu' is not available here"):
+        Embedder(bilm).to("gpu")

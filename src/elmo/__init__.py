@@ -4,6 +4,7 @@ from elmo.bilm import BiLM, BiLMOutput, BiLMState
 from elmo.characters import batch_to_char_ids, token_to_char_ids
 from elmo.config import PRESETS, BiLMConfig, CharCNNConfig, ConfigError, LSTMConfig
 from elmo.embedder import Embedder
+from elmo.stateful_embedder import StatefulEmbedder
 from elmo.task_module import Elmo, ElmoMixes
 from elmo.weights import WeightFormatError, load_bilm, save_bilm
 
@@ -19,6 +20,7 @@ __all__ = [
     "ElmoMixes",
     "Embedder",
     "LSTMConfig",
+    "StatefulEmbedder",
     "WeightFormatError",
     "batch_to_char_ids",
     "load_bilm",

@@ -17,46 +17,59 @@ array per sentence, in input order. Inside, it
   that many rows, so its memory is bounded in bytes; 0 turns it off), so the character CNN runs once per
   distinct token, not once per occurrence.
 
-By default every sentence starts from a zero LSTM state, so its vectors do not depend on what else is
-embedded. ``stateful=True`` instead carries each batch row's state into the next batch, as bilm-tf's
-inference did (batches then run in input order, as padded batches, without windows).
+``Embedder.encode`` is the everyday call on top (sentence-transformers' shape): one sentence or many, one
+layer or a mix, pooled to one vector per sentence or not, normalized, float16, NumPy or torch.
+
+Every sentence starts from a zero LSTM state, so its vectors do not depend on what else is embedded.
+``elmo.stateful_embedder.StatefulEmbedder`` carries each batch row's state into the next batch instead, as
+bilm-tf's inference did.
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self, TypedDict, Unpack, overload
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from elmo.bilm import BiLM, BiLMState
+from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
 from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
+from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import get_tokenizer
 
 Sentence = str | Sequence[str]
-Layers = Literal["all", "top", "average"] | Sequence[float]
+Layers = Literal["all", "top", "average"] | int | Sequence[float]
+Output = Literal["numpy", "torch"]
 
 TFHUB_OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default")
 
 
 def layer_weights(layers: Layers, n_layers: int) -> np.ndarray | None:
-    """``None`` for ``all``; otherwise float32 weights, one per layer. Raises ValueError naming the fault."""
-    if isinstance(layers, str):
+    """``None`` for ``all``; otherwise float32 weights, one per layer (a layer index is one-hot). Raises
+    ValueError naming the fault."""
+    expected = f"layers is {layers!r}; expected 'all', 'top', 'average', a layer index or mixing weights"
+    if isinstance(layers, str | bool | np.bool_):
         if layers not in ("all", "top", "average"):
-            raise ValueError(f"layers is {layers!r}; expected 'all', 'top', 'average' or mixing weights")
+            raise ValueError(expected)
         if layers == "all":
             return None
         if layers == "top":
             return np.eye(n_layers, dtype=np.float32)[-1]
         return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
+    if isinstance(layers, int | np.integer):
+        if not -n_layers <= layers < n_layers:
+            raise ValueError(f"layers is {layers}; a layer index must be in {-n_layers}..{n_layers - 1} "
+                             f"(the model has {n_layers} layers)")
+        return np.eye(n_layers, dtype=np.float32)[layers]
     try:
         values = np.asarray(layers, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"layers is {layers!r}; expected 'all', 'top', 'average' or mixing weights") from None
+        raise ValueError(expected) from None
     if values.shape != (n_layers,):
         raise ValueError(f"got {values.size} mixing weights; the model has {n_layers} layers")
     # NaN or inf would make every vector NaN; beyond float32's range the cast below would give inf.
@@ -75,7 +88,7 @@ def mix_layers(all_layers: np.ndarray, weights: np.ndarray | None) -> np.ndarray
 
 
 @dataclass(frozen=True)
-class _Piece:
+class Piece:
     """A run of one sentence's tokens that is embedded as a unit; ``core`` is the part it supplies."""
 
     sentence: int
@@ -83,6 +96,20 @@ class _Piece:
     offset: int  # where tokens[0] stands in the sentence
     core_start: int  # sentence positions [core_start, core_end) come from this piece
     core_end: int
+
+
+class EncodeOptions(TypedDict, total=False):
+    """``encode``'s options that do not change the type of what it returns."""
+
+    layers: Layers
+    normalize: bool
+    batch_size: int
+    dtype: type[np.floating] | np.dtype | torch.dtype | str
+    show_progress_bar: bool | None
+
+
+Sentences = Iterable[Sentence]
+Tokens = list[str]
 
 
 class Embedder:
@@ -94,34 +121,54 @@ class Embedder:
         max_window_tokens: int = 256,
         window_context: int = 64,
         bucket_batches: int = 16,
-        stateful: bool = False,
         token_cache_size: int = 20_000,
     ) -> None:
+        """``device`` defaults to where ``bilm`` is. A ``bilm`` passed in is never moved or changed: on another
+        device the embedder works on a copy of it."""
         if max_window_tokens - 2 * window_context < 1:
             raise ValueError(
                 f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context ({window_context})"
             )
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
-        self.bilm = bilm.to(self.device).eval()
+        self.bilm = bilm
+        self._owns_bilm = False
+        self.device = _device_of(bilm)
         self.tokenizer_name = tokenizer
         self.tokenize_text = get_tokenizer(tokenizer)
         self.max_window_tokens = max_window_tokens
         self.window_context = window_context
         self.bucket_batches = bucket_batches
-        self.stateful = stateful
-        self._state: BiLMState | None = None
+        self.token_cache_size = token_cache_size
         self._memory = FreedMemoryTrimmer()
-        self.token_cache = (
-            TokenVectorCache(self.bilm.token_encoder, bilm.config.char_cnn.max_characters_per_token, token_cache_size)
-            if token_cache_size > 0
-            else None
-        )
+        self.token_cache = self._new_token_cache()
+        if device is not None:
+            self.to(device)
 
     @classmethod
-    def load(cls, model: str = "en", tokenizer: str | None = None, **options) -> "Embedder":
-        """From a model directory, or the name of a shipped model; the tokenizer defaults to the model's."""
+    def load(cls, model: str = "en", tokenizer: str | None = None, device: str | torch.device | None = None,
+             **options) -> Self:
+        """From a model directory, or the name of a shipped model; the tokenizer defaults to the model's. The
+        biLM loaded here is the embedder's own, so ``to`` moves it rather than copying it."""
         model_dir = ModelDir.find(model)
-        return cls(model_dir.load_bilm(), tokenizer=tokenizer or model_dir.tokenizer, **options)
+        bilm = model_dir.load_bilm().eval()
+        if device is not None:
+            bilm.to(_available(device))
+        embedder = cls(bilm, tokenizer=tokenizer or model_dir.tokenizer, **options)
+        embedder._owns_bilm = True
+        return embedder
+
+    def to(self, device: str | torch.device) -> Self:
+        """Run on ``device`` from now on; returns the embedder. Its own biLM (from ``load``, or a copy it made)
+        moves; a biLM passed in stays where it is, and the embedder copies it to ``device``."""
+        target = _available(device)
+        if target != _device_of(self.bilm):
+            if self._owns_bilm:
+                self.bilm.to(target)
+            else:
+                self.bilm = _copy_to(self.bilm, target)
+                self._owns_bilm = True
+            self.token_cache = self._new_token_cache()  # its table and encoder were on the old device
+        self.device = target
+        return self
 
     @property
     def n_layers(self) -> int:
@@ -138,36 +185,127 @@ class Embedder:
             raise TypeError(f"a tokenized sentence must hold strings; got {list(sentence)[:5]!r}")
         return list(sentence)
 
+    # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
+    # the tokens the vectors belong to.
+    @overload
+    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> np.ndarray: ...
+    @overload
+    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> torch.Tensor: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["numpy"] = ...,
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> np.ndarray: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["torch"],
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> torch.Tensor: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: None = ..., output: Literal["numpy"] = ...,
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> list[np.ndarray]: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: None = ..., output: Literal["torch"],
+               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> list[torch.Tensor]: ...
+    @overload
+    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[np.ndarray, Tokens]: ...
+    @overload
+    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[torch.Tensor, Tokens]: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["numpy"] = ...,
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[np.ndarray, list[Tokens]]: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["torch"],
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[torch.Tensor, list[Tokens]]: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: None = ..., output: Literal["numpy"] = ...,
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]
+               ) -> tuple[list[np.ndarray], list[Tokens]]: ...
+    @overload
+    def encode(self, sentences: Sentences, *, pooling: None = ..., output: Literal["torch"],
+               return_tokens: Literal[True], **options: Unpack[EncodeOptions]
+               ) -> tuple[list[torch.Tensor], list[Tokens]]: ...
+
+    def encode(
+        self,
+        sentences: Sentence | Sentences,
+        *,
+        layers: Layers = "average",
+        pooling: Pooling | None = None,
+        normalize: bool = False,
+        batch_size: int = 32,
+        output: Output = "numpy",
+        dtype: type[np.floating] | np.dtype | torch.dtype | str = np.float32,
+        show_progress_bar: bool | None = None,
+        return_tokens: bool = False,
+    ) -> np.ndarray | torch.Tensor | list | tuple:
+        """Vectors for one sentence (a bare str) or many (an iterable of raw strings or token lists).
+
+        Per sentence: ``(T, D)`` unpooled, ``(D,)`` pooled (mean over its real tokens, max, first or last; an
+        empty sentence pools to zeros); ``layers="all"`` puts the layer axis first, ``(L+1, T, D)`` or
+        ``(L+1, D)``. Many sentences pooled are stacked into one ``(N, D)`` or ``(N, L+1, D)`` array; unpooled,
+        a list. ``layers`` is as in ``embed``, or a layer index (``-1`` is the top); the default is the even
+        mix of all layers, TF Hub's ``elmo`` output. ``normalize`` scales each output vector to unit length (a
+        zero vector stays zero). ``dtype`` float32 or float16 (rounded last, after pooling and normalizing);
+        ``output="torch"`` gives CPU tensors. The progress bar is on by default when stderr is a terminal and
+        the input has a length of more than four batches. ``return_tokens=True`` returns ``(vectors, tokens)``:
+        each sentence's tokens, as the model read them, row for row.
+        """
+        check_pooling(pooling)
+        if output not in ("numpy", "torch"):
+            raise ValueError(f"output is {output!r}; expected 'numpy' or 'torch'")
+        target_dtype = _float_dtype(dtype)
+        weights = layer_weights(layers, self.n_layers)
+        _check_batch_size(batch_size)
+        single = isinstance(sentences, str)
+        many: Sentences = [sentences] if single else sentences
+        if show_progress_bar is None:
+            show_progress_bar = sys.stderr.isatty() and isinstance(many, Sized) and len(many) > 4 * batch_size
+        tokens: list[Tokens] = []
+
+        def tokenized() -> Iterator[Tokens]:
+            for sentence in many:
+                tokens.append(self.tokenize(sentence))
+                yield tokens[-1]
+
+        vectors = []
+        with _progress_bar(many, show_progress_bar) as bar:
+            for array in self._mixed(tokenized(), weights, batch_size, bar):
+                vector = pool(array, pooling) if pooling is not None else array
+                vectors.append(_unit_length(vector) if normalize else vector)
+        if pooling is not None and not single:
+            pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
+            vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), np.float32)
+        result = _convert(vectors[0] if single else vectors, target_dtype, output)
+        if return_tokens:
+            return result, (tokens[0] if single else tokens)
+        return result
+
     def embed(
-        self, sentences: Iterable[Sentence], layers: Layers = "all", batch_size: int = 32, progress: bool = False
+        self, sentences: Sentences, layers: Layers = "all", batch_size: int = 32, progress: bool = False
     ) -> list[np.ndarray]:
         """One float32 array per sentence: ``(n_layers, T, 2P)`` for ``all``, else ``(T, 2P)``.
 
-        ``top`` is the last layer, ``average`` the mean of all layers, and a sequence of ``n_layers``
-        numbers weights the layers as given (``sum_j w_j h_j``; normalize them yourself if you want).
+        ``top`` is the last layer, ``average`` the mean of all layers, an int the layer of that index, and a
+        sequence of ``n_layers`` numbers weights the layers as given (``sum_j w_j h_j``; normalize them yourself
+        if you want). ``sentences`` is a list (any iterable) of sentences; a bare str is refused, as it would be
+        read as a sequence of one-character sentences (``encode`` takes one sentence).
         """
         return list(self.iter_embed(sentences, layers, batch_size, progress))
 
     def iter_embed(
-        self, sentences: Iterable[Sentence], layers: Layers = "all", batch_size: int = 32, progress: bool = False
+        self, sentences: Sentences, layers: Layers = "all", batch_size: int = 32, progress: bool = False
     ) -> Iterator[np.ndarray]:
         """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences."""
+        if isinstance(sentences, str):
+            raise TypeError(f"sentences is a str ({sentences[:40]!r}); embed takes a list of sentences: "
+                            "embed([text]), or encode(text) for one sentence")
         weights = layer_weights(layers, self.n_layers)
-        if batch_size < 1:
-            raise ValueError(f"batch_size is {batch_size}; expected at least 1")
-        chunk_size = batch_size if self.stateful else batch_size * self.bucket_batches
-        bar = tqdm(disable=not progress, unit=" sentences", desc="embedding")
-        chunk: list[list[str]] = []
-        for sentence in sentences:
-            chunk.append(self.tokenize(sentence))
-            if len(chunk) == chunk_size:
-                yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
-                chunk = []
-        if chunk:
-            yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
-        bar.close()
+        _check_batch_size(batch_size)
+        with _progress_bar(sentences, progress) as bar:
+            yield from self._mixed((self.tokenize(sentence) for sentence in sentences), weights, batch_size, bar)
 
-    def embed_tfhub(self, sentences: Iterable[Sentence], batch_size: int = 32) -> list[dict[str, np.ndarray]]:
+    def embed_tfhub(self, sentences: Sentences, batch_size: int = 32) -> list[dict[str, np.ndarray]]:
         """The outputs TF Hub's ELMo module names: ``word_emb`` (T, P), ``lstm_outputs1``, ``lstm_outputs2``
         (T, 2P), ``elmo`` (T, 2P; the even mix of all layers, which is the module's untrained mix) and
         ``default`` (2P,: ``elmo`` averaged over the sentence's tokens; zeros for an empty sentence)."""
@@ -179,65 +317,71 @@ class Embedder:
             for k in range(1, self.n_layers):
                 outputs[f"lstm_outputs{k}"] = all_layers[k]
             outputs["elmo"] = mixed
-            outputs["default"] = mixed.mean(axis=0) if len(mixed) else np.zeros(self.dim, np.float32)
+            outputs["default"] = pool(mixed, "mean")
             results.append(outputs)
         return results
 
-    def reset_state(self) -> None:
-        """Forget the state carried between batches (stateful mode only)."""
-        self._state = None
+    def _mixed(self, token_lists: Iterable[Tokens], weights: np.ndarray | None, batch_size: int,
+               bar: tqdm) -> Iterator[np.ndarray]:
+        """Each token list's layers, mixed by ``weights``, in input order, a chunk of sentences at a time."""
+        chunk_size = self._chunk_size(batch_size)
+        chunk: list[Tokens] = []
+        for tokens in token_lists:
+            chunk.append(tokens)
+            if len(chunk) == chunk_size:
+                yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
+                chunk = []
+        if chunk:
+            yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
 
-    def warm_up(self, sentences: Iterable[Sentence], batch_size: int = 32) -> None:
-        """Run sentences through a stateful embedder only to prime its carried state."""
-        if not self.stateful:
-            raise ValueError("warm_up only makes sense with stateful=True")
-        for _ in self.iter_embed(sentences, "top", batch_size):
-            pass
-
-    def _finish(self, arrays: list[np.ndarray], weights: np.ndarray | None, bar: tqdm) -> Iterator[np.ndarray]:
+    @staticmethod
+    def _finish(arrays: list[np.ndarray], weights: np.ndarray | None, bar: tqdm) -> Iterator[np.ndarray]:
         for array in arrays:
             bar.update(1)
             yield mix_layers(array, weights)
 
-    def _embed_chunk(self, sentences: list[list[str]], batch_size: int) -> list[np.ndarray]:
+    def _chunk_size(self, batch_size: int) -> int:
+        """Sentences read before any is embedded: a window of batches to sort by length."""
+        return batch_size * self.bucket_batches
+
+    def _embed_chunk(self, sentences: list[Tokens], batch_size: int) -> list[np.ndarray]:
         """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, in the order given."""
         results = [np.zeros((self.n_layers, len(tokens), self.dim), np.float32) for tokens in sentences]
-        if self.stateful:
-            pieces = [_Piece(i, tokens, 0, 0, len(tokens)) for i, tokens in enumerate(sentences)]
-            groups = [pieces[start : start + batch_size] for start in range(0, len(pieces), batch_size)]
-        else:
-            pieces = [piece for i, tokens in enumerate(sentences) for piece in self._cut(i, tokens)]
-            pieces.sort(key=lambda piece: len(piece.tokens), reverse=True)
-            groups = self._lane_groups(pieces, batch_size)
-        for group in groups:
+        for group in self._groups(sentences, batch_size):
             self._store(group, self._layers_of([piece.tokens for piece in group], batch_size), results)
             self._memory.after_batch()  # the group's tensors are all freed by now
         return results
 
+    def _groups(self, sentences: list[Tokens], batch_size: int) -> list[list[Piece]]:
+        """The pieces (windows of long sentences) longest first, in runs for the lanes."""
+        pieces = [piece for i, tokens in enumerate(sentences) for piece in self._cut(i, tokens)]
+        pieces.sort(key=lambda piece: len(piece.tokens), reverse=True)
+        return self._lane_groups(pieces, batch_size)
+
     @staticmethod
-    def _store(group: list[_Piece], layers: list[np.ndarray], results: list[np.ndarray]) -> None:
+    def _store(group: list[Piece], layers: list[np.ndarray], results: list[np.ndarray]) -> None:
         """Copy each piece's core from its layers into its sentence's result."""
         for piece, piece_layers in zip(group, layers, strict=True):
             core = slice(piece.core_start - piece.offset, piece.core_end - piece.offset)
             results[piece.sentence][:, piece.core_start : piece.core_end] = piece_layers[:, core]
 
-    def _cut(self, sentence: int, tokens: list[str]) -> list[_Piece]:
+    def _cut(self, sentence: int, tokens: list[str]) -> list[Piece]:
         if len(tokens) <= self.max_window_tokens:
-            return [_Piece(sentence, tokens, 0, 0, len(tokens))]
+            return [Piece(sentence, tokens, 0, 0, len(tokens))]
         core = self.max_window_tokens - 2 * self.window_context
         pieces = []
         for core_start in range(0, len(tokens), core):
             core_end = min(core_start + core, len(tokens))
             start = max(0, core_start - self.window_context)
             end = min(len(tokens), core_end + self.window_context)
-            pieces.append(_Piece(sentence, tokens[start:end], start, core_start, core_end))
+            pieces.append(Piece(sentence, tokens[start:end], start, core_start, core_end))
         return pieces
 
-    def _lane_groups(self, pieces: list[_Piece], batch_size: int) -> list[list[_Piece]]:
+    def _lane_groups(self, pieces: list[Piece], batch_size: int) -> list[list[Piece]]:
         """Runs of pieces that each hold at most ``batch_size`` full windows' worth of steps, so one run on the
         lanes needs no more memory than a batch of full windows."""
         budget = batch_size * (self.max_window_tokens + 2)
-        groups: list[list[_Piece]] = []
+        groups: list[list[Piece]] = []
         steps = budget
         for piece in pieces:
             if steps + len(piece.tokens) + 2 > budget:
@@ -249,21 +393,12 @@ class Embedder:
 
     @torch.inference_mode()
     def _layers_of(self, token_lists: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
-        """Each token list's layers ``(n_layers, T, 2P)``. Stateless, the lists run one after another on
-        ``batch_size`` LSTM rows (``elmo/lanes.py``); stateful, they are one batch, row r continuing row r."""
+        """Each token list's layers ``(n_layers, T, 2P)``: the lists run one after another on ``batch_size`` LSTM
+        rows (``elmo/lanes.py``), each from a zero state."""
         lengths = [len(tokens) for tokens in token_lists]
         token_vectors = self._token_vectors(token_lists)
-        if not self.stateful:
-            layers = self.bilm.contextualize_lanes(token_vectors, lengths, batch_size).float().cpu().numpy()
-            return np.split(layers, np.cumsum(lengths)[:-1], axis=1)
-        lengths_tensor = torch.tensor(lengths, device=self.device)
-        mask = torch.arange(max(lengths), device=self.device)[None, :] < lengths_tensor[:, None]
-        padded = token_vectors.new_zeros((*mask.shape, token_vectors.shape[1]))
-        padded[mask] = token_vectors
-        output, new_state = self.bilm.contextualize(padded, mask, self._carried_state(len(token_lists)))
-        self._carry(new_state)
-        layers = output.layers.float().cpu().numpy()
-        return [layers[:, row, :length] for row, length in enumerate(lengths)]
+        layers = self.bilm.contextualize_lanes(token_vectors, lengths, batch_size).float().cpu().numpy()
+        return np.split(layers, np.cumsum(lengths)[:-1], axis=1)
 
     def _token_vectors(self, token_lists: list[Sequence[str]]) -> torch.Tensor:
         """``(n_tokens, P)``: the lists' context-free token vectors end to end, from the cache if there is one."""
@@ -276,20 +411,67 @@ class Embedder:
         return self.bilm.encode_tokens(char_ids, torch.ones(char_ids.shape[:2], dtype=torch.bool,
                                                             device=self.device))[0]
 
-    def _carried_state(self, batch_size: int) -> BiLMState:
-        """Row r continues row r of the previous batch; rows it did not have start from zeros."""
-        state = self.bilm.zero_state(batch_size)
-        if self._state is not None:
-            rows = min(batch_size, self._state.h.shape[2])
-            state.h[:, :, :rows] = self._state.h[:, :, :rows]
-            state.c[:, :, :rows] = self._state.c[:, :, :rows]
-        return state
+    def _new_token_cache(self) -> TokenVectorCache | None:
+        if self.token_cache_size <= 0:
+            return None
+        max_characters = self.bilm.config.char_cnn.max_characters_per_token
+        return TokenVectorCache(self.bilm.token_encoder, max_characters, self.token_cache_size)
 
-    def _carry(self, new_state: BiLMState) -> None:
-        if self._state is None or self._state.h.shape[2] <= new_state.h.shape[2]:
-            self._state = new_state
-            return
-        # A smaller batch updates its rows and leaves the others' state as it was (as bilm-tf does).
-        rows = new_state.h.shape[2]
-        self._state.h[:, :, :rows] = new_state.h
-        self._state.c[:, :, :rows] = new_state.c
+
+def _device_of(bilm: BiLM) -> torch.device:
+    return next(bilm.parameters()).device
+
+
+def _copy_to(bilm: BiLM, device: torch.device) -> BiLM:
+    """A copy of ``bilm``'s weights on ``device``, made there (no second copy where ``bilm`` is)."""
+    with device:
+        copied = BiLM(bilm.config)
+    copied.load_state_dict(bilm.state_dict())
+    return copied.eval()
+
+
+def _available(device: str | torch.device) -> torch.device:
+    """``device`` as PyTorch names it once used (``cuda`` -> ``cuda:0``); ValueError if it is not here."""
+    try:
+        return torch.empty(0, device=device).device
+    except (RuntimeError, AssertionError) as error:  # an unknown name, or CUDA missing (torch asserts)
+        raise ValueError(f"device {device!r} is not available here: {error}") from None
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size is {batch_size}; expected at least 1")
+
+
+def _progress_bar(sentences: Iterable, show: bool) -> tqdm:
+    """A bar counting sentences, out of their number where the input has a length."""
+    total = len(sentences) if isinstance(sentences, Sized) else None
+    return tqdm(total=total, disable=not show, unit=" sentences", desc="embedding")
+
+
+_FLOAT_DTYPES = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16)}
+
+
+def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.dtype:
+    """float32 or float16 from its NumPy, torch or string name; ValueError otherwise."""
+    try:
+        resolved = _FLOAT_DTYPES[dtype] if isinstance(dtype, torch.dtype) else np.dtype(dtype)
+    except (KeyError, TypeError):
+        resolved = None
+    if resolved not in _FLOAT_DTYPES.values():
+        raise ValueError(f"dtype is {dtype!r}; expected float32 or float16")
+    return resolved
+
+
+def _unit_length(vectors: np.ndarray) -> np.ndarray:
+    """Each vector along the last axis divided by its L2 norm; a zero vector stays zero."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1)
+
+
+def _convert(vectors: np.ndarray | list[np.ndarray], dtype: np.dtype, output: Output):
+    """``vectors`` (an array or a list of them) in ``dtype``, as NumPy arrays or CPU tensors."""
+    if isinstance(vectors, list):
+        return [_convert(array, dtype, output) for array in vectors]
+    array = vectors.astype(dtype, copy=False)
+    return torch.from_numpy(array) if output == "torch" else array
