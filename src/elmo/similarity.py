@@ -21,20 +21,17 @@ def cosine_matrices(vectors: np.ndarray) -> np.ndarray:
 
 
 def average_linkage_groups(similarity: np.ndarray, n_groups: int) -> list[list[int]]:
-    """Agglomerative clustering with average linkage until ``n_groups`` remain.
+    """Agglomerative clustering with average linkage (scipy's, on the distance ``1 - similarity``), cut where
+    ``n_groups`` remain: the two groups of highest mean pairwise similarity are merged first. Groups are
+    returned sorted, each by its smallest member."""
+    from scipy.cluster.hierarchy import cut_tree, linkage
+    from scipy.spatial.distance import squareform
 
-    Repeatedly merges the two groups with the highest mean pairwise similarity; deterministic (ties go to
-    the lowest indices). Groups are returned sorted, each by its smallest member.
-    """
-    groups = [[i] for i in range(len(similarity))]
-    while len(groups) > max(n_groups, 1):
-        best, pair = -np.inf, (0, 1)
-        for a in range(len(groups)):
-            for b in range(a + 1, len(groups)):
-                linkage = similarity[np.ix_(groups[a], groups[b])].mean()
-                if linkage > best:
-                    best, pair = linkage, (a, b)
-        a, b = pair
-        groups[a] = sorted(groups[a] + groups[b])
-        del groups[b]
-    return sorted(groups)
+    n = len(similarity)
+    if n < 2:
+        return [list(range(n))]
+    distance = 1.0 - (similarity + similarity.T) / 2  # symmetric, as the cosines are up to rounding
+    np.fill_diagonal(distance, 0.0)
+    tree = linkage(squareform(distance, checks=False), method="average")
+    labels = cut_tree(tree, n_clusters=min(max(n_groups, 1), n))[:, 0]
+    return sorted(np.flatnonzero(labels == label).tolist() for label in np.unique(labels))

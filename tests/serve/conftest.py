@@ -17,7 +17,7 @@ import torch
 from elmo.embedder import Embedder
 
 FIXTURE_MODEL = Path(__file__).parents[1] / "fixtures" / "elmo"
-STARTUP_TIMEOUT_S = 60
+STARTUP_TIMEOUT_S = 300  # a niced server on a busy machine takes its time
 
 
 def free_port() -> int:
@@ -50,6 +50,7 @@ class ServerProcess:
                     return self
             except httpx.TransportError:
                 time.sleep(0.1)
+        self.terminate()  # no fixture owns it yet, so nothing else would stop it
         raise RuntimeError(f"server did not answer /healthz within {STARTUP_TIMEOUT_S} s:\n{self.log()}")
 
     def terminate(self) -> int:

@@ -1,6 +1,6 @@
 """Contextual search over HTTP, against a real ``elmo serve --index`` process: an index built by the real
 ``build_index`` with the fixture model on a small constructed corpus, and the served answers compared with what
-``ContextIndex.neighbors``, ``senses`` and ``plot_senses`` give in this process."""
+``neighbors``, ``senses`` and ``plot_senses`` give in this process."""
 
 import io
 import json
@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from elmo.search import ContextIndex, build_index, plot_senses, senses
+from elmo.search import ContextIndex, build_index, neighbors, plot_senses, senses
 from elmo.serve import commands
 
-from .conftest import FIXTURE_MODEL, ServerProcess, free_port
+from .conftest import FIXTURE_MODEL, STARTUP_TIMEOUT_S, ServerProcess, free_port
 
 API_KEY = "search-test-key"
 AUTH = {"authorization": f"Bearer {API_KEY}"}
 MAX_BODY_BYTES = 4096
+SEARCH_TIMEOUT_S = 300  # scikit-learn's first import and k-means take their time on a busy machine
 # "play" in two senses, "bank" in two, "walk" only twice (too few uses to cluster), one capitalised "Play",
 # "dock" three times in one line repeated (three uses, one vector).
 CORPUS = [
@@ -67,13 +68,14 @@ def search_server(index_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     keys.write_text(API_KEY + "\n")
     server = ServerProcess("--model", f"en={FIXTURE_MODEL}", "--index", str(directory / "play"),
                            "--index", f"copy={index_dir}", "--api-key-file", str(keys),
-                           "--max-body-bytes", str(MAX_BODY_BYTES), log_path=directory / "server.log").start()
+                           "--max-body-bytes", str(MAX_BODY_BYTES), "--request-timeout", str(SEARCH_TIMEOUT_S),
+                           log_path=directory / "server.log").start()
     yield server
     server.terminate()
 
 
 def post(server: ServerProcess, path: str, body, **headers: str) -> httpx.Response:
-    return httpx.post(f"{server.url}{path}", json=body, headers={**AUTH, **headers}, timeout=60)
+    return httpx.post(f"{server.url}{path}", json=body, headers={**AUTH, **headers}, timeout=SEARCH_TIMEOUT_S)
 
 
 def assert_error(response: httpx.Response, status: int, code: str, field: str | None) -> None:
@@ -104,9 +106,9 @@ def test_neighbors_equal_the_index_answer_in_process(search_server, index: Conte
     assert response.status_code == 200, response.text
     body = response.json()
     k = query.get("k", 10)
-    expected = index.neighbors(query["sentence"], query["word"], k=k, layer=query.get("layer"),
-                               same_word=query.get("same_word", False), exact=query.get("exact", False),
-                               occurrence=query.get("occurrence", 0))
+    expected = neighbors(index, query["sentence"], query["word"], k=k, layer=query.get("layer"),
+                         same_word=query.get("same_word", False), exact=query.get("exact", False),
+                         occurrence=query.get("occurrence", 0))
     assert len(expected) == k  # the corpus has enough tokens, so the comparison is of k hits
     got = body["neighbors"]
     assert [(n["sentence"], n["token_index"], n["token"]) for n in got] == \
@@ -298,7 +300,7 @@ def test_an_index_of_another_model_configuration_stops_the_start_up(index_dir: P
     (copy / "meta.json").write_text(json.dumps(meta))
     command = [sys.executable, "-m", "elmo.serve", "--model", f"en={FIXTURE_MODEL}", "--index", str(copy),
                "--port", str(free_port()), "--threads", "1"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
     assert result.returncode == 2, result.stderr
     assert "differs from the one" in result.stderr and result.stderr.count("\n") == 1, result.stderr
 

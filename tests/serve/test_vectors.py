@@ -1,18 +1,31 @@
 """Layer mixes, occurrences and grouping, checked against direct computations."""
 
+import httpx
 import numpy as np
 import pytest
 
-from elmo.embedder import Embedder, layer_weights, mix_layers
+from elmo.embedder import layer_weights
 from elmo.similarity import average_linkage_groups, find_occurrences
 
+SENTENCES = ["the bank of the river", ["She", "sat", "down"]]
 
-@pytest.mark.parametrize("layers", ["all", "top", "average", [0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
-def test_mix_of_all_layers_is_bitwise_the_embedders_choice(embedder: Embedder, layers) -> None:
-    tokens = [["the", "bank", "of", "the", "river"]]
-    (all_layers,) = embedder.embed(tokens, "all")
-    (expected,) = embedder.embed(tokens, layers)
-    np.testing.assert_array_equal(mix_layers(all_layers, layer_weights(layers, 3)), expected)
+
+def _served(server, layers) -> list[np.ndarray]:
+    response = httpx.post(f"{server.url}/v1/embed", json={"model": "en", "sentences": SENTENCES, "layers": layers},
+                          timeout=30)
+    assert response.status_code == 200, response.text
+    return [np.array(item["vectors"], np.float64) for item in response.json()["embeddings"]]
+
+
+@pytest.mark.parametrize(("layers", "weights"), [("top", [0, 0, 1]), ("average", [1 / 3] * 3),
+                                                 ([0.5, 0.25, 0.25], None), ([2.0, -1.0, 0.5], None)])
+def test_a_served_mix_is_the_weighted_sum_of_the_served_layers(server, layers, weights) -> None:
+    weights = layers if weights is None else weights
+    for all_layers, mixed in zip(_served(server, "all"), _served(server, layers), strict=True):
+        assert all_layers.shape == (3, *mixed.shape)
+        expected = weights[0] * all_layers[0] + weights[1] * all_layers[1] + weights[2] * all_layers[2]
+        np.testing.assert_allclose(mixed, expected, rtol=1e-5, atol=1e-6)
+        assert np.abs(all_layers[0] - all_layers[2]).max() > 1e-2  # the layers differ, so the weights matter
 
 
 def test_wrong_layer_choices_say_why() -> None:
@@ -37,3 +50,10 @@ def test_average_linkage_recovers_planted_blocks() -> None:
     assert average_linkage_groups(similarity, 3) == expected
     assert average_linkage_groups(similarity, 1) == [list(range(7))]
     assert average_linkage_groups(similarity, 7) == [[i] for i in range(7)]
+
+
+def test_average_linkage_merges_the_closest_groups_first() -> None:
+    # 0-1 are closest (0.9); then {0,1} and 2 average (0.6 + 0.4) / 2 = 0.5 > 2-3's 0.45 and {0,1}-3's 0.05
+    similarity = np.array([[1.0, 0.9, 0.6, 0.0], [0.9, 1.0, 0.4, 0.1], [0.6, 0.4, 1.0, 0.45], [0.0, 0.1, 0.45, 1.0]])
+    assert average_linkage_groups(similarity, 3) == [[0, 1], [2], [3]]
+    assert average_linkage_groups(similarity, 2) == [[0, 1, 2], [3]]

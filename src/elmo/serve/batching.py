@@ -52,6 +52,8 @@ class TokenBudget:
 
 
 class Hold:
+    """Tokens held in a budget until ``release``, or the end of a ``with`` block."""
+
     def __init__(self, budget: TokenBudget, n_tokens: int) -> None:
         self._budget = budget
         self._n_tokens = n_tokens
@@ -60,6 +62,12 @@ class Hold:
         """Give the tokens back; later calls do nothing."""
         self._budget.held -= self._n_tokens
         self._n_tokens = 0
+
+    def __enter__(self) -> "Hold":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
 
 
 @dataclass(eq=False)  # jobs are compared by identity: two requests may hold equal sentences

@@ -1,8 +1,8 @@
 """Contextual search in the service: which served model answers an index's queries, the index opened with that
 model's batcher as its embedder, and the threads that run index work off the event loop.
 
-The endpoints themselves (``/v1/neighbors``, ``/v1/senses``, ``/v1/indexes``) are in ``app.py``; the search is
-``elmo.search``'s own (``ContextIndex.neighbors``, ``senses``, ``plot_senses``), unchanged.
+The endpoints themselves (``/v1/neighbors``, ``/v1/senses``, ``/v1/indexes``) are in ``search_routes.py``; the
+search is ``elmo.search``'s own (``neighbors``, ``senses``, ``plot_senses``), unchanged.
 """
 
 import asyncio
@@ -56,23 +56,27 @@ def _model_path(reference: str) -> Path | None:
 
 
 class BatchedEmbedder:
-    """What a served ``ContextIndex`` sees as its embedder: the served model's, except that ``embed`` goes through
-    the model's batcher, so a query sentence joins the batches of ``/v1/embed`` requests and meets the same
-    queue limit and timeout. Used from a search thread, never from the event loop (``embed`` blocks)."""
+    """What a served ``ContextIndex`` sees as its embedder (an ``elmo.search.LayerEmbedder``): the served model,
+    except that ``embed`` goes through the model's batcher, so a query sentence joins the batches of
+    ``/v1/embed`` requests and meets the same queue limit and timeout. Used from a search thread, never from the
+    event loop (``embed`` blocks)."""
 
     def __init__(self, embedder: Embedder, batcher: DynamicBatcher, timeout_s: float) -> None:
-        self._embedder = embedder
+        self.bilm = embedder.bilm
+        self.tokenizer_name = embedder.tokenizer_name
+        self.n_layers = embedder.n_layers
+        self.dim = embedder.dim
+        self.tokenize = embedder.tokenize
         self._batcher = batcher
         self._timeout_s = timeout_s
 
-    def __getattr__(self, name: str) -> Any:  # tokenize, bilm, n_layers, dim, ...: the model's own
-        return getattr(self._embedder, name)
-
-    def embed(self, sentences: Sequence[str | Sequence[str]], layers: str = "all", **_: Any) -> list[np.ndarray]:
-        """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, as ``Embedder.embed(..., "all")``."""
+    def embed(self, sentences: Sequence[str | Sequence[str]], layers: str = "all",
+              batch_size: int = 32) -> list[np.ndarray]:
+        """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, as ``Embedder.embed(..., "all")``; the
+        batcher's own batch size applies."""
         if layers != "all":
             raise ValueError(f"layers {layers!r}: the batcher answers every layer ('all') only")
-        return self._batcher.submit_from_thread([self._embedder.tokenize(s) for s in sentences], self._timeout_s)
+        return self._batcher.submit_from_thread([self.tokenize(s) for s in sentences], self._timeout_s)
 
 
 @dataclass

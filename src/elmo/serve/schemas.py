@@ -1,0 +1,129 @@
+"""What a request may hold: the JSON bodies of the POST endpoints (pydantic models, so FastAPI refuses a bad
+field before any endpoint runs, and ``errors.py`` names it) and how a body is decoded."""
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from elmo.search.layout import parse_layer
+
+MAX_OCCURRENCES = 32  # /v1/similarity: the page's heat map stays small
+MAX_NEIGHBORS = 100
+MAX_SENSES = 32
+
+
+def _unicode(text: str) -> str:
+    """JSON's ``\\ud800`` escape decodes to a lone surrogate, which is no Unicode text and which no UTF-8 answer
+    can carry: refused here, before any model time is spent on it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"holds a lone surrogate (\\u{ord(text[error.start]):04x} at character {error.start}); "
+                         "send valid Unicode text") from None
+    return text
+
+
+def _layer_name(text: str) -> str:
+    """A layer as ``elmo.search`` reads it (``parse_layer``: ASCII digits, ``layer2`` or ``average``)."""
+    parse_layer(text)
+    return text
+
+
+Text = Annotated[str, AfterValidator(_unicode)]
+Sentence = Text | list[Text]
+Weight = Annotated[float, Field(allow_inf_nan=False)]
+LayerName = Annotated[str, AfterValidator(_layer_name)]
+
+
+class EmbedRequest(BaseModel):
+    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: Text | None = Field(None, description="a served model's name; may be left out when only one is served")
+    sentences: list[Sentence] = Field(min_length=1, examples=[["The bank of the river .", ["She", "sat"]]])
+    layers: Literal["all", "top", "average"] | list[Weight] = Field(
+        "top", description="all: (L+1, T, 2P) per sentence; top, average, or one mixing weight per layer: (T, 2P)")
+    pooling: Literal["none", "mean"] = Field("none", description="mean: average over the tokens, (2P,) or (L+1, 2P)")
+
+
+class SimilarityRequest(BaseModel):
+    """Every occurrence of ``word`` in ``sentences``; the cosine of their vectors, layer by layer."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: Text | None = None
+    word: Text = Field(min_length=1, examples=["bank"])
+    sentences: list[Sentence] = Field(min_length=1, examples=[["I sat on the river bank .", "The bank was shut ."]])
+    match_case: bool = False
+    n_groups: int = Field(2, ge=1, le=MAX_OCCURRENCES, description="how many groups the occurrences are split into")
+
+
+class NeighborsRequest(BaseModel):
+    """The indexed uses nearest to ``word`` as used in ``sentence``, and its nearest words under layer 0."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    index: Text | None = Field(None, description="a served index's name; may be left out when only one is served")
+    sentence: Sentence = Field(examples=["He signed to do a Broadway play ."])
+    word: Text = Field(min_length=1, examples=["play"], description="a token of the sentence, any case")
+    occurrence: int = Field(0, ge=0, description="which use of the word in the sentence, 0-based")
+    k: int = Field(10, ge=1, le=MAX_NEIGHBORS, description="neighbours (and static neighbours) returned")
+    layer: int | LayerName | None = Field(None, description="an indexed layer (2, 'layer2' or 'average'); "
+                                                      "default: the first the index holds")
+    same_word: bool = Field(False, description="only uses of the same word (ignoring case), searched exactly")
+    exact: bool = Field(False, description="brute force over every indexed token instead of the ANN index")
+
+
+class SensesRequest(BaseModel):
+    """A word's indexed uses clustered into senses (k-means on their unit vectors)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    index: Text | None = None
+    word: Text = Field(min_length=1, examples=["play"])
+    clusters: int | None = Field(None, ge=1, le=MAX_SENSES, description="default: the count of 2..6 with the "
+                                                                        "best silhouette")
+    layer: int | LayerName | None = None
+
+
+REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (EmbedRequest, SimilarityRequest,
+                                                                       NeighborsRequest, SensesRequest)))
+
+
+class _JsonRequest(Request):
+    """A request whose JSON body that cannot be decoded (not UTF-8, nested past the parser's depth) is reported
+    as FastAPI reports any JSON syntax error (``json.JSONDecodeError``), so it is answered ``malformed_json``.
+
+    The parser stays the standard library's, which reads ``NaN`` and ``1e400`` as floats: the request models
+    then refuse them naming the field (``layers[0]``), which a stricter parser could not say."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = json.loads(body.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise json.JSONDecodeError(f"not UTF-8 ({error.reason})", body.decode("utf-8", "replace"),
+                                           error.start) from None
+            except RecursionError:
+                raise json.JSONDecodeError("nested too deeply", "", 0) from None
+        return self._json
+
+
+class JsonRoute(APIRoute):
+    """The routers' route class: bodies read by ``_JsonRequest``."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_JsonRequest(request.scope, request.receive))
+
+        return route
+
