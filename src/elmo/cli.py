@@ -3,8 +3,9 @@
 import argparse
 import logging
 import sys
+from importlib.metadata import version
 
-from elmo.command_line import exit_status, positive_int
+from elmo.command_line import CommandParser, exit_status, positive_int
 from elmo.embed_job.commands import add_subcommands as add_embed_commands
 from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
@@ -49,7 +50,8 @@ def _export_onnx(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="elmo", description="Deep contextualized word representations (ELMo).")
+    parser = CommandParser(prog="elmo", description="Deep contextualized word representations (ELMo).")
+    parser.add_argument("--version", action="version", version=f"elmo {version('elmo')}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = commands.add_parser("info", help="print a model's configuration, parameter count and layer widths")

@@ -106,3 +106,26 @@ def interruptible() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default, unless its text already names one or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and not isinstance(action.default, bool)
+        if shown and "default" not in text and (action.option_strings or action.nargs in ("?", "*")):
+            default = action.default
+            if isinstance(default, (list, tuple)):
+                default = " ".join(map(str, default))
+            text = f"{text} (default: {str(default).replace('%', '%%')})".strip()
+        return text
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Every ``elmo`` parser and subparser: help shows defaults (subparsers made by ``add_subparsers`` are of
+    this class too, since argparse makes them with the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)

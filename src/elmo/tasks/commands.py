@@ -177,9 +177,9 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                        help="tagger: CoNLL token<TAB>tag files (BIO; BMES/BIOES converted); "
                             "classifier: label<TAB>text files; qa: JSON lines of id, question, passage, "
                             "answers [{text, start}]")
-    train.add_argument("--train", required=True)
-    train.add_argument("--dev", required=True)
-    train.add_argument("--test", required=True)
+    train.add_argument("--train", required=True, help="training split (the task's file format, docs/results.md)")
+    train.add_argument("--dev", required=True, help="development split: early stopping and model choice")
+    train.add_argument("--test", required=True, help="test split, scored once at the end")
     train.add_argument("--model", required=True, help="biLM directory or shipped name (en, zh); its tokenizer "
                                                       "splits classification text")
     train.add_argument("--out", required=True, help="directory for task.json, model.safetensors, metrics.json")
@@ -192,15 +192,15 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--max-words", type=positive_int, default=None,
                        help="cut classification texts to this many words")
     train.add_argument("--cache", type=Path, default=None, help="feature cache directory (default: OUT/features)")
-    train.add_argument("--seed", type=non_negative_int, default=0)
+    train.add_argument("--seed", type=non_negative_int, default=0, help="seeds initialization, order, dropout")
     train.add_argument("--epochs", type=positive_int, default=20, help="at most this many epochs")
     train.add_argument("--patience", type=positive_int, default=3,
                        help="stop after this many epochs without a better dev")
     train.add_argument("--min-epochs", type=positive_int, default=1, help="never stop early before this epoch")
-    train.add_argument("--batch-size", type=positive_int, default=32)
-    train.add_argument("--lr", type=positive_float, default=1e-3)
+    train.add_argument("--batch-size", type=positive_int, default=32, help="examples per step")
+    train.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
     train.add_argument("--hidden", type=positive_int, default=64, help="BiLSTM cells per direction")
-    train.add_argument("--dropout", type=dropout_rate, default=0.5)
+    train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and encoder")
     train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
     train.add_argument("--fine-tune", action="store_true",

@@ -113,7 +113,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     vocab.add_argument("--min-count", type=_POSITIVE, default=1, help="drop tokens seen fewer times")
     vocab.add_argument("--max-size", type=whole_number(3), default=None,
                        help="keep at most this many tokens, specials included")
-    vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace")
+    vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace", help="how the text is split")
     vocab.set_defaults(func=_vocab)
 
     train_parser = subparsers.add_parser("train", help="pre-train a biLM, resume a run, or adapt one to new text")
@@ -131,33 +131,41 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
     train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
                               help="how the text is split (default: whitespace; with --init-from, that model's own)")
-    train_parser.add_argument("--max-steps", type=_POSITIVE, default=None)
-    train_parser.add_argument("--epochs", type=_POSITIVE, default=None)
+    train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
+                              help="stop after this many optimizer steps (with --epochs: whichever comes first)")
+    train_parser.add_argument("--epochs", type=_POSITIVE, default=None,
+                              help="stop after this many passes over the corpus (neither given: one epoch)")
     train_parser.add_argument("--batch-size", type=_POSITIVE, default=128, help="rows of the global batch")
-    train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20)
+    train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20,
+                              help="tokens per row per step (truncated backpropagation through time)")
     train_parser.add_argument("--negatives", type=_POSITIVE, default=8192, help="sampled softmax negatives per step")
-    train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
+    train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad",
+                              help="adagrad as bilm-tf, or adam")
     train_parser.add_argument("--lr", type=_POSITIVE_NUMBER, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
-    train_parser.add_argument("--dropout", type=finite_number(0.0, below=1.0), default=0.1)
+    train_parser.add_argument("--dropout", type=finite_number(0.0, below=1.0), default=0.1,
+                              help="dropout on each LSTM layer's input and on the softmax input")
     train_parser.add_argument("--state-reset", type=finite_number(0.0), default=0.0,
                               help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
     train_parser.add_argument("--clip-norm", type=_POSITIVE_NUMBER, default=10.0, help="global gradient-norm clip")
-    train_parser.add_argument("--seed", type=whole_number(0), default=0)
-    train_parser.add_argument("--checkpoint-every", type=_POSITIVE, default=500)
-    train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3)
-    train_parser.add_argument("--valid-every", type=_POSITIVE, default=500)
-    train_parser.add_argument("--log-every", type=_POSITIVE, default=10)
+    train_parser.add_argument("--seed", type=whole_number(0), default=0,
+                              help="seeds initialization, row order, sampling and dropout")
+    train_parser.add_argument("--checkpoint-every", type=_POSITIVE, default=500, help="steps between checkpoints")
+    train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3, help="newest checkpoints kept")
+    train_parser.add_argument("--valid-every", type=_POSITIVE, default=500,
+                              help="steps between validation perplexities (with --valid)")
+    train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     train_parser.set_defaults(func=_train)
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
     perplexity.add_argument("--model", required=True,
                             help="exported model directory, run or checkpoint directory, or shipped model name")
-    perplexity.add_argument("--corpus", nargs="+", required=True)
+    perplexity.add_argument("--corpus", nargs="+", required=True,
+                            help="held-out text: files or glob patterns, one sentence a line")
     perplexity.add_argument("--tokenizer", choices=tokenizers, default=None,
                             help="default: the model's own (tokenizer.json, or the run's)")
-    perplexity.add_argument("--batch-size", type=_POSITIVE, default=32)
-    perplexity.add_argument("--unroll-steps", type=_POSITIVE, default=20)
+    perplexity.add_argument("--batch-size", type=_POSITIVE, default=32, help="rows evaluated at once")
+    perplexity.add_argument("--unroll-steps", type=_POSITIVE, default=20, help="tokens per row per step")
     perplexity.set_defaults(func=_perplexity)
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
