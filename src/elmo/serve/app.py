@@ -69,16 +69,18 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
     app = FastAPI(title="elmo", summary="ELMo contextual word vectors over HTTP", lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.service = service
-    for routes in (embed_routes.router, search_routes.router, router):
+    routers = (embed_routes.router, search_routes.router, router)
+    for routes in routers:
         app.include_router(routes)
     add_error_handlers(app, config)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_bundle.swagger_ui_path)), name="docs-assets")
-    # Outermost first: metrics see every answer, auth runs before the body is read, the limit before parsing.
+    # Outermost first: metrics see every answer (labelled by endpoint, a bounded set), auth runs before the body
+    # is read, the limit before parsing.
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s,
                        drain_bytes=config.drain_bytes)
     app.add_middleware(BearerAuth, api_keys=config.api_keys)
-    endpoints = [route.path for route in app.routes if isinstance(route, APIRoute)]  # bounded metric labels
+    endpoints = [route.path for routes in routers for route in routes.routes if isinstance(route, APIRoute)]
     app.add_middleware(RequestMetrics, metrics=metrics, endpoints=endpoints)
     return app
 
