@@ -16,6 +16,7 @@ from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
 from elmo.embed_job.job import EmbedOptions, plan, run
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
+from elmo.embed_job.ray_data import embed_command
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file
 from elmo.embedder import Embedder
@@ -85,6 +86,8 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
 
 
 def _embed(args: argparse.Namespace) -> int:
+    if args.workers != 1 and args.engine != "ray":
+        raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
     shard = args.shard or launched or WHOLE
     parts = launched is not None or args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
@@ -93,6 +96,8 @@ def _embed(args: argparse.Namespace) -> int:
     with _input_file(args.input) as input_path:
         source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
         config, tokenizer, load = _model(args, source)
+        if args.engine == "ray":
+            return embed_command(args, source, config, tokenizer, load)
         try:
             job = plan(source, args.output, options, config, tokenizer)
         except ValueError as error:
@@ -151,5 +156,10 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     embed.add_argument("--device", type=device, default=None,
                        help="cpu, cuda, cuda:1, ... (default: cpu; cuda under torchrun: cuda:LOCAL_RANK)")
     embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    embed.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local: this process (or one per shard); ray: Ray Data workers write OUTPUT, a directory "
+                            "of Parquet files (pip install 'elmo[ray]'; docs/scale.md)")
+    embed.add_argument("--workers", type=positive_int, default=1, help="with --engine ray: workers, each holding the "
+                                                                       "model (one CPU or, --device cuda, one GPU)")
     embed.add_argument("--quiet", action="store_true", help="no progress bar")
     embed.set_defaults(func=_embed)
