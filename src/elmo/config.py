@@ -147,9 +147,9 @@ class BiLMConfig:
         for name, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{source}: {name} is {value}; expected a positive integer")
-        for name, value in {"lstm.cell_clip": lstm.cell_clip, "lstm.proj_clip": lstm.proj_clip}.items():
-            if not math.isfinite(value):  # NaN < 0 is False: NaN would pass the sign check and poison every vector
-                raise ConfigError(f"{source}: {name} is {value}; expected a finite number (0 means no clipping)")
+        for name, clip in {"lstm.cell_clip": lstm.cell_clip, "lstm.proj_clip": lstm.proj_clip}.items():
+            if not math.isfinite(clip):  # NaN < 0 is False: NaN would pass the sign check and poison every vector
+                raise ConfigError(f"{source}: {name} is {clip}; expected a finite number (0 means no clipping)")
         if not cnn.filters:
             raise ConfigError(f"{source}: char_cnn.filters is empty; expected at least one [width, n_filters]")
         for width, n_filters in cnn.filters:

@@ -12,11 +12,12 @@ when the RSS has grown by ``slack_bytes`` since the last trim. On a C library ot
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Callable
 
 DEFAULT_SLACK_BYTES = 64 * 2**20
 
 
-def _malloc_trim() -> ctypes._CFuncPtr | None:
+def _malloc_trim() -> Callable[[int], int] | None:  # int malloc_trim(size_t pad)
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc

@@ -6,7 +6,7 @@ and these rules are tested on small real snippets.
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from html.parser import HTMLParser
 
 # Elements whose text is one paragraph of running text; anything else (tables of figures, menus, scripts) is
@@ -74,7 +74,7 @@ def html_paragraphs(html: str) -> list[str]:
 
 
 # roff: font and size changes, named characters, and the few escapes that stand for a character.
-_ROFF_ESCAPES = [
+_ROFF_ESCAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\\f(?:\[[^\]]*\]|\(..|.)"), ""),  # \fB \fI \fR \fP \f(CW \f[B]
     (re.compile(r"\\s[+-]?\d+"), ""),  # \s-1 \s0
     (re.compile(r"\\\*(?:\[[^\]]*\]|\(..|.)"), ""),  # strings: \*(lq \*R

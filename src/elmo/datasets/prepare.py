@@ -155,7 +155,7 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
         return _prepare_large(replace(corpus, sources=(*corpus.sources, *dict.fromkeys(extra))), out_dir, cache,
                               tokenizer, limit)
     exclude, n_excluded_texts = excluded_keys(corpus, cache)
-    report_sources = []
+    report_sources: list[dict[str, Any]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = {split: out_dir / f".{split}.txt.partial" for split in SPLITS}
     with ExitStack() as stack:
@@ -227,7 +227,7 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = {split: out_dir / f".{split}.txt.partial" for split in LARGE_SPLITS}
     seen: dict[str, set[int]] = {split: set() for split in LARGE_SPLITS}
-    report_sources = []
+    report_sources: list[dict[str, Any]] = []
     with ExitStack() as stack:
         handles = {split: stack.enter_context(path.open("w", encoding="utf-8")) for split, path in partial.items()}
         for name in corpus.sources:

@@ -106,7 +106,8 @@ class PairedLstmLayer(torch.autograd.Function):
             torch.mul(cell_step.cell_tanh, o * (1.0 - o), out=by_hidden_o[:, rows])
             torch.mul(o, 1.0 - cell_step.cell_tanh * cell_step.cell_tanh, out=hidden_to_cell[:, rows])
             forget_gates[:, rows] = f
-            if cell_clip:  # clamp's gradient passes where the unclipped value lies within the clip, bounds included
+            if cell_passes is not None:  # (cell_clip is set) clamp's gradient passes where the unclipped value
+                # lies within the clip, bounds included
                 passes = cell_step.cell_unclipped.abs() <= cell_clip
                 cell_passes[:, rows] = passes
                 hidden_to_cell[:, rows] *= passes
@@ -143,7 +144,7 @@ class PairedLstmLayer(torch.autograd.Function):
             d_h.add_(d_outputs[:, rows])
             if output_passes is not None:
                 d_h.mul_(output_passes[:, rows])
-            if projection_t is not None:
+            if projection_t is not None and d_outputs_unclipped is not None:  # both or neither
                 d_outputs_unclipped[:, rows] = d_h
                 d_hidden = projection_t(d_h)
             else:
@@ -162,7 +163,7 @@ class PairedLstmLayer(torch.autograd.Function):
         d_input_weight, d_recurrent_weight = d_weights.split([inputs.shape[2], previous_outputs.shape[2]], dim=2)
         d_bias = d_gates.sum(dim=1)
         d_projection = None
-        if projection is not None:
+        if d_outputs_unclipped is not None:  # there is a projection
             d_projection = torch.bmm(d_outputs_unclipped.transpose(1, 2), hidden)
         d_inputs = torch.bmm(d_gates, input_weight)
         return (d_inputs, d_h, d_c, None, None, None, d_input_weight, d_recurrent_weight, d_bias, d_projection)
@@ -177,7 +178,7 @@ def paired_lstm_layer(inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, 
 def pair_weights(forward_layer: ProjectedLstm, backward_layer: ProjectedLstm) -> PairWeights:
     """Both directions' parameters of one layer, stacked (an autograd operation: gradients reach each layer)."""
     projection = None
-    if forward_layer.projection is not None:
+    if forward_layer.projection is not None and backward_layer.projection is not None:
         projection = torch.stack([forward_layer.projection, backward_layer.projection])
     return PairWeights(
         torch.stack([forward_layer.input_weight, backward_layer.input_weight]),

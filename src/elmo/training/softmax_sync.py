@@ -39,10 +39,13 @@ def all_reduce_softmax_rows(weight: torch.nn.Parameter, bias: torch.nn.Parameter
     dist.all_gather(gathered, targets)
     rows = torch.unique(torch.cat([sampled_ids.to(weight.device), *gathered]))
     rows = rows[rows >= 0]  # evaluation-style padding targets, if any, have no row
-    values = torch.cat([weight.grad[rows], bias.grad[rows, None]], dim=1)
+    weight_grad, bias_grad = weight.grad, bias.grad
+    if weight_grad is None or bias_grad is None:
+        raise ValueError("the softmax weight or bias has no gradient; call all_reduce_softmax_rows after backward()")
+    values = torch.cat([weight_grad[rows], bias_grad[rows, None]], dim=1)
     dist.all_reduce(values)
     values.div_(world_size)
-    weight.grad[rows] = values[:, :-1]
-    bias.grad[rows] = values[:, -1]
+    weight_grad[rows] = values[:, :-1]
+    bias_grad[rows] = values[:, -1]
     return CommunicatedBytes(softmax_rows=values.numel() * values.element_size(),
                              targets=targets.numel() * targets.element_size())
