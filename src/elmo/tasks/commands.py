@@ -102,7 +102,7 @@ def _predict_qa(spec: TaskSpec, model, args: argparse.Namespace) -> int:
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import answer_questions
 
-    examples = read_qa(args.input, model_tokenizer(spec.model))
+    examples = read_qa(args.input, model_tokenizer(spec.bilm_model))
     answers = answer_questions(spec, model, examples, load_static(spec.static))
     text = "".join(json.dumps({"id": example.key, "answer": answer}, ensure_ascii=False) + "\n"
                    for example, answer in zip(examples, answers, strict=True))
@@ -126,7 +126,7 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         texts = [text for _, text in _labelled_or_plain(args.input)]
         # The label is a placeholder: prediction reads no targets.
-        examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.model),
+        examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.bilm_model),
                                            spec.max_words)
     guesses = predict_examples(spec, model, examples, load_static(spec.static))
     _write_predictions(spec.kind, examples, guesses, texts, args.output)

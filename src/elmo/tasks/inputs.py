@@ -8,7 +8,7 @@ these features: the encoder, the output layer and the training are the same code
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import torch
@@ -76,6 +76,17 @@ def make_items(examples: Sequence[Example], layers: Sequence[np.ndarray] | None,
     return items
 
 
+_Field = TypeVar("_Field")
+
+
+def _all_present(values: Sequence[_Field | None], field: str) -> list[_Field]:
+    """``values``, none of them None: a batch's items all have ``field`` when its first one does."""
+    present = [value for value in values if value is not None]
+    if len(present) != len(values):
+        raise ValueError(f"a batch mixes items with and without {field}")
+    return present
+
+
 def collate(items: Sequence[Item]) -> Batch:
     lengths = torch.tensor([_length(item) for item in items])
     batch_size, time = len(items), int(lengths.max())
@@ -90,17 +101,24 @@ def collate(items: Sequence[Item]) -> Batch:
         return out
 
     first = items[0]
-    layers = pad([item.layers for item in items], 1).transpose(0, 1).float() if first.layers is not None else None
-    static = pad([item.static for item in items], 0) if first.static is not None else None
-    positions = pad([item.positions for item in items], 0) if first.positions is not None else None
+    layers: torch.Tensor | None = None
+    static: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
+    if first.layers is not None:
+        layers = pad(_all_present([item.layers for item in items], "layers"), 1).transpose(0, 1).float()
+    if first.static is not None:
+        static = pad(_all_present([item.static for item in items], "static"), 0)
+    if first.positions is not None:
+        positions = pad(_all_present([item.positions for item in items], "positions"), 0)
     if isinstance(first.target, torch.Tensor):
-        targets = pad([item.target for item in items], 0)
+        tag_ids = [item.target if isinstance(item.target, torch.Tensor) else None for item in items]
+        targets = pad(_all_present(tag_ids, "tag ids"), 0)
     else:
         targets = torch.tensor([item.target for item in items])
     char_ids = word_index = None
     if first.words is not None:
-        char_ids = batch_to_char_ids([item.words for item in items])
-        word_index = pad([item.word_index for item in items], 0)
+        char_ids = batch_to_char_ids(_all_present([item.words for item in items], "words"))
+        word_index = pad(_all_present([item.word_index for item in items], "word_index"), 0)
     return Batch(layers, static, positions, mask, lengths, targets, char_ids, word_index)
 
 
@@ -154,6 +172,8 @@ class TokenFeatures(nn.Module):
                 raise ValueError("this model reads static vectors, but the batch has none")
             parts.append(batch.static)
         if self.positions:
+            if batch.positions is None:
+                raise ValueError("this model reads word positions, but the batch has none")
             parts.append(nn.functional.one_hot(batch.positions, len(WORD_POSITIONS)).float())
         return self.dropout(torch.cat(parts, dim=-1))
 
@@ -162,6 +182,8 @@ class TokenFeatures(nn.Module):
         its word's vectors."""
         if batch.char_ids is None or batch.word_index is None:
             raise ValueError("this model fine-tunes its biLM, but the batch has no char_ids")
+        if self.bilm is None:
+            raise ValueError("bilm_layers needs a model built to fine-tune its biLM (TaskSpec.fine_tune)")
         output, _ = self.bilm(batch.char_ids)
         n_layers, _, _, dim = output.layers.shape
         index = batch.word_index[None, :, :, None].expand(n_layers, -1, -1, dim)

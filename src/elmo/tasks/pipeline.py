@@ -1,7 +1,7 @@
 """From files (or examples) to a trained, tested task model: the steps the ``elmo task`` commands and the
 experiment script share, so that every method of a comparison runs through the same code."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -56,7 +56,7 @@ def load_static(name: str | None) -> StaticVectors | None:
     return StaticVectors.glove() if name == "glove" else StaticVectors.load(name)
 
 
-def embed_examples(model: str, splits: dict[str, Sequence[Example]], cache_dir: str | Path,
+def embed_examples(model: str, splits: Mapping[str, Sequence[Example]], cache_dir: str | Path,
                    batch_size: int = 64, progress: bool = False) -> dict[str, list[np.ndarray]]:
     """Every biLM layer of each split's words, cached in ``cache_dir/{split}.h5`` (reused when it holds the
     same model and words)."""
@@ -74,7 +74,7 @@ def embed_examples(model: str, splits: dict[str, Sequence[Example]], cache_dir: 
     return layers
 
 
-def train_and_test(spec: TaskSpec, splits: dict[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
+def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
                    static: StaticVectors | None, options: TrainOptions) -> tuple[torch.nn.Module, dict]:
     """Fits on ``train`` with early stopping on ``dev``, scores ``test`` once; returns the model and a
     summary (metric, dev and test scores, epochs, seconds, the learned mixing weights)."""
@@ -98,7 +98,7 @@ def predict_examples(spec: TaskSpec, model: torch.nn.Module, examples: Sequence[
     if spec.elmo is not None and not spec.fine_tune:
         from elmo.embedder import Embedder
 
-        embedder = Embedder.load(spec.model, tokenizer="whitespace")
+        embedder = Embedder.load(spec.bilm_model, tokenizer="whitespace")
         layers = [array.astype(np.float16) for array in
                   embedder.iter_embed([list(example.words) for example in examples], "all", batch_size)]
     items = items_for(spec, examples, layers, static, with_targets=False)

@@ -8,7 +8,7 @@ the best dev epoch kept (dev token F1), the test split scored once.
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,7 +42,7 @@ def as_sentences(examples: Sequence[QAExample]) -> dict[str, list[Example]]:
             "passage": [Example.of_words(example.passage_words) for example in examples]}
 
 
-def embed_qa(model: str, splits: dict[str, Sequence[QAExample]], cache_dir: str | Path,
+def embed_qa(model: str, splits: Mapping[str, Sequence[QAExample]], cache_dir: str | Path,
              progress: bool = False) -> dict[str, dict[str, list[np.ndarray]]]:
     """Every biLM layer of each split's questions and passages, cached as ``{split}-{part}.h5``."""
     sentences = {f"{name}-{part}": part_sentences for name, examples in splits.items()
@@ -119,13 +119,13 @@ def fit_qa(model: SpanQA, train_items: Sequence[QAItem], dev_items: Sequence[QAI
     return FitResult(best_dev, best_epoch, len(history), time.perf_counter() - started, history)
 
 
-def train_and_test_qa(spec: TaskSpec, splits: dict[str, Sequence[QAExample]],
+def train_and_test_qa(spec: TaskSpec, splits: Mapping[str, Sequence[QAExample]],
                       layers: dict[str, dict[str, list[np.ndarray]]] | None, static: StaticVectors | None,
                       options: TrainOptions) -> tuple[SpanQA, dict]:
     """Fits on ``train`` (early stopping on ``dev`` F1), scores ``test`` once; the summary holds dev F1 and
     test exact match and F1 (percent), epochs, seconds and the learned mixing weights."""
     seed_everything(options.seed)
-    model = spec.build()
+    model = spec.build_qa()
     items = {name: qa_items(spec, examples, None if layers is None else layers[name], static)
              for name, examples in splits.items()}
     result = fit_qa(model, items["train"], items["dev"], splits["dev"], options)
@@ -144,7 +144,7 @@ def answer_questions(spec: TaskSpec, model: SpanQA, examples: Sequence[QAExample
     if spec.elmo is not None:
         from elmo.embedder import Embedder
 
-        embedder = Embedder.load(spec.model, tokenizer="whitespace")
+        embedder = Embedder.load(spec.bilm_model, tokenizer="whitespace")
         layers = {part: [array.astype(np.float16) for array in
                          embedder.iter_embed([list(s.words) for s in sentences], "all", batch_size)]
                   for part, sentences in as_sentences(examples).items()}

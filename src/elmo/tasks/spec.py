@@ -61,18 +61,33 @@ class TaskSpec:
         if self.elmo is not None and not (self.model and self.n_layers and self.elmo_dim):
             raise ValueError("a task model that reads ELMo needs the biLM (model, n_layers, elmo_dim)")
 
-    def build(self) -> nn.Module:
+    @property
+    def bilm_model(self) -> str:
+        """``model``, for the code that reads ELMo (``__post_init__`` makes sure such a spec names one)."""
+        if self.model is None:
+            raise ValueError("this task model reads no ELMo: its spec names no biLM model")
+        return self.model
+
+    def build(self) -> SequenceTagger | SentenceClassifier | SpanQA:
+        if self.kind == "qa":
+            return self.build_qa()
+        model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
+        return model_class(self._features(), len(self.labels), self.hidden, self.dropout)
+
+    def build_qa(self) -> SpanQA:
+        """``build`` for a QA spec, typed as the span model it returns."""
+        if self.kind != "qa":
+            raise ValueError(f"build_qa on a {self.kind} spec; expected a qa spec")
+        return SpanQA(self._features(), self.hidden, self.dropout, self.max_answer_tokens, not self.passage_only)
+
+    def _features(self) -> TokenFeatures:
         bilm = None
         if self.fine_tune:
             from elmo.model_dir import ModelDir
 
             bilm = ModelDir.find(self.model or "").load_bilm()
-        features = TokenFeatures(self.elmo, self.n_layers, self.elmo_dim, self.static_dim, self.positions,
-                                 self.dropout, self.mix_l2, bilm)
-        if self.kind == "qa":
-            return SpanQA(features, self.hidden, self.dropout, self.max_answer_tokens, not self.passage_only)
-        model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
-        return model_class(features, len(self.labels), self.hidden, self.dropout)
+        return TokenFeatures(self.elmo, self.n_layers, self.elmo_dim, self.static_dim, self.positions,
+                             self.dropout, self.mix_l2, bilm)
 
     def save(self, model: nn.Module, out: str | Path, metrics: dict | None = None) -> Path:
         out = Path(out)
