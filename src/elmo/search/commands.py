@@ -117,7 +117,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--layer", action="append", type=_layer, default=None, metavar="N|average",
                        help="layer to index, repeatable (default: the top layer)")
     index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
-    index.add_argument("--batch-size", type=positive_int, default=32)
+    index.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once")
     index.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     index.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     index.add_argument("--factory", default=None,
@@ -133,7 +133,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     neighbors.add_argument("--word", required=True, help="the word (a token of the sentence, any case)")
     neighbors.add_argument("--occurrence", type=non_negative_int, default=0,
                            help="which use of the word in the sentence (0-based)")
-    neighbors.add_argument("--k", type=positive_int, default=10)
+    neighbors.add_argument("--k", type=positive_int, default=10, help="how many neighbours to print")
     neighbors.add_argument("--layer", type=_layer, default=None,
                            help="an indexed layer (default: the first the index holds)")
     neighbors.add_argument("--same-word", action="store_true", help="only uses of the same word (the paper's table)")
@@ -146,7 +146,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     neighbors.set_defaults(func=_neighbors)
 
     senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")
-    senses.add_argument("word")
+    senses.add_argument("word", help="the word whose uses are clustered into senses")
     senses.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
     senses.add_argument("--clusters", type=positive_int, default=None,
                         help="number of senses (default: best silhouette)")

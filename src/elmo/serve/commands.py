@@ -39,7 +39,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                             "/v1/senses; served under NAME, else under the directory's name. The model it was "
                             "built with must be served too (--model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    serve.add_argument("--port", type=port_number, default=8000)
+    serve.add_argument("--port", type=port_number, default=8000, help="TCP port to listen on")
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     serve.add_argument("--threads", type=_POSITIVE, default=None,
                        help="torch (and faiss) CPU threads (default: their choice)")
@@ -47,11 +47,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                                               "one key per line. Required off loopback unless --no-auth")
     serve.add_argument("--no-auth", action="store_true", help="serve a non-loopback address without a key")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--max-body-bytes", type=_POSITIVE, default=DEFAULTS.max_body_bytes)
+    limits.add_argument("--max-body-bytes", type=_POSITIVE, default=DEFAULTS.max_body_bytes,
+                        help="largest request body read (413 beyond)")
     limits.add_argument("--max-sentences", type=_POSITIVE, default=DEFAULTS.max_sentences, help="per request")
     limits.add_argument("--max-sentence-tokens", type=_POSITIVE, default=DEFAULTS.max_sentence_tokens,
                         help="longer sentences are cut into overlapping windows of this many tokens, or refused")
-    limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences)
+    limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences,
+                        help="a sentence over --max-sentence-tokens: embedded in overlapping windows, or refused")
     limits.add_argument("--window-context", type=whole_number(0), default=None,
                         help="context tokens on each side of a window (default: a quarter of the window)")
     limits.add_argument("--max-request-tokens", type=_POSITIVE, default=DEFAULTS.max_request_tokens,
@@ -81,8 +83,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                           help="how long a request waits for others to join its batch")
     batching.add_argument("--batch-size", type=_POSITIVE, default=DEFAULTS.batch_size,
                           help="rows per biLM forward pass within a batch")
-    serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                       help="uvicorn's log level")
+    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                       help="log one line per request")
     serve.set_defaults(func=serve_command)
 
 
