@@ -6,7 +6,8 @@
 - ``layout.py``: formats, one embedded line, the writer's interface; ``arrow.py``: the Parquet schema and
   ``lines_to_table``;
 - ``hdf5.py``, ``parquet.py``, ``npy.py`` (the last two on ``chunked.py``): one writer per format;
-- ``job.py``: ``plan`` (every check) and ``run``; ``commands.py``: the subcommand.
+- ``job.py``: ``plan`` (every check) and ``run``; ``commands.py``: the subcommand;
+- ``ray_data.py``: the same lines on Ray Data workers (``--engine ray``, the ``ray`` extra).
 """
 
 from elmo.embed_job.arrow import arrow_schema, lines_to_table
