@@ -10,7 +10,7 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO, cast
 
 import h5py
 import numpy as np
@@ -86,8 +86,8 @@ class ElmoEmbedder:
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Each sentence's layers ``(n_layers, T_i, 2P)``, trimmed to its own length ``T_i``, in input order."""
         activations, mask = self.batch_to_embeddings(batch)
-        activations = activations.cpu().numpy()
-        return [activations[row, :, :length] for row, length in enumerate(mask.sum(dim=1).tolist())]
+        layer_vectors = activations.cpu().numpy()
+        return [layer_vectors[row, :, :length] for row, length in enumerate(mask.sum(dim=1).tolist())]
 
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
@@ -125,7 +125,8 @@ class ElmoEmbedder:
         if use_sentence_keys:
             _check_sentence_keys(sentences)
         check_output_path(output_file_path)
-        weights = layer_weights(output_format, self.bilm.config.n_output_layers)
+        # output_format is one of OUTPUT_FORMATS (checked above), each of them a layer choice
+        weights = layer_weights(cast(Literal["all", "top", "average"], output_format), self.bilm.config.n_output_layers)
         keys = sentences if use_sentence_keys else [str(number) for number in range(len(sentences))]
         embedded = self.embed_sentences((sentence.split() for sentence in sentences), batch_size)
         with atomic_path(Path(output_file_path)) as temporary, h5py.File(temporary, "w") as out:

@@ -15,7 +15,7 @@ LSTM rows (``elmo/lanes.py``): what the ``Embedder`` uses, as it keeps every row
 """
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import torch
 from torch import nn
@@ -51,6 +51,9 @@ class BiLMOutput(NamedTuple):
 
 
 class BiLM(nn.Module):
+    bos_char_ids: torch.Tensor  # buffers, (max_characters,): what the token encoder reads for <S> and </S>
+    eos_char_ids: torch.Tensor
+
     def __init__(self, config: BiLMConfig) -> None:
         super().__init__()
         self.config = config
@@ -124,6 +127,12 @@ class BiLM(nn.Module):
         fused = all(layer.fuses for layer in self.forward_lstm.layers)
         return self._run_sentences(token_vectors, list(lengths), len(lengths) if fused else n_lanes)[0]
 
+    @overload
+    def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
+                       state: BiLMState) -> tuple[torch.Tensor, BiLMState]: ...
+    @overload
+    def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
+                       state: None = None) -> tuple[torch.Tensor, None]: ...
     def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
                        state: BiLMState | None = None) -> tuple[torch.Tensor, BiLMState | None]:
         """Sentences laid end to end (``token_vectors (n_tokens, width)``, at least one sentence) -> their layers

@@ -258,7 +258,7 @@ class Embedder:
         weights = layer_weights(layers, self.n_layers)
         _check_batch_size(batch_size)
         single = isinstance(sentences, str)
-        many: Sentences = [sentences] if single else sentences
+        many: Sentences = [sentences] if isinstance(sentences, str) else sentences
         if show_progress_bar is None:
             show_progress_bar = sys.stderr.isatty() and isinstance(many, Sized) and len(many) > 4 * batch_size
         tokens: list[Tokens] = []
@@ -268,15 +268,16 @@ class Embedder:
                 tokens.append(self.tokenize(sentence))
                 yield tokens[-1]
 
-        vectors = []
+        vectors: list[np.ndarray] = []
         with _progress_bar(many, show_progress_bar) as bar:
             for array in self._mixed(tokenized(), weights, batch_size, bar):
                 vector = pool(array, pooling) if pooling is not None else array
                 vectors.append(_unit_length(vector) if normalize else vector)
+        output_vectors: np.ndarray | list[np.ndarray] = vectors
         if pooling is not None and not single:
             pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
-            vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), np.float32)
-        result = _convert(vectors[0] if single else vectors, target_dtype, output)
+            output_vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), np.float32)
+        result = _convert(vectors[0] if single else output_vectors, target_dtype, output)
         if return_tokens:
             return result, (tokens[0] if single else tokens)
         return result
@@ -449,7 +450,7 @@ def _progress_bar(sentences: Iterable, show: bool) -> tqdm:
     return tqdm(total=total, disable=not show, unit=" sentences", desc="embedding")
 
 
-_FLOAT_DTYPES = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16)}
+_FLOAT_DTYPES: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16)}
 
 
 def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.dtype:
@@ -458,7 +459,7 @@ def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.
         resolved = _FLOAT_DTYPES[dtype] if isinstance(dtype, torch.dtype) else np.dtype(dtype)
     except (KeyError, TypeError):
         resolved = None
-    if resolved not in _FLOAT_DTYPES.values():
+    if resolved is None or resolved not in _FLOAT_DTYPES.values():
         raise ValueError(f"dtype is {dtype!r}; expected float32 or float16")
     return resolved
 
