@@ -30,6 +30,7 @@ from elmo.tasks.pipeline import (
     segmenter,
     train_and_test,
 )
+from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.spec import TASK_KINDS, TaskSpec
 from elmo.tasks.train import TrainOptions, labels_of
 
@@ -117,7 +118,7 @@ def _predict_qa(spec: TaskSpec, model, args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     spec, model = TaskSpec.load(args.task_model)
-    if spec.kind == "qa":
+    if isinstance(model, SpanQA):  # spec.kind == "qa"
         return _predict_qa(spec, model, args)
     texts: list[str] = []  # a classifier's inputs, written back beside its labels
     if spec.kind == "tagger":

@@ -6,7 +6,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import (
@@ -18,7 +17,7 @@ from elmo.tasks.data import (
 )
 from elmo.tasks.features import cache_layers, load_layers, model_identity
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import TrainOptions, fit, items_for, predict, scorer, seed_everything
+from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, scorer, seed_everything
 
 SEGMENTERS = ("jieba",)
 
@@ -75,11 +74,11 @@ def embed_examples(model: str, splits: Mapping[str, Sequence[Example]], cache_di
 
 
 def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
-                   static: StaticVectors | None, options: TrainOptions) -> tuple[torch.nn.Module, dict]:
+                   static: StaticVectors | None, options: TrainOptions) -> tuple[Labeller, dict]:
     """Fits on ``train`` with early stopping on ``dev``, scores ``test`` once; returns the model and a
     summary (metric, dev and test scores, epochs, seconds, the learned mixing weights)."""
     seed_everything(options.seed)
-    model = spec.build()
+    model = spec.build_labeller()
     items = {name: items_for(spec, examples, None if layers is None else layers[name], static)
              for name, examples in splits.items()}
     metric, score = scorer(spec)
@@ -91,7 +90,7 @@ def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], laye
     return model, summary
 
 
-def predict_examples(spec: TaskSpec, model: torch.nn.Module, examples: Sequence[Example],
+def predict_examples(spec: TaskSpec, model: Labeller, examples: Sequence[Example],
                      static: StaticVectors | None, batch_size: int = 64) -> list:
     """Tag names per token (tagger) or a label name per example (classifier), embedding on the fly."""
     layers = None

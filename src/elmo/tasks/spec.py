@@ -69,8 +69,12 @@ class TaskSpec:
         return self.model
 
     def build(self) -> SequenceTagger | SentenceClassifier | SpanQA:
+        return self.build_qa() if self.kind == "qa" else self.build_labeller()
+
+    def build_labeller(self) -> SequenceTagger | SentenceClassifier:
+        """``build`` for a tagger or classifier spec, typed as the models it returns."""
         if self.kind == "qa":
-            return self.build_qa()
+            raise ValueError("build_labeller on a qa spec; expected a tagger or classifier spec")
         model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
         return model_class(self._features(), len(self.labels), self.hidden, self.dropout)
 
@@ -99,7 +103,7 @@ class TaskSpec:
         return out
 
     @classmethod
-    def load(cls, directory: str | Path) -> tuple["TaskSpec", nn.Module]:
+    def load(cls, directory: str | Path) -> tuple["TaskSpec", SequenceTagger | SentenceClassifier | SpanQA]:
         directory = Path(directory)
         spec_file = directory / "task.json"
         if not spec_file.is_file():

@@ -15,9 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.data import Example
 from elmo.tasks.inputs import Item, collate, make_items
 from elmo.tasks.spec import TaskSpec
+from elmo.tasks.tagger import SequenceTagger
+
+# The task models that fit, predict and the scorers train and read (QA has its own loop: qa_pipeline).
+Labeller = SequenceTagger | SentenceClassifier
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def predict(model: nn.Module, items: Sequence[Item], batch_size: int = 64) -> list:
+def predict(model: Labeller, items: Sequence[Item], batch_size: int = 64) -> list:
     """Decoded ids per item (tag id lists for a tagger, one label id for a classifier), in item order."""
     model.eval()
     predictions: list = []
@@ -56,28 +61,28 @@ def predict(model: nn.Module, items: Sequence[Item], batch_size: int = 64) -> li
     return predictions
 
 
-def entity_f1(model: nn.Module, items: Sequence[Item], tags: Sequence[str]) -> float:
+def entity_f1(model: Labeller, items: Sequence[Item], tags: Sequence[str]) -> float:
     from seqeval.metrics import f1_score  # imports scikit-learn: only when a tagger is scored
 
-    gold = [[tags[i] for i in item.target.tolist()] for item in items]
+    gold = [[tags[i] for i in torch.as_tensor(item.target).tolist()] for item in items]  # a tagger's targets
     guessed = [[tags[i] for i in ids] for ids in predict(model, items)]
     return float(f1_score(gold, guessed))
 
 
-def accuracy(model: nn.Module, items: Sequence[Item]) -> float:
+def accuracy(model: Labeller, items: Sequence[Item]) -> float:
     guessed = predict(model, items)
     return sum(int(guess == item.target) for guess, item in zip(guessed, items, strict=True)) / len(items)
 
 
-def scorer(spec: TaskSpec) -> tuple[str, Callable[[nn.Module, Sequence[Item]], float]]:
+def scorer(spec: TaskSpec) -> tuple[str, Callable[[Labeller, Sequence[Item]], float]]:
     """The task's metric name and function."""
     if spec.kind == "tagger":
         return "entity-f1", lambda model, items: entity_f1(model, items, spec.labels)
     return "accuracy", accuracy
 
 
-def fit(model: nn.Module, train_items: Sequence[Item], dev_items: Sequence[Item],
-        score: Callable[[nn.Module, Sequence[Item]], float], options: TrainOptions) -> FitResult:
+def fit(model: Labeller, train_items: Sequence[Item], dev_items: Sequence[Item],
+        score: Callable[[Labeller, Sequence[Item]], float], options: TrainOptions) -> FitResult:
     """Trains ``model`` in place; it ends with the parameters of its best dev epoch."""
     if not train_items or not dev_items:
         raise ValueError(f"training needs examples in both splits; got {len(train_items)} train, "
