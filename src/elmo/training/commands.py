@@ -11,6 +11,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import overload
 
 from elmo.command_line import finite_number, whole_number
 from elmo.tokenizers import TOKENIZERS
@@ -32,6 +33,12 @@ def _vocab(args: argparse.Namespace) -> int:
     return 0
 
 
+@overload
+def _absolute(paths: str) -> str: ...
+@overload
+def _absolute(paths: list[str]) -> list[str]: ...
+@overload
+def _absolute(paths: None) -> None: ...
 def _absolute(paths: str | list[str] | None) -> str | list[str] | None:
     """File names or glob patterns made absolute against the current directory."""
     if paths is None or isinstance(paths, list):

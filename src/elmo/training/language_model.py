@@ -49,7 +49,7 @@ class StepNoise:
     seed: int
     step: int
     dropout: float
-    candidates: Candidates | None
+    candidates: Candidates
     rows: range
     n_rows: int
     state_reset: float = 0.0
@@ -161,14 +161,15 @@ def initialize_like_bilm_tf(model: LanguageModel) -> None:
     encoder = model.bilm.token_encoder
     with torch.no_grad():
         nn.init.uniform_(encoder.char_embeddings, -1.0, 1.0)
-        for (width, _), convolution in zip(config.char_cnn.filters, encoder.convolutions, strict=True):
+        for (width, _), convolution in zip(config.char_cnn.filters, encoder.conv_layers(), strict=True):
             if config.char_cnn.activation == "relu":
                 nn.init.uniform_(convolution.weight, -0.05, 0.05)  # Kim et al. 2015
             else:
                 nn.init.normal_(convolution.weight, 0.0, math.sqrt(1.0 / (width * config.char_cnn.embedding_dim)))
-            nn.init.zeros_(convolution.bias)
+            if convolution.bias is not None:  # TokenEncoder's convolutions all have one
+                nn.init.zeros_(convolution.bias)
         n_filters = config.char_cnn.n_filters
-        for highway in encoder.highways:
+        for highway in encoder.highway_layers():
             for linear in (highway.carry, highway.transform):
                 nn.init.normal_(linear.weight, 0.0, math.sqrt(1.0 / n_filters))
             nn.init.constant_(highway.carry.bias, -2.0)  # start by mostly carrying the input through
@@ -177,7 +178,7 @@ def initialize_like_bilm_tf(model: LanguageModel) -> None:
             nn.init.normal_(encoder.projection.weight, 0.0, math.sqrt(1.0 / n_filters))
             nn.init.zeros_(encoder.projection.bias)
         for stack in (model.bilm.forward_lstm, model.bilm.backward_lstm):
-            for layer in stack.layers:
+            for layer in stack.projected_lstms():
                 # TF's glorot_uniform over the stacked kernel [input; recurrent] of shape (in + proj, 4 * dim).
                 fan_in = layer.input_weight.shape[1] + layer.recurrent_weight.shape[1]
                 limit = math.sqrt(6.0 / (fan_in + 4 * layer.dim))

@@ -287,8 +287,9 @@ def _make_optimizer(model: LanguageModel, options: TrainingOptions) -> torch.opt
 
 def _load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """The saved state, run by this code's implementation (fused or not), whichever the checkpoint's run used."""
-    implementation = [{key: group[key] for key in ("fused", "foreach") if key in group}
-                      for group in optimizer.param_groups]
+    implementation: list[dict[str, Any]] = [
+        {key: group[key] for key in ("fused", "foreach") if key in group} for group in optimizer.param_groups
+    ]
     optimizer.load_state_dict(state)
     for group, keys in zip(optimizer.param_groups, implementation, strict=True):
         group.update(keys)
@@ -297,6 +298,8 @@ def _load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any
 def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel, Vocabulary]:
     torch.manual_seed(options.seed)
     if options.init_from is None:
+        if options.vocab is None:
+            raise ValueError("a model trained from scratch needs a vocabulary (--vocab) or --init-from")
         vocab = Vocabulary.load(options.vocab)
         model = LanguageModel(resolve_config(options.config), len(vocab))
         initialize_like_bilm_tf(model)
@@ -479,6 +482,9 @@ class _Interval:
     """Losses and time since the last log line; the losses travel in checkpoints (``LogInterval``)."""
 
     def __init__(self, saved: LogInterval) -> None:
+        self._restart(saved)
+
+    def _restart(self, saved: LogInterval) -> None:
         self.nll_sums = torch.tensor(saved.nll_sums, dtype=torch.float64)
         self.n_targets = saved.n_targets
         self.n_steps = saved.n_steps
@@ -502,7 +508,7 @@ class _Interval:
         record = {"step": step, "loss": loss, "perplexity": _exp(loss), "forward_perplexity": _exp(forward),
                   "backward_perplexity": _exp(backward),
                   "tokens_per_s": self.timed_steps * tokens_per_step / max(seconds, 1e-9)}
-        self.__init__(LogInterval())
+        self._restart(LogInterval())
         return record
 
 
