@@ -37,8 +37,10 @@ from torch import nn
 
 try:
     from torch._higher_order_ops.scan import scan
-except ImportError:
-    scan = None
+
+    _HAS_SCAN = True
+except ImportError:  # export_onnx refuses to run, so nothing calls scan
+    _HAS_SCAN = False
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
@@ -91,7 +93,7 @@ def export_onnx(
     """
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset}: the exporter writes opset {DEFAULT_OPSET} or later only")
-    if scan is None:
+    if not _HAS_SCAN:
         raise RuntimeError(f"ONNX export needs torch._higher_order_ops.scan, which torch {torch.__version__} lacks; "
                            f"it is tested with torch {TESTED_TORCH}")
     try:
@@ -125,6 +127,8 @@ def export_onnx(
     finally:
         exporter_logger.setLevel(level)
         bilm.train(was_training)
+    if program is None:  # torch.onnx.export returns None only without dynamo=True
+        raise RuntimeError("torch.onnx.export returned no ONNXProgram")
     written_opset = program.model.opset_imports.get("")
     if written_opset != opset:
         raise RuntimeError(f"asked for opset {opset}, the exporter produced opset {written_opset}")
@@ -254,7 +258,7 @@ def _run_stack(stack: LstmStack, inputs: torch.Tensor) -> list[torch.Tensor]:
     """Each layer's outputs ``(batch, n_steps, projection_dim)`` over padded ``inputs``, from zero state."""
     outputs = []
     layer_input = inputs
-    for index, layer in enumerate(stack.layers):
+    for index, layer in enumerate(stack.projected_lstms()):
         output = _run_layer(layer, layer_input)
         if index > 0 and stack.use_skip_connections:
             output = output + layer_input

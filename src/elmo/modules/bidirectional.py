@@ -86,8 +86,8 @@ def _run_paired(forward_stack: LstmStack, backward_stack: LstmStack, inputs: tor
                 input_dropout: Dropout | None) -> DirectionsOutput:
     layer_outputs, finals_h, finals_c = [], [], []
     layer_input = inputs
-    for index, (forward_layer, backward_layer) in enumerate(zip(forward_stack.layers, backward_stack.layers,
-                                                                strict=True)):
+    for index, (forward_layer, backward_layer) in enumerate(zip(forward_stack.projected_lstms(),
+                                                                backward_stack.projected_lstms(), strict=True)):
         if input_dropout is not None:
             layer_input = torch.stack([input_dropout(direction, index, layer_input[direction]) for direction in (0, 1)])
         output, h, c = paired_lstm_layer(layer_input, h0[:, index], c0[:, index], n_rows,

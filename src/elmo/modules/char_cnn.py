@@ -4,6 +4,8 @@ It sees one token at a time, so it gives a vector to any word in any language, a
 for the same token wherever it stands.
 """
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -71,13 +73,21 @@ class TokenEncoder(nn.Module):
         self._prepacked_projection = PrepackedWeight()
         nn.init.uniform_(self.char_embeddings, -1.0, 1.0)
 
+    def conv_layers(self) -> list[nn.Conv1d]:
+        """``convolutions``, typed as the Conv1d layers they are (a ModuleList's items are typed as plain Modules)."""
+        return cast("list[nn.Conv1d]", list(self.convolutions))
+
+    def highway_layers(self) -> list[Highway]:
+        """``highways``, typed as the Highway layers they are."""
+        return cast("list[Highway]", list(self.highways))
+
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         wants_grad = torch.is_grad_enabled() and self.char_embeddings.requires_grad
         if not (wants_grad or torch.compiler.is_compiling()) and len(char_ids) > _TOKENS_PER_PASS:
             # Nothing needs all tokens at once without a backward pass: bound the memory, however many come.
             # (Not while exporting, where the number of tokens is symbolic.)
             return torch.cat([self(block) for block in char_ids.split(_TOKENS_PER_PASS)])
-        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        widest = max(conv.kernel_size[0] for conv in self.conv_layers())
         if not torch.compiler.is_compiling():  # the kept width depends on the data
             char_ids = _without_padding_windows(char_ids, widest)
         table = F.pad(self.char_embeddings, (0, 0, 1, 0))  # row 0: the zero "no character" embedding
@@ -99,7 +109,7 @@ class TokenEncoder(nn.Module):
     def _filters_as_one_weight(self, widest: int) -> torch.Tensor:
         """``(n_filters, widest * dim)``: every filter over a window of ``widest`` characters, zero past its width."""
         rows = []
-        for conv in self.convolutions:
+        for conv in self.conv_layers():
             n_filters, dim, width = conv.weight.shape
             row = conv.weight.new_zeros((n_filters, widest, dim))
             row[:, :width] = conv.weight.detach().transpose(1, 2)
@@ -115,9 +125,10 @@ class TokenEncoder(nn.Module):
         those positions are left out of the max. Inference only: training keeps Conv1d and its gradients.
         """
         n_positions, dim = characters.shape[1:]
-        bias = torch.cat([conv.bias for conv in self.convolutions])
+        convolutions = self.conv_layers()
+        bias = torch.cat([conv.bias for conv in convolutions if conv.bias is not None])  # each has one
         last_start = torch.cat([torch.full((conv.out_channels,), n_positions - conv.kernel_size[0])
-                                for conv in self.convolutions]).to(characters.device)
+                                for conv in convolutions]).to(characters.device)
         past_the_end = torch.arange(n_positions, device=characters.device)[:, None] > last_start[None, :]
         windows = F.pad(characters, (0, 0, 0, widest - 1)).unfold(1, widest, 1)  # (n_tokens, positions, dim, widest)
         pooled = []

@@ -15,7 +15,7 @@ memory stays bounded however many steps a call runs (32 MiB for the original mod
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -254,6 +254,10 @@ class LstmStack(nn.Module):
             )
             for index in range(config.n_layers)
         )
+
+    def projected_lstms(self) -> list[ProjectedLstm]:
+        """``layers``, typed as the ProjectedLstms they are (a ModuleList's items are typed as plain Modules)."""
+        return cast("list[ProjectedLstm]", list(self.layers))
 
     def forward(
         self,
