@@ -26,7 +26,7 @@ def test_loading_by_name_gives_the_models_tokenizer_and_a_small_model(name, toke
     model_dir = ModelDir.find(name)
     assert model_dir.tokenizer == tokenizer
     size = sum(path.stat().st_size for path in model_dir.path.iterdir())
-    assert size <= 25 * 2**20
+    assert size <= 40_000_000  # the bound on a shipped model directory, softmax included (make_models.py)
     assert (model_dir.path / "README.md").read_text().count("perplexity") >= 1
     embedder = Embedder.load(name)
     text = "The bank of the river." if name == "en" else "我喜欢吃小米粥"
@@ -71,3 +71,24 @@ def test_elmo_embed_without_a_model_embeds_chinese_text_with_zh_and_english_with
         with h5py.File(target) as vectors:
             for number, array in enumerate(expected):
                 np.testing.assert_allclose(vectors[str(number)][()], array, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["en", "zh"])
+def test_the_shipped_softmax_scores_real_sentences_above_the_same_words_shuffled(name, tmp_path):
+    """A language model, not just a biLM: ``elmo perplexity --model NAME`` works, and the shipped softmax
+    finds the polysemy set's sentences far likelier than the same words in a random order."""
+    from elmo.polysemy import load_sentences
+    from elmo.training import Corpus, evaluate
+    from elmo.training.export import load_language_model
+
+    model, vocab = load_language_model(name)
+    sentences = [list(s.tokens) for s in load_sentences(name)][:120]
+    rng = np.random.default_rng(0)
+    shuffled = [[tokens[k] for k in rng.permutation(len(tokens))] for tokens in sentences]
+    perplexities = []
+    for label, lines in (("real", sentences), ("shuffled", shuffled)):
+        path = tmp_path / f"{label}.txt"
+        path.write_text("".join(" ".join(tokens) + "\n" for tokens in lines), encoding="utf-8")
+        perplexities.append(evaluate(model, Corpus([str(path)], "whitespace"), vocab).average)
+    real, shuffled_perplexity = perplexities
+    assert real < 1000 and shuffled_perplexity > 2 * real, perplexities
