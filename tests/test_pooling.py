@@ -24,5 +24,5 @@ def test_an_empty_sentence_pools_to_zeros_and_max_takes_negative_values() -> Non
 
 
 def test_an_unknown_pooling_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="'median'.*mean, max, first, last"):
+    with pytest.raises(ValueError, match=r"'median'.*mean, max, first, last"):
         pool(np.zeros((1, 2)), "median")  # type: ignore[arg-type]
