@@ -10,6 +10,7 @@ import math
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -126,6 +127,6 @@ class CommandParser(argparse.ArgumentParser):
     """Every ``elmo`` parser and subparser: help shows defaults (subparsers made by ``add_subparsers`` are of
     this class too, since argparse makes them with the parent's class)."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
