@@ -75,7 +75,8 @@ class EmbedBatches:
             if self.options.pooling is not None:
                 line_vectors = pool(line_vectors, self.options.pooling)
             lines.append(EmbeddedLine(index, tokens, line_vectors, identifier))
-        return lines_to_table(lines, self.shape, with_ids="id" in rows)
+        # lines_dataset always carries an id column; it holds ids only when the input named an --id-field.
+        return lines_to_table(lines, self.shape, with_ids=any(identifier is not None for identifier in ids))
 
 
 def embed_dataset(dataset, model: str | Loader, options: EmbedOptions,
