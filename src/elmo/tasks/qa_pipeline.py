@@ -6,15 +6,12 @@ task's features. Training follows ``elmo.tasks.train``: seeded Adam, gradient cl
 the best dev epoch kept (dev token F1), the test split scored once.
 """
 
-import copy
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example
@@ -24,7 +21,7 @@ from elmo.tasks.qa_data import QAExample
 from elmo.tasks.qa_metrics import score_answers
 from elmo.tasks.qa_model import QABatch, SpanQA
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import FitResult, TrainOptions, seed_everything
+from elmo.tasks.train import FitResult, TrainOptions, fit, seed_everything
 
 QA_PARTS = ("question", "passage")
 
@@ -91,32 +88,8 @@ def score_spans(model: SpanQA, items: Sequence[QAItem], examples: Sequence[QAExa
 def fit_qa(model: SpanQA, train_items: Sequence[QAItem], dev_items: Sequence[QAItem],
            dev_examples: Sequence[QAExample], options: TrainOptions) -> FitResult:
     """Trains ``model`` in place, early-stopped on dev F1; it ends with its best dev epoch's parameters."""
-    if not train_items or not dev_items:
-        raise ValueError(f"training needs questions in both splits; got {len(train_items)} train, "
-                         f"{len(dev_items)} dev")
-    started = time.perf_counter()
-    generator = torch.Generator().manual_seed(options.seed)
-    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.Adam(parameters, lr=options.learning_rate)
-    best_dev, best_epoch, best_state = float("-inf"), 0, copy.deepcopy(model.state_dict())
-    history: list[float] = []
-    for epoch in range(1, options.max_epochs + 1):
-        model.train()
-        order = torch.randperm(len(train_items), generator=generator).tolist()
-        for start in range(0, len(order), options.batch_size):
-            optimizer.zero_grad()
-            model.loss(collate_qa([train_items[i] for i in order[start:start + options.batch_size]])).backward()
-            nn.utils.clip_grad_norm_(parameters, options.clip_norm)
-            optimizer.step()
-        dev = score_spans(model, dev_items, dev_examples)["f1"]
-        history.append(dev)
-        if dev > best_dev:
-            best_dev, best_epoch, best_state = dev, epoch, copy.deepcopy(model.state_dict())
-        elif epoch - best_epoch >= options.patience and epoch >= options.min_epochs:
-            break
-    model.load_state_dict(best_state)
-    model.eval()
-    return FitResult(best_dev, best_epoch, len(history), time.perf_counter() - started, history)
+    return fit(model, train_items, dev_items, lambda trained, items: score_spans(trained, items, dev_examples)["f1"],
+               options, batch_of=collate_qa)
 
 
 def train_and_test_qa(spec: TaskSpec, splits: Mapping[str, Sequence[QAExample]],

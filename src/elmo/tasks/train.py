@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,9 +82,10 @@ def scorer(spec: TaskSpec) -> tuple[str, Callable[[Labeller, Sequence[Item]], fl
     return "accuracy", accuracy
 
 
-def fit(model: Labeller, train_items: Sequence[Item], dev_items: Sequence[Item],
-        score: Callable[[Labeller, Sequence[Item]], float], options: TrainOptions) -> FitResult:
-    """Trains ``model`` in place; it ends with the parameters of its best dev epoch."""
+def fit(model: Any, train_items: Sequence[Any], dev_items: Sequence[Any], score: Callable[[Any, Sequence[Any]], float],
+        options: TrainOptions, batch_of: Callable[[list[Any]], Any] = collate) -> FitResult:
+    """Trains ``model`` (anything with ``loss(batch)``: a labeller, or a QA model with its own ``batch_of``) in
+    place; it ends with the parameters of its best dev epoch."""
     if not train_items or not dev_items:
         raise ValueError(f"training needs examples in both splits; got {len(train_items)} train, "
                          f"{len(dev_items)} dev")
@@ -97,7 +99,7 @@ def fit(model: Labeller, train_items: Sequence[Item], dev_items: Sequence[Item],
         model.train()
         order = torch.randperm(len(train_items), generator=generator).tolist()
         for start in range(0, len(order), options.batch_size):
-            batch = collate([train_items[i] for i in order[start:start + options.batch_size]])
+            batch = batch_of([train_items[i] for i in order[start:start + options.batch_size]])
             optimizer.zero_grad()
             model.loss(batch).backward()
             nn.utils.clip_grad_norm_(parameters, options.clip_norm)
