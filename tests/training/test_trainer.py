@@ -49,7 +49,8 @@ def test_a_run_killed_with_sigkill_and_resumed_ends_with_bit_identical_weights(
 ):
     common = ["--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config", str(micro_options_file),
               "--batch-size", "4", "--unroll-steps", "6", "--negatives", "12", "--log-every", "1",
-              "--checkpoint-every", "5", "--keep-checkpoints", "2", "--state-reset", "0.2"]
+              "--checkpoint-every", "5", "--keep-checkpoints", "2", "--state-reset", "0.2",
+              "--optimizer", "adam", "--lr-decay-steps", "40"]  # the resumed run must take the same rates
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     total_steps = "60"
     subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole"), "--max-steps", total_steps),
@@ -78,6 +79,21 @@ def test_a_run_killed_with_sigkill_and_resumed_ends_with_bit_identical_weights(
         assert torch.equal(tensor, resumed_weights[name]), name
     assert _losses(killed) == _losses(tmp_path / "whole")
     assert len(list_checkpoints(killed)) == 2
+
+
+def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after_the_decay(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, optimizer="adam", learning_rate=1e-3,
+                       lr_decay_steps=4, lr_final=2e-4, max_steps=7)
+    train(options, tmp_path / "run", progress=False)
+    rates = [r["lr"] for r in map(json.loads, (tmp_path / "run" / "log.jsonl").read_text().splitlines()) if "lr" in r]
+    # step k (0-based) takes 2e-4 + 8e-4 * (1 + cos(pi * k / 4)) / 2, then 2e-4 from step 4 on
+    expected = [1e-3, 2e-4 + 4e-4 * (1 + math.sqrt(0.5)), 6e-4, 2e-4 + 4e-4 * (1 - math.sqrt(0.5)), 2e-4, 2e-4, 2e-4]
+    assert rates == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="lr_final"):
+        _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-3,
+                 max_steps=1).validate()
 
 
 def _distributed_worker(rank: int, options: TrainingOptions, out: Path, port: int) -> None:

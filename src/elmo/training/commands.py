@@ -86,6 +86,7 @@ def _train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         unroll_steps=args.unroll_steps, n_negatives=args.negatives, optimizer=args.optimizer,
         learning_rate=args.lr if args.lr is not None else (0.2 if args.optimizer == "adagrad" else 1e-3),
+        lr_decay_steps=args.lr_decay_steps, lr_final=args.lr_final,
         dropout=args.dropout, state_reset=args.state_reset, clip_norm=args.clip_norm, seed=args.seed,
         max_steps=args.max_steps, epochs=args.epochs, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, valid_every=args.valid_every, log_every=args.log_every,
@@ -149,6 +150,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad",
                               help="adagrad as bilm-tf, or adam")
     train_parser.add_argument("--lr", type=_POSITIVE_NUMBER, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
+    train_parser.add_argument("--lr-decay-steps", type=whole_number(0), default=0,
+                              help="steps over which the rate falls from --lr to --lr-final along a cosine "
+                                   "(0: a constant rate)")
+    train_parser.add_argument("--lr-final", type=_POSITIVE_NUMBER, default=None,
+                              help="the rate after --lr-decay-steps (default: a tenth of --lr)")
     train_parser.add_argument("--dropout", type=finite_number(0.0, below=1.0), default=0.1,
                               help="dropout on each LSTM layer's input and on the softmax input")
     train_parser.add_argument("--state-reset", type=finite_number(0.0), default=0.0,

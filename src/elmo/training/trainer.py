@@ -108,6 +108,8 @@ class TrainingOptions:
     n_negatives: int = 8192
     optimizer: str = "adagrad"
     learning_rate: float = 0.2
+    lr_decay_steps: int = 0
+    lr_final: float | None = None
     initial_accumulator: float = 1.0
     dropout: float = 0.1
     state_reset: float = 0.0
@@ -141,6 +143,21 @@ class TrainingOptions:
             raise ValueError(f"optimizer is {self.optimizer!r}; expected 'adagrad' or 'adam'")
         if self.learning_rate <= 0 or self.clip_norm <= 0:
             raise ValueError("learning_rate and clip_norm must be positive")
+        if self.lr_decay_steps < 0:
+            raise ValueError(f"lr_decay_steps is {self.lr_decay_steps}; expected 0 (constant rate) or more")
+        if self.lr_final is not None and not 0 < self.lr_final <= self.learning_rate:
+            raise ValueError(f"lr_final is {self.lr_final}; expected 0 < lr_final <= learning_rate "
+                             f"({self.learning_rate})")
+
+    def learning_rate_at(self, step: int) -> float:
+        """The rate of the step after ``step`` steps: constant, or a cosine from ``learning_rate`` down to
+        ``lr_final`` (default a tenth of it) over ``lr_decay_steps`` steps and ``lr_final`` after. A function of
+        the step alone, so a resumed run takes the same rates."""
+        if self.lr_decay_steps == 0:
+            return self.learning_rate
+        final = self.lr_final if self.lr_final is not None else self.learning_rate / 10
+        progress = min(step, self.lr_decay_steps) / self.lr_decay_steps
+        return final + (self.learning_rate - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TrainingOptions":
@@ -392,6 +409,8 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
                         torch.stack([inputs.forward_targets, inputs.backward_targets]), processes.world_size)
                     communicated.dense = dense_gradient_bytes(model)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+                for group in optimizer.param_groups:
+                    group["lr"] = options.learning_rate_at(step)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 state = output.state
@@ -406,6 +425,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
 
                 if step % options.log_every == 0:
                     record = interval.record(step, tokens_per_step)
+                    record["lr"] = options.learning_rate_at(step - 1)  # the rate of the step just taken
                     if processes.world_size > 1:  # this process's share of the last step's collectives
                         record["communicated_bytes"] = asdict(communicated)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['perplexity']:.1f}",
