@@ -7,6 +7,7 @@ import random
 import numpy as np
 
 from elmo.static_vectors import StaticVectors
+from elmo.tasks.encoders import EncoderKind
 from elmo.tasks.qa_data import qa_example
 from elmo.tasks.qa_pipeline import fit_qa, qa_items, score_spans
 from elmo.tasks.spec import TaskSpec
@@ -28,17 +29,18 @@ def toy_rows(count: int, seed: int) -> list[dict]:
     return rows
 
 
-def train_toy(passage_only: bool) -> dict[str, float]:
+def train_toy(passage_only: bool, encoder: EncoderKind = "bilstm", learning_rate: float = 1e-2,
+              epochs: int = 6) -> dict[str, float]:
     seed_everything(0)
     vectors = StaticVectors(VOCABULARY, np.random.default_rng(0).standard_normal((len(VOCABULARY), 16)))
     spec = TaskSpec("qa", (), None, None, static="toy", static_dim=16, hidden=32, dropout=0.0, max_answer_tokens=1,
-                    passage_only=passage_only)
+                    passage_only=passage_only, encoder=encoder)
     splits = {name: [qa_example(row, str.split) for row in toy_rows(size, seed)]
               for name, size, seed in (("train", 800, 1), ("dev", 200, 2))}
     items = {name: qa_items(spec, examples, None, vectors) for name, examples in splits.items()}
-    model = spec.build()
+    model = spec.build_qa()
     fit_qa(model, items["train"], items["dev"], splits["dev"],
-           TrainOptions(max_epochs=6, patience=6, batch_size=32, learning_rate=1e-2, seed=0))
+           TrainOptions(max_epochs=epochs, patience=epochs, batch_size=32, learning_rate=learning_rate, seed=0))
     return score_spans(model, items["dev"], splits["dev"])
 
 
@@ -55,3 +57,9 @@ def test_attention_flow_learns_the_word_after_the_named_one_and_passage_only_can
     without = train_toy(passage_only=True)
     assert with_attention["exact_match"] > 90
     assert without["exact_match"] < 30  # chance from position alone is 1/7 (14 %)
+
+
+def test_attention_flow_over_transformer_encoders_learns_the_word_after_the_named_one():
+    """The same toy with ``--encoder transformer``: the word after the named one is found through the
+    positions the Transformer adds (at 1e-2 it does not train; at 1e-3 it reaches 100 % by epoch 7)."""
+    assert train_toy(passage_only=False, encoder="transformer", learning_rate=1e-3, epochs=8)["exact_match"] > 90

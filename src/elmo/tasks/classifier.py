@@ -1,21 +1,24 @@
 """Sentence classifier: token features (the ELMo mix, optionally with static word vectors) -> dropout ->
-BiLSTM -> attention pooling (a learned score per token, softmax over the real tokens) -> MLP -> label scores.
+BiLSTM (or Transformer) -> attention pooling (a learned score per token, softmax over the real tokens) -> MLP
+-> label scores.
 Attention lets a few decisive words ("dull", "不错") carry a long sentence, which mean pooling would dilute."""
 
 import torch
 from torch import nn
 
-from elmo.tasks.inputs import Batch, BiLSTMEncoder, TokenFeatures
+from elmo.tasks.encoders import BILSTM, EncoderChoice
+from elmo.tasks.inputs import Batch, TokenFeatures
 
 
 class SentenceClassifier(nn.Module):
     """``logits(batch) -> (B, n_labels)``; ``loss``: cross-entropy plus the mix regularization;
     ``decode``: the best label id of each sentence."""
 
-    def __init__(self, features: TokenFeatures, n_labels: int, hidden: int = 64, dropout: float = 0.5) -> None:
+    def __init__(self, features: TokenFeatures, n_labels: int, hidden: int = 64, dropout: float = 0.5,
+                 encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features
-        self.encoder = BiLSTMEncoder(features.dim, hidden)
+        self.encoder = encoder.build(features.dim, hidden)
         self.attention = nn.Linear(self.encoder.dim, 1)
         self.dropout = nn.Dropout(dropout)
         self.mlp = nn.Sequential(nn.Linear(self.encoder.dim, hidden), nn.ReLU(), nn.Dropout(dropout),

@@ -57,7 +57,8 @@ def _train(args: argparse.Namespace) -> int:
         n_layers, _, elmo_dim = layers["train"][0].shape
     spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
-                    args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune)
+                    args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
+                    encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -87,7 +88,8 @@ def _train_qa(args: argparse.Namespace) -> int:
         n_layers, _, elmo_dim = layers["train"]["passage"][0].shape
     spec = TaskSpec("qa", (), elmo, args.model, n_layers, elmo_dim, static_name, static.dim if static is not None
                     else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
-                    max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only)
+                    max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
+                    encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -200,7 +202,13 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--min-epochs", type=positive_int, default=1, help="never stop early before this epoch")
     train.add_argument("--batch-size", type=positive_int, default=32, help="examples per step")
     train.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
-    train.add_argument("--hidden", type=positive_int, default=64, help="BiLSTM cells per direction")
+    train.add_argument("--hidden", type=positive_int, default=64,
+                       help="BiLSTM cells per direction; a Transformer encoder is 2 * HIDDEN wide")
+    train.add_argument("--encoder", choices=("bilstm", "transformer"), default="bilstm",
+                       help="the contextual encoder over the token features (elmo.tasks.encoders)")
+    train.add_argument("--encoder-layers", type=positive_int, default=2, help="transformer: self-attention blocks")
+    train.add_argument("--encoder-heads", type=positive_int, default=4,
+                       help="transformer: attention heads (2 * HIDDEN must be divisible by them)")
     train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and encoder")
     train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")

@@ -199,18 +199,3 @@ class TokenFeatures(nn.Module):
         weights = torch.softmax(self.mix.scalars, 0)
         return self.mix_l2 * ((weights - 1.0 / weights.numel()) ** 2).sum()
 
-
-class BiLSTMEncoder(nn.Module):
-    """``(B, T, input_dim)`` -> ``(B, T, 2 * hidden)``; packed, so the backward direction starts at each
-    sentence's real last token, not at padding."""
-
-    def __init__(self, input_dim: int, hidden: int) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(input_dim, hidden, batch_first=True, bidirectional=True)
-        self.dim = 2 * hidden
-
-    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        output, _ = self.lstm(packed)
-        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=inputs.shape[1])
-        return output

@@ -9,6 +9,9 @@ and question-to-passage attention ``h~ = sum_t softmax_t(max_j S[t, j]) h_t``, j
 
 ``attention=False`` is the passage-only diagnostic (Kaushik and Lipton 2018): ``G = H``, the question is
 never read, which measures how much of a data set is answerable without it.
+
+``encoder`` picks the kind of all three contextual layers (contextual, modeling, end modeling): BiLSTMs as in
+BiDAF, or Transformers (``elmo.tasks.encoders``).
 """
 
 from dataclasses import dataclass
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from elmo.tasks.inputs import Batch, BiLSTMEncoder, TokenFeatures
+from elmo.tasks.encoders import BILSTM, EncoderChoice
+from elmo.tasks.inputs import Batch, TokenFeatures
 from elmo.tasks.qa_spans import best_spans
 
 
@@ -59,14 +63,15 @@ class SpanQA(nn.Module):
     best span of each passage (inclusive token indices), at most ``max_answer_tokens`` long."""
 
     def __init__(self, features: TokenFeatures, hidden: int = 64, dropout: float = 0.5,
-                 max_answer_tokens: int = 30, attention: bool = True) -> None:
+                 max_answer_tokens: int = 30, attention: bool = True,
+                 encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features
-        self.encoder = BiLSTMEncoder(features.dim, hidden)
+        self.encoder = encoder.build(features.dim, hidden)
         self.attention = AttentionFlow(self.encoder.dim) if attention else None
         flow_dim = self.encoder.dim * (4 if attention else 1)
-        self.modeling = BiLSTMEncoder(flow_dim, hidden)
-        self.end_modeling = BiLSTMEncoder(self.modeling.dim, hidden)
+        self.modeling = encoder.build(flow_dim, hidden)
+        self.end_modeling = encoder.build(self.modeling.dim, hidden)
         self.dropout = nn.Dropout(dropout)
         self.start_pointer = nn.Linear(flow_dim + self.modeling.dim, 1)
         self.end_pointer = nn.Linear(flow_dim + self.end_modeling.dim, 1)

@@ -15,6 +15,7 @@ from torch import nn
 
 from elmo.files import write_text_atomic
 from elmo.tasks.classifier import SentenceClassifier
+from elmo.tasks.encoders import EncoderChoice, EncoderKind
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
@@ -35,6 +36,8 @@ class TaskSpec:
       ``model.safetensors``); otherwise it is frozen and its layers are read from a cache.
     - ``max_answer_tokens``, ``passage_only``: a QA model's span length cap and its passage-only diagnostic
       (``elmo.tasks.qa_model``); a QA model has no labels.
+    - ``encoder``: ``bilstm`` or ``transformer`` (``elmo.tasks.encoders``), with the Transformer's
+      ``encoder_layers`` and ``encoder_heads``; a task.json written before the choice existed reads as bilstm.
     """
 
     kind: TaskKind
@@ -54,12 +57,20 @@ class TaskSpec:
     fine_tune: bool = False
     max_answer_tokens: int = 30
     passage_only: bool = False
+    encoder: EncoderKind = "bilstm"
+    encoder_layers: int = 2
+    encoder_heads: int = 4
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
             raise ValueError(f"task kind {self.kind!r}; expected one of {', '.join(TASK_KINDS)}")
+        EncoderChoice(self.encoder, self.encoder_layers, self.encoder_heads)  # an unknown encoder fails here
         if self.elmo is not None and not (self.model and self.n_layers and self.elmo_dim):
             raise ValueError("a task model that reads ELMo needs the biLM (model, n_layers, elmo_dim)")
+
+    @property
+    def encoder_choice(self) -> EncoderChoice:
+        return EncoderChoice(self.encoder, self.encoder_layers, self.encoder_heads)
 
     @property
     def bilm_model(self) -> str:
@@ -76,13 +87,14 @@ class TaskSpec:
         if self.kind == "qa":
             raise ValueError("build_labeller on a qa spec; expected a tagger or classifier spec")
         model_class = SequenceTagger if self.kind == "tagger" else SentenceClassifier
-        return model_class(self._features(), len(self.labels), self.hidden, self.dropout)
+        return model_class(self._features(), len(self.labels), self.hidden, self.dropout, self.encoder_choice)
 
     def build_qa(self) -> SpanQA:
         """``build`` for a QA spec, typed as the span model it returns."""
         if self.kind != "qa":
             raise ValueError(f"build_qa on a {self.kind} spec; expected a qa spec")
-        return SpanQA(self._features(), self.hidden, self.dropout, self.max_answer_tokens, not self.passage_only)
+        return SpanQA(self._features(), self.hidden, self.dropout, self.max_answer_tokens, not self.passage_only,
+                      self.encoder_choice)
 
     def _features(self) -> TokenFeatures:
         bilm = None

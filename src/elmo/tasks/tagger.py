@@ -1,22 +1,24 @@
 """Sequence tagger after the paper's NER model: token features (the ELMo mix, optionally with static word
-vectors) -> dropout -> BiLSTM -> per-tag scores -> a linear-chain CRF, which scores whole tag sequences so
-that an ``I-x`` never follows ``O`` in a decoded answer unless the data make it likely."""
+vectors) -> dropout -> BiLSTM (or Transformer) -> per-tag scores -> a linear-chain CRF, which scores whole tag
+sequences so that an ``I-x`` never follows ``O`` in a decoded answer unless the data make it likely."""
 
 import torch
 from torch import nn
 from torchcrf import CRF
 
-from elmo.tasks.inputs import Batch, BiLSTMEncoder, TokenFeatures
+from elmo.tasks.encoders import BILSTM, EncoderChoice
+from elmo.tasks.inputs import Batch, TokenFeatures
 
 
 class SequenceTagger(nn.Module):
     """``loss(batch)``: mean negative log-likelihood of the gold tags plus the mix regularization;
     ``decode(batch)``: the best tag ids of each sentence (lists of its real length)."""
 
-    def __init__(self, features: TokenFeatures, n_tags: int, hidden: int = 64, dropout: float = 0.5) -> None:
+    def __init__(self, features: TokenFeatures, n_tags: int, hidden: int = 64, dropout: float = 0.5,
+                 encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features
-        self.encoder = BiLSTMEncoder(features.dim, hidden)
+        self.encoder = encoder.build(features.dim, hidden)
         self.dropout = nn.Dropout(dropout)
         self.scores = nn.Linear(self.encoder.dim, n_tags)
         self.crf = CRF(n_tags, batch_first=True)
