@@ -3,19 +3,10 @@
 The public names load on first use (PEP 562), so ``import elmo`` and ``elmo --help`` do not import PyTorch.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_HOMES = {
-    "BiLM": "elmo.bilm", "BiLMOutput": "elmo.bilm", "BiLMState": "elmo.bilm",
-    "batch_to_char_ids": "elmo.characters", "token_to_char_ids": "elmo.characters",
-    "PRESETS": "elmo.config", "BiLMConfig": "elmo.config", "CharCNNConfig": "elmo.config",
-    "ConfigError": "elmo.config", "LSTMConfig": "elmo.config",
-    "Embedder": "elmo.embedder",
-    "StatefulEmbedder": "elmo.stateful_embedder",
-    "Elmo": "elmo.task_module", "ElmoMixes": "elmo.task_module",
-    "WeightFormatError": "elmo.weights", "load_bilm": "elmo.weights", "save_bilm": "elmo.weights",
-}
+from elmo.lazy import lazy_exports
+
 __all__ = [
     "PRESETS",
     "BiLM",
@@ -36,6 +27,16 @@ __all__ = [
     "token_to_char_ids",
 ]
 
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "elmo.bilm": ("BiLM", "BiLMOutput", "BiLMState"),
+    "elmo.characters": ("batch_to_char_ids", "token_to_char_ids"),
+    "elmo.config": ("PRESETS", "BiLMConfig", "CharCNNConfig", "ConfigError", "LSTMConfig"),
+    "elmo.embedder": ("Embedder",),
+    "elmo.stateful_embedder": ("StatefulEmbedder",),
+    "elmo.task_module": ("Elmo", "ElmoMixes"),
+    "elmo.weights": ("WeightFormatError", "load_bilm", "save_bilm"),
+})
+
 if TYPE_CHECKING:
     from elmo.bilm import BiLM, BiLMOutput, BiLMState
     from elmo.characters import batch_to_char_ids, token_to_char_ids
@@ -45,14 +46,3 @@ if TYPE_CHECKING:
     from elmo.task_module import Elmo, ElmoMixes
     from elmo.weights import WeightFormatError, load_bilm, save_bilm
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'elmo' has no attribute {name!r}")
-    value = getattr(import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,41 @@
+"""A package's public names imported on first use (PEP 562).
+
+``import elmo`` and ``elmo --help`` import every package the commands live in; with the names loaded lazily
+none of that imports PyTorch. A package whose features need an extra (``elmo.search``: faiss) checks it when
+a name is first used, so ``from elmo.search import build_index`` without faiss is one line naming
+``elmo[search]``, before any work starts.
+
+Usage, in a package's ``__init__.py`` (with the same names imported under ``TYPE_CHECKING`` for type checkers)::
+
+    __getattr__, __dir__ = lazy_exports(__name__, {"elmo.search.build": ("build_index",)}, extra="search")
+"""
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
+from typing import Any
+
+from elmo.extras import require
+
+
+def lazy_exports(package: str, homes: Mapping[str, Iterable[str]], extra: str | None = None,
+                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module-level ``__getattr__`` and ``__dir__`` of ``package``: each name in ``homes`` (module ->
+    names) is imported from its module when first read, after ``extra`` is checked (``elmo.extras.require``),
+    and kept in the package's namespace. Any other name is an AttributeError, so ``from package import
+    submodule`` still imports the submodule."""
+    home_of = {name: module for module, names in homes.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        if name not in home_of:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if extra is not None:
+            require(extra, f"{package}.{name}")
+        value = getattr(import_module(home_of[name]), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(home_of))
+
+    return __getattr__, __dir__
