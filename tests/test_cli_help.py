@@ -3,11 +3,13 @@
 import argparse
 import subprocess
 import sys
+import textwrap
 from importlib.metadata import version
 
 import pytest
 
 from elmo.cli import build_parser
+from elmo.extras import EXTRAS
 
 
 def _parsers(parser: argparse.ArgumentParser, path: str = "elmo"):
@@ -46,3 +48,24 @@ def test_train_numbers_are_still_checked(argv):
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args(["train", *argv])
     assert exit_info.value.code == 2
+
+
+def test_help_and_version_import_neither_torch_nor_any_extra():
+    """``elmo --help``, ``--version`` and every ``elmo COMMAND --help`` answer from the parsers alone: each handler
+    imports the library when it runs, so none of this loads PyTorch (seconds) or needs an extra."""
+    code = textwrap.dedent("""
+        import contextlib, io, sys
+        from elmo.cli import main
+
+        for argv in (["--help"], ["--version"], *ARGVS):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+                main(argv)
+        print(sorted(name for name in ("torch", *HEAVY) if name in sys.modules))
+    """)
+    argvs = [[*path.split()[1:], "--help"] for path, _ in _parsers(build_parser()) if path != "elmo"]
+    assert ["task", "train", "--help"] in argvs and ["serve", "--help"] in argvs
+    heavy = sorted({module for modules in EXTRAS.values() for module in modules})
+    code = code.replace("ARGVS", repr(argvs)).replace("HEAVY", repr(heavy))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

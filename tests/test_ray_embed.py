@@ -152,5 +152,6 @@ def test_without_ray_the_engine_says_in_one_line_how_to_install_it(tmp_path, fix
     (tmp_path / "in.txt").write_text("a b\n")
     assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out"), "--engine", "ray", "--quiet",
                  "--model", str(fixture_dir)]) == 2
-    assert capsys.readouterr().err == "elmo embed: error: the Ray engine needs Ray: pip install 'elmo[ray]'\n"
+    assert capsys.readouterr().err == ("elmo embed: error: the Ray engine needs the 'ray' extra: "
+                                       "pip install 'elmo[ray]' (missing: ray)\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]

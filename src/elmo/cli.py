@@ -1,4 +1,9 @@
-"""``elmo`` on the command line: thin wrappers that parse arguments and call the library."""
+"""``elmo`` on the command line: thin wrappers that parse arguments and call the library.
+
+Building the parser imports no PyTorch (each handler imports the library when it runs), so ``elmo --help``
+answers at once. A command that needs an extra names it in its defaults (``extra``); ``main`` checks it
+before the command starts and says in one line what to install.
+"""
 
 import argparse
 import logging
@@ -7,6 +12,7 @@ from importlib.metadata import version
 
 from elmo.command_line import CommandParser, exit_status, positive_int
 from elmo.embed_job.commands import add_subcommands as add_embed_commands
+from elmo.extras import MissingExtra, require
 from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tasks.commands import add_subcommands as add_task_commands
@@ -64,13 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default=None,
                       help="one model for every example (default: the shipped en or zh model of each example)")
     demo.add_argument("--out", default="demo.png", help="where to write the heat map PNG")
-    demo.set_defaults(func=_demo)
+    demo.set_defaults(func=_demo, extra="demo")
 
     export_onnx = commands.add_parser("export-onnx", help="write a model's biLM as an ONNX graph (docs/onnx.md)")
     export_onnx.add_argument("model", help="model directory or shipped model name")
     export_onnx.add_argument("--out", required=True, help="the .onnx file to write")
     export_onnx.add_argument("--opset", type=positive_int, default=18, help="ONNX opset: 18 (default) or later")
-    export_onnx.set_defaults(func=_export_onnx)
+    export_onnx.set_defaults(func=_export_onnx, extra="onnx")
     add_training_commands(commands)
     add_serve_commands(commands)
     add_search_commands(commands)
@@ -82,8 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "extra", None) is not None:
+            require(args.extra, f"elmo {args.command}")
+    except MissingExtra as missing:
+        print(missing, file=sys.stderr)
+        return 2
+    try:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as error:  # bad input: say what, without a traceback
+    except (FileNotFoundError, ValueError, MissingExtra) as error:  # bad input: say what, without a traceback
         print(f"elmo {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM where a command made it one: say what is kept

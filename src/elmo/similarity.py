@@ -4,8 +4,6 @@ occurrences group together. Shared by the demo and the HTTP service."""
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.cluster.hierarchy import cut_tree, linkage
-from scipy.spatial.distance import squareform
 
 
 def find_occurrences(token_lists: Sequence[Sequence[str]], word: str, match_case: bool) -> list[tuple[int, int]]:
@@ -26,6 +24,9 @@ def average_linkage_groups(similarity: np.ndarray, n_groups: int) -> list[list[i
     """Agglomerative clustering with average linkage (scipy's, on the distance ``1 - similarity``), cut where
     ``n_groups`` remain: the two groups of highest mean pairwise similarity are merged first. Groups are
     returned sorted, each by its smallest member."""
+    from scipy.cluster.hierarchy import cut_tree, linkage  # the serve extra's; the demo and search need no scipy
+    from scipy.spatial.distance import squareform
+
     n = len(similarity)
     if n < 2:
         return [list(range(n))]

@@ -1,7 +1,8 @@
 """``elmo embed``: a file of sentences -> vectors in HDF5, Parquet or npy (docs/embedding.md).
 
 ``add_subcommands`` registers it; every check (options, input, output) runs before the model loads, and
-``elmo.cli.main`` turns bad input into exit status 2 with one line naming it.
+``elmo.cli.main`` turns bad input into exit status 2 with one line naming it. The handler imports the library
+when it runs, so ``elmo --help`` does not import PyTorch.
 """
 
 import argparse
@@ -11,19 +12,19 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
-from elmo.embed_job.job import EmbedOptions, plan, run
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
-from elmo.embed_job.ray_data import embed_command
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file
-from elmo.embedder import Embedder
-from elmo.model_dir import ModelDir
+from elmo.extras import require
 from elmo.pooling import POOLINGS
 from elmo.tokenizers import TOKENIZERS
-from elmo.weights import load_bilm
+
+if TYPE_CHECKING:
+    from elmo.embedder import Embedder
 
 
 def _layers(value: str) -> str | list[float]:
@@ -60,9 +61,13 @@ def _input_file(name: str) -> Iterator[Path]:
         yield path
 
 
-def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, Callable[[str | None], Embedder]]:
+def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, Callable[[str | None], "Embedder"]]:
     """The model's configuration, tokenizer name and a loader taking the device, from --model or from
     --options-file and --weight-file; the weights are not read yet."""
+    from elmo.embedder import Embedder
+    from elmo.model_dir import ModelDir
+    from elmo.weights import load_bilm
+
     if args.options_file is not None or args.weight_file is not None:
         if args.model is not None:
             raise ValueError("give --model, or --options-file with --weight-file, not both")
@@ -86,6 +91,8 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
 
 
 def _embed(args: argparse.Namespace) -> int:
+    from elmo.embed_job.job import EmbedOptions, plan, run
+
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
@@ -97,6 +104,9 @@ def _embed(args: argparse.Namespace) -> int:
         source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
         config, tokenizer, load = _model(args, source)
         if args.engine == "ray":
+            require("ray", "the Ray engine")  # before ray_data, which imports Ray Data's pyarrow
+            from elmo.embed_job.ray_data import embed_command
+
             return embed_command(args, source, config, tokenizer, load)
         try:
             job = plan(source, args.output, options, config, tokenizer)

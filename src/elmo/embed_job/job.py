@@ -15,15 +15,15 @@ from elmo.config import BiLMConfig
 from elmo.embed_job.hdf5 import Hdf5Writer
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Writer, output_format, partial_path
 from elmo.embed_job.npy import NpyWriter
-from elmo.embed_job.parquet import ParquetWriter
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder, Layers, layer_weights
+from elmo.extras import require
 from elmo.pooling import Pooling, check_pooling, pool
 
 log = logging.getLogger(__name__)
 
-WRITERS: dict[str, type[Writer]] = {"hdf5": Hdf5Writer, "parquet": ParquetWriter, "npy": NpyWriter}
+_CORE_WRITERS: dict[str, type[Writer]] = {"hdf5": Hdf5Writer, "npy": NpyWriter}
 _FORMAT_NAMES = {"hdf5": "HDF5", "parquet": "Parquet", "npy": "npy"}
 
 
@@ -67,6 +67,8 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
                          "token's vectors write hdf5 or parquet")
     if format == "npy" and source.id_field is not None:
         raise ValueError("npy keeps vectors only, not --id-field; write hdf5 or parquet to keep ids")
+    if format == "parquet":
+        require("parquet", "Parquet output")
     if options.sentence_keys and format != "hdf5":
         raise ValueError(f"--use-sentence-keys names HDF5 datasets; it does not apply to {format}")
     text = check_source(source, options.sentence_keys)
@@ -87,6 +89,15 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
                     options.sentence_keys, lambda: read_source(source, EmbedReport(), options.shard))
     finished = parts is not None and parts.finished(options.shard, settings)
     return Job(source, options, target, parts, finished)
+
+
+def writer_class(format: str) -> type[Writer]:
+    """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for."""
+    if format == "parquet":
+        from elmo.embed_job.parquet import ParquetWriter
+
+        return ParquetWriter
+    return _CORE_WRITERS[format]
 
 
 def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool = False) -> None:
@@ -126,7 +137,7 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         report.resumed_from = target.lines
     else:
         target.output.parent.mkdir(exist_ok=True)
-        writer = WRITERS[target.settings["format"]](target, resume)
+        writer = writer_class(target.settings["format"])(target, resume)
         report.resumed_from = writer.done
         try:
             _embed_lines(job, embedder, writer, report, progress)

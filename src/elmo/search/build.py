@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from elmo.embed_file import EmbedReport, TextFile, check_text_file, read_lines
+from elmo.extras import require
 from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
 from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
@@ -183,6 +184,7 @@ def build_index(
     ``ann``: how the ANN index is made (default ``AnnOptions()``). ``checkpoint_lines``: lines between
     checkpoints (default ``batch_size * CHECKPOINT_BATCHES``).
     """
+    require("search", "elmo.search.build_index")  # faiss comes last, after every line is embedded
     ann = AnnOptions() if ann is None else ann
     corpus, out = Path(corpus), Path(out)
     text = check_corpus(corpus)

@@ -1,7 +1,8 @@
 """The search subcommands: ``index``, ``neighbors``, ``senses``.
 
-``add_subcommands`` registers them on the ``elmo`` command's subparsers; `elmo.cli.main` turns bad input
-(ValueError, FileNotFoundError) into a one-line error without a traceback.
+``add_subcommands`` registers them on the ``elmo`` command's subparsers; `elmo.cli.main` checks the ``search``
+extra before they start and turns bad input (ValueError, FileNotFoundError) into a one-line error without a
+traceback.
 """
 
 import argparse
@@ -125,7 +126,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--nprobe", type=positive_int, default=32, help="inverted lists searched per query")
     index.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
-    index.set_defaults(func=_index)
+    index.set_defaults(func=_index, extra="search")
 
     neighbors = subparsers.add_parser("neighbors", help="uses in an indexed corpus nearest to a word in a sentence")
     neighbors.add_argument("--index", required=True, type=Path, help="index directory from `elmo index`")
@@ -143,7 +144,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     neighbors.add_argument("--glove", action="store_true", help="also show GloVe 6B 50d's nearest words")
     neighbors.add_argument("--static-k", type=positive_int, default=10,
                            help="nearest words shown for the static vectors")
-    neighbors.set_defaults(func=_neighbors)
+    neighbors.set_defaults(func=_neighbors, extra="search")
 
     senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")
     senses.add_argument("word", help="the word whose uses are clustered into senses")
@@ -154,4 +155,4 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                         help="an indexed layer (default: the first the index holds)")
     senses.add_argument("--max-occurrences", type=positive_int, default=2000, help="a random sample if there are more")
     senses.add_argument("--out", required=True, type=Path, help="PNG to write")
-    senses.set_defaults(func=_senses)
+    senses.set_defaults(func=_senses, extra="search")

@@ -1,13 +1,15 @@
 """``elmo serve``: parse the flags, load the models, run uvicorn.
 
 ``add_subcommands`` registers ``serve`` on the ``elmo`` command's subparsers; ``python -m elmo.serve``
-runs the same command on its own. Bad flags print a one-line error and exit 2 before any model loads.
+runs the same command on its own. Bad flags print a one-line error and exit 2 before any model loads, and so
+does a missing ``serve`` extra (``search`` too with ``--index``).
 """
 
 import argparse
 import sys
 
 from elmo.command_line import finite_number, whole_number
+from elmo.extras import require
 from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, read_api_keys
 
 _POSITIVE = whole_number(1)
@@ -87,10 +89,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                        help="uvicorn's log level")
     serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                        help="log one line per request")
-    serve.set_defaults(func=serve_command)
+    serve.set_defaults(func=serve_command, extra="serve")
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    if args.indexes:
+        require("search", "--index")
     try:
         specs = [ModelSpec.parse(value) for value in args.models]
         _check_unique_names("--model", [spec.name for spec in specs])
@@ -160,8 +164,7 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m elmo.serve [flags]``: the same as ``elmo serve [flags]``."""
-    parser = argparse.ArgumentParser(prog="elmo")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    """``python -m elmo.serve [flags]``: the same as ``elmo serve [flags]``, the ``serve`` extra checked alike."""
+    from elmo.cli import main as elmo_main
+
+    return elmo_main(["serve", *(sys.argv[1:] if argv is None else argv)])

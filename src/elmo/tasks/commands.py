@@ -1,7 +1,8 @@
 """``elmo task train {tagger,classifier,qa}`` and ``elmo task predict``.
 
-``add_subcommands`` registers ``task`` on the ``elmo`` subparsers action; bad input (ValueError,
-FileNotFoundError) is reported by `elmo.cli.main` as one line without a traceback.
+``add_subcommands`` registers ``task`` on the ``elmo`` subparsers action; `elmo.cli.main` checks the ``tasks``
+extra before a command starts, and reports bad input (ValueError, FileNotFoundError) as one line without a
+traceback. The handlers import the library when they run, so ``elmo --help`` does not import PyTorch.
 """
 
 import argparse
@@ -9,10 +10,13 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elmo.command_line import dropout_rate, non_negative_float, non_negative_int, positive_float, positive_int
 from elmo.files import atomic_path, write_text_atomic
 from elmo.tasks.data import (
+    SEGMENTERS,
+    TASK_KINDS,
     classification_examples,
     read_labelled,
     read_tagged,
@@ -20,22 +24,16 @@ from elmo.tasks.data import (
     write_labelled,
     write_tagged,
 )
-from elmo.tasks.pipeline import (
-    SEGMENTERS,
-    embed_examples,
-    load_static,
-    model_tokenizer,
-    predict_examples,
-    read_examples,
-    segmenter,
-    train_and_test,
-)
-from elmo.tasks.qa_model import SpanQA
-from elmo.tasks.spec import TASK_KINDS, TaskSpec
-from elmo.tasks.train import TrainOptions, labels_of
+
+if TYPE_CHECKING:
+    from elmo.tasks.spec import TaskSpec
 
 
 def _train(args: argparse.Namespace) -> int:
+    from elmo.tasks.pipeline import embed_examples, load_static, read_examples, train_and_test
+    from elmo.tasks.spec import TaskSpec
+    from elmo.tasks.train import TrainOptions, labels_of
+
     if args.kind == "qa":
         return _train_qa(args)
     elmo = None if args.elmo == "none" else args.elmo
@@ -71,8 +69,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
+    from elmo.tasks.pipeline import load_static, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
+    from elmo.tasks.spec import TaskSpec
+    from elmo.tasks.train import TrainOptions
 
     if args.fine_tune:
         raise ValueError("--fine-tune is not available for qa; its biLM layers are read from the cache")
@@ -100,8 +101,9 @@ def _train_qa(args: argparse.Namespace) -> int:
     return 0
 
 
-def _predict_qa(spec: TaskSpec, model, args: argparse.Namespace) -> int:
+def _predict_qa(spec: "TaskSpec", model, args: argparse.Namespace) -> int:
     """Answers as JSON lines ``{"id", "answer"}``, in input order."""
+    from elmo.tasks.pipeline import load_static, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import answer_questions
 
@@ -119,6 +121,10 @@ def _predict_qa(spec: TaskSpec, model, args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    from elmo.tasks.pipeline import load_static, model_tokenizer, predict_examples, segmenter
+    from elmo.tasks.qa_model import SpanQA
+    from elmo.tasks.spec import TaskSpec
+
     spec, model = TaskSpec.load(args.task_model)
     if isinstance(model, SpanQA):  # spec.kind == "qa"
         return _predict_qa(spec, model, args)
@@ -219,7 +225,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--passage-only", action="store_true",
                        help="qa: a diagnostic model that never reads the question (no attention flow)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
-    train.set_defaults(func=_train)
+    train.set_defaults(func=_train, extra="tasks")
 
     predict = task_commands.add_parser("predict", help="tag, classify or answer a file with a trained task "
                                                        "model")
@@ -229,4 +235,4 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                                                         "qa: JSON lines of id, question, passage (answers "
                                                         "ignored), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="default: standard output")
-    predict.set_defaults(func=_predict)
+    predict.set_defaults(func=_predict, extra="tasks")

@@ -13,6 +13,12 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+# Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
+TaskKind = Literal["tagger", "classifier", "qa"]
+TASK_KINDS = ("tagger", "classifier", "qa")
+SEGMENTERS = ("jieba",)  # what splits a tagger's characters into the words the biLM reads (elmo.tokenizers)
 
 # Position of a character in its word: Begin, Middle, End, Single (a feature for character tagging).
 WORD_POSITIONS = ("B", "M", "E", "S")

@@ -9,6 +9,7 @@ import numpy as np
 
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import (
+    SEGMENTERS,
     Example,
     classification_examples,
     read_labelled,
@@ -18,8 +19,6 @@ from elmo.tasks.data import (
 from elmo.tasks.features import cache_layers, load_layers, model_identity
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, scorer, seed_everything
-
-SEGMENTERS = ("jieba",)
 
 
 def segmenter(name: str | None):

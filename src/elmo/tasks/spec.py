@@ -8,20 +8,17 @@ into words (the biLM's tokenizer, or jieba over characters for character tagging
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
 
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from elmo.files import write_text_atomic
 from elmo.tasks.classifier import SentenceClassifier
+from elmo.tasks.data import TASK_KINDS, TaskKind
 from elmo.tasks.encoders import EncoderChoice, EncoderKind
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
-
-TaskKind = Literal["tagger", "classifier", "qa"]
-TASK_KINDS = ("tagger", "classifier", "qa")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 ``add_subcommands`` registers them on an argparse subparsers action; each handler takes the parsed
 namespace and returns an exit code; `elmo.cli.main` turns bad input (ValueError, FileNotFoundError) into a
 one-line error without a traceback. ``train`` exits 1 when the run diverges, and 130 / 143 after SIGINT /
-SIGTERM (the checkpoint written, one line saying how to continue).
+SIGTERM (the checkpoint written, one line saying how to continue). ``train``, ``perplexity`` and ``export``
+need the ``train`` extra (``extra`` in their defaults, checked by `elmo.cli.main` before they start); the
+handlers import the library when they run, so ``elmo --help`` does not import PyTorch.
 """
 
 import argparse
@@ -11,21 +13,23 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from elmo.command_line import finite_number, whole_number
 from elmo.tokenizers import TOKENIZERS
-from elmo.training.corpus import Corpus
-from elmo.training.export import export_model, load_language_model, model_tokenizer, resolve_model
 from elmo.training.presets import TRAINING_PRESETS
-from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, TrainingOptions, evaluate, train
-from elmo.training.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from elmo.training.trainer import TrainingOptions
 
 _POSITIVE = whole_number(1)
 _POSITIVE_NUMBER = finite_number(0.0, above_minimum=True)
 
 
 def _vocab(args: argparse.Namespace) -> int:
+    from elmo.training.corpus import Corpus
+    from elmo.training.vocab import Vocabulary
+
     counts = Corpus(args.corpus, args.tokenizer).count_tokens()
     vocab = Vocabulary.from_counts(counts, args.min_count, args.max_size)
     vocab.save(args.out)
@@ -46,7 +50,9 @@ def _absolute(paths: str | list[str] | None) -> str | list[str] | None:
     return str(Path(paths).absolute())
 
 
-def _run(options: TrainingOptions, run_dir: Path, resume: bool, quiet: bool) -> int:
+def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -> int:
+    from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, train
+
     try:
         steps = train(options, run_dir, resume=resume, progress=not quiet)
     except TrainingInterrupted as stopped:
@@ -68,6 +74,9 @@ def _run(options: TrainingOptions, run_dir: Path, resume: bool, quiet: bool) -> 
 
 
 def _train(args: argparse.Namespace) -> int:
+    from elmo.training.export import model_tokenizer, resolve_model
+    from elmo.training.trainer import TrainingOptions
+
     if args.resume is not None:
         options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
         return _run(options, args.resume, resume=True, quiet=args.quiet)
@@ -95,6 +104,10 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _perplexity(args: argparse.Namespace) -> int:
+    from elmo.training.corpus import Corpus
+    from elmo.training.export import load_language_model, model_tokenizer
+    from elmo.training.trainer import evaluate
+
     model, vocab = load_language_model(args.model)
     tokenizer = args.tokenizer or model_tokenizer(args.model)
     result = evaluate(model, Corpus(args.corpus, tokenizer), vocab, args.batch_size, args.unroll_steps)
@@ -106,6 +119,8 @@ def _perplexity(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from elmo.training.export import export_model, load_language_model, model_tokenizer
+
     model, vocab = load_language_model(args.source)
     export_model(model, vocab, args.out, model_tokenizer(args.source))
     print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors, tokenizer.json -> {args.out}")
@@ -168,7 +183,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               help="steps between validation perplexities (with --valid)")
     train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    train_parser.set_defaults(func=_train)
+    train_parser.set_defaults(func=_train, extra="train")
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
     perplexity.add_argument("--model", required=True,
@@ -179,10 +194,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                             help="default: the model's own (tokenizer.json, or the run's)")
     perplexity.add_argument("--batch-size", type=_POSITIVE, default=32, help="rows evaluated at once")
     perplexity.add_argument("--unroll-steps", type=_POSITIVE, default=20, help="tokens per row per step")
-    perplexity.set_defaults(func=_perplexity)
+    perplexity.set_defaults(func=_perplexity, extra="train")
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")
     export.add_argument("source", help="a run directory (its newest checkpoint), a checkpoint directory, or a model "
                         "directory or shipped name (its softmax written as float32)")
     export.add_argument("--out", required=True, type=Path, help="model directory to write")
-    export.set_defaults(func=_export)
+    export.set_defaults(func=_export, extra="train")

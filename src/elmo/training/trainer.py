@@ -34,6 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from elmo.bilm import BiLMState
+from elmo.extras import require
 from elmo.files import write_bytes_atomic, write_text_atomic
 from elmo.memory import FreedMemoryTrimmer
 from elmo.training.batches import Batcher, ModelInputs
@@ -340,6 +341,7 @@ def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel,
 def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True) -> int:
     """Train (or, with ``resume``, continue the run in ``out_dir`` from its newest checkpoint, with
     ``options``' ``max_steps``/``epochs``); returns the number of steps done."""
+    require("train", "elmo.training.train")  # matplotlib draws perplexity.png at the first checkpoint
     out_dir = Path(out_dir)
     processes = _Processes.from_environment()
     checkpoint: Checkpoint | None = None
