@@ -30,22 +30,22 @@ def arrow_schema(shape: VectorShape, with_ids: bool = False) -> pa.Schema:
 def lines_to_table(lines: Sequence[EmbeddedLine | tuple], shape: VectorShape, with_ids: bool = False) -> pa.Table:
     """``(index, tokens, vectors[, id])`` per line -> a table with ``arrow_schema(shape, with_ids)``; the
     vectors' shape is checked against ``shape``, and cast to its dtype."""
-    lines = [EmbeddedLine(*line) for line in lines]
+    rows = [EmbeddedLine(*line) for line in lines]
     schema = arrow_schema(shape, with_ids)
-    for line in lines:
+    for line in rows:
         tokens = () if shape.pooled else (len(line.tokens),)
         expected = ((shape.n_layers,) if shape.n_layers is not None else ()) + tokens + (shape.dim,)
         if line.vectors.shape != expected:
             raise ValueError(f"line {line.index}: vectors of shape {line.vectors.shape}; expected {expected}")
-    columns = [pa.array([line.index for line in lines], pa.int64())]
+    columns = [pa.array([line.index for line in rows], pa.int64())]
     if with_ids:
-        columns.append(pa.array([line.id for line in lines], pa.string()))
-    columns.append(pa.array([line.tokens for line in lines], pa.list_(pa.string())))
+        columns.append(pa.array([line.id for line in rows], pa.string()))
+    columns.append(pa.array([line.tokens for line in rows], pa.list_(pa.string())))
     if shape.n_layers is None:
-        columns.append(_vector_column([line.vectors for line in lines], shape, schema.field("vectors").type))
+        columns.append(_vector_column([line.vectors for line in rows], shape, schema.field("vectors").type))
     else:
         for k in range(shape.n_layers):
-            columns.append(_vector_column([line.vectors[k] for line in lines], shape, schema.field(f"layer_{k}").type))
+            columns.append(_vector_column([line.vectors[k] for line in rows], shape, schema.field(f"layer_{k}").type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 

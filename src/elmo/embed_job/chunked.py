@@ -29,9 +29,10 @@ class ChunkedWriter(ABC):
         self.target = target
         self.partial = partial_path(target.output)
         self.chunks: list[Path] = []
-        self.done = self._resumed() if resume else None
-        if self.done is None:
+        resumed = self._resumed() if resume else None
+        if resumed is None:
             self._start_over()
+        self.done = resumed or 0
         self._pending: list[EmbeddedLine] = []
 
     @abstractmethod
@@ -53,7 +54,7 @@ class ChunkedWriter(ABC):
             self.partial.unlink(missing_ok=True)
         self.partial.mkdir()
         write_text_atomic(self.partial / _SETTINGS, json.dumps(self.target.settings, indent=1) + "\n")
-        self.chunks, self.done = [], 0
+        self.chunks = []
 
     def _resumed(self) -> int | None:
         """How many lines the chunks of an interrupted run hold; None to start over (no partial output, or a

@@ -15,13 +15,16 @@ import numpy as np
 from elmo.embed_job.source import SourceLine
 
 Format = Literal["hdf5", "parquet", "npy"]
-FORMATS: tuple[str, ...] = get_args(Format)
-EXTENSIONS = {".hdf5": "hdf5", ".h5": "hdf5", ".parquet": "parquet", ".pq": "parquet", ".npy": "npy"}
-DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
+FORMATS: tuple[Format, ...] = get_args(Format)
+EXTENSIONS: dict[str, Format] = {".hdf5": "hdf5", ".h5": "hdf5", ".parquet": "parquet", ".pq": "parquet",
+                                 ".npy": "npy"}
+DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
 
 
 class EmbeddedLine(NamedTuple):
-    index: int  # 0-based line number in the whole input
+    # 0-based line number in the whole input. It hides tuple.index, which mypy calls an unsafe override; nothing
+    # here calls that method, and ``index`` is the name the formats and Ray's rows use.
+    index: int  # type: ignore[assignment]
     tokens: list[str]
     vectors: np.ndarray  # see the module docstring for its shape
     id: str | None = None
@@ -38,11 +41,14 @@ def output_format(output: Path, given: str | None) -> Format:
     """``given`` (``--format``) or the one the output's extension names; HDF5 for any other name, as
     AllenNLP's ``elmo`` command writes whatever the name. ValueError when the two disagree."""
     inferred = EXTENSIONS.get(output.suffix.lower())
-    if given is not None and given not in FORMATS:
+    if given is None:
+        return inferred or "hdf5"
+    chosen = next((name for name in FORMATS if name == given), None)
+    if chosen is None:
         raise ValueError(f"format {given!r}: expected one of {', '.join(FORMATS)}")
-    if given is not None and inferred is not None and given != inferred:
+    if inferred is not None and chosen != inferred:
         raise ValueError(f"--format {given} but {output.name} names a {inferred} file; change one of them")
-    return given or inferred or "hdf5"
+    return chosen
 
 
 
