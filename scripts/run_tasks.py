@@ -256,7 +256,7 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
     from elmo.embedder import Embedder
     from elmo.model_dir import ModelDir
     from elmo.tasks import probes
-    from elmo.tasks.features import cache_layers, load_layers, model_identity
+    from elmo.tasks.features import cache_layers, load_layers
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / f"pos-{language}.json"
@@ -267,10 +267,9 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
     train, test = probes.probe_splits(lines, *sizes, seed=DATA_SEED)
     model_dir = ModelDir.find(model)
     embedder = Embedder(model_dir.load_bilm())
-    model_id = model_identity(model_dir.weight_file)
     layers = {}
     for name, part in (("train", train), ("test", test)):
-        path = cache_layers(embedder, model_id, [list(line.words) for line in part],
+        path = cache_layers(embedder, [list(line.words) for line in part],
                             Path(work) / "features" / f"pos-{language}" / f"{name}.h5")
         layers[name] = load_layers(path, len(part))
     accuracy = probes.pos_probe(train, test, layers["train"], layers["test"])
@@ -291,7 +290,7 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
     from elmo.embedder import Embedder
     from elmo.model_dir import ModelDir
     from elmo.tasks import probes
-    from elmo.tasks.features import cache_layers, load_layers, model_identity
+    from elmo.tasks.features import cache_layers, load_layers
     from elmo.tokenizers import get_tokenizer
 
     torch.set_num_threads(1)
@@ -306,8 +305,8 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
     instances = [i for i in instances if (i.lemma, i.pos) in keep]
     scored = probes.scored_instances(instances)
     model_dir = ModelDir.find(model)
-    path = cache_layers(Embedder(model_dir.load_bilm()), model_identity(model_dir.weight_file),
-                        [list(i.tokens) for i in instances], Path(work) / "features" / "wsd-en" / "examples.h5")
+    path = cache_layers(Embedder(model_dir.load_bilm()), [list(i.tokens) for i in instances],
+                        Path(work) / "features" / "wsd-en" / "examples.h5")
     layers = load_layers(path, len(instances))
     accuracy = {}
     for layer in range(layers[0].shape[0]):

@@ -34,6 +34,15 @@ def test_output_read_back_with_plain_h5py_equals_the_api(fixture_dir, tmp_path):
     assert not (tmp_path / "out.hdf5.partial").exists()
 
 
+@pytest.mark.parametrize(("layers", "index"), [("1", 1), ("-3", 0), ("layer2", 2)])
+def test_a_layer_index_on_the_command_line_writes_that_layer(layers, index, fixture_dir, tmp_path):
+    (tmp_path / "in.txt").write_text("the bank of the river\n")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+                 "--layers", layers, "--quiet"]) == 0
+    every_layer = Embedder.load(str(fixture_dir)).embed(["the bank of the river"], "all")[0]
+    np.testing.assert_array_equal(_read(tmp_path / "out.hdf5")["0"], every_layer[index])
+
+
 def test_control_characters_and_empty_lines_are_reported_by_number_and_the_rest_goes_on(fixture_dir, tmp_path,
                                                                                          caplog):
     raw = b"good line\nctrl\x07char here\n\nlast line\n"
@@ -142,14 +151,16 @@ def test_an_output_that_cannot_be_written_is_refused_first(output, expected, fix
     assert sorted(path.name for path in tmp_path.rglob("*")) == ["folder", "in.txt"]
 
 
-def test_layers_that_do_not_fit_the_model_are_refused_from_its_options_before_it_loads(fixture_dir, tmp_path,
-                                                                                      capsys, no_model_load):
+@pytest.mark.parametrize(("layers", "message"), [
+    ("0,1", "--layers: layers is [0.0, 1.0]: 2 mixing weights; the model has 3 layers, one weight each"),
+    ("3", "--layers: layers is 3; a layer index must be in -3..2 (the model has 3 layers)"),
+])
+def test_layers_that_do_not_fit_the_model_are_refused_from_its_options_before_it_loads(layers, message, fixture_dir,
+                                                                                      tmp_path, capsys, no_model_load):
     (tmp_path / "in.txt").write_text("a b\n")
     assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
-                 "--layers", "2", "--quiet"]) == 2
-    error = capsys.readouterr().err
-    assert "--layers 2: got 1 mixing weights; the model has 3 layers" in error
-    assert "0,0,1" in error
+                 "--layers", layers, "--quiet"]) == 2
+    assert message in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
 
 

@@ -122,7 +122,7 @@ def test_bad_arguments_are_named(bilm):
     embedder = Embedder(bilm)
     with pytest.raises(ValueError, match="layers is 'bottom'"):
         embedder.embed([["a"]], "bottom")
-    with pytest.raises(ValueError, match="got 2 mixing weights; the model has 3 layers"):
+    with pytest.raises(ValueError, match="2 mixing weights; the model has 3 layers"):
         embedder.embed([["a"]], [0.5, 0.5])
     with pytest.raises(TypeError, match="must hold strings"):
         embedder.embed([["a", 3]])
@@ -146,7 +146,7 @@ def test_weights_summing_to_one_with_a_one_are_mixed_not_taken_as_one_layer(bilm
 @pytest.mark.parametrize("weights", [[float("nan"), 0.0, 1.0], [0.0, float("inf"), 1.0], [0.0, 1.0, -1e400],
                                      [1e39, 0.0, 0.0]])
 def test_nan_and_infinite_mixing_weights_are_refused(bilm, weights):
-    with pytest.raises(ValueError, match=r"mixing weights must be finite float32 numbers; got \["):
+    with pytest.raises(ValueError, match=r"layers is \[.*\]; mixing weights must be finite float32 numbers"):
         Embedder(bilm).embed([["a"]], weights)
 
 

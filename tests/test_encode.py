@@ -147,7 +147,7 @@ def _untouched(sentences):
     ({"layers": 3}, r"layers is 3; a layer index must be in -3..2 \(the model has 3 layers\)"),
     ({"layers": -4}, r"layers is -4; a layer index must be in -3..2"),
     ({"layers": True}, "layers is True; expected 'all', 'top', 'average', a layer index or mixing weights"),
-    ({"layers": [1.0, 0.0]}, "got 2 mixing weights; the model has 3 layers"),
+    ({"layers": [1.0, 0.0]}, "2 mixing weights; the model has 3 layers"),
     ({"batch_size": 0}, "batch_size is 0; expected at least 1"),
 ])
 def test_bad_arguments_are_refused_by_name_before_the_input_is_read(embedder, options, message):

@@ -36,6 +36,8 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
+from elmo.fingerprint import model_fingerprint
+from elmo.layer_choice import LayerChoice, layer_weights, mix_layers
 from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
@@ -43,48 +45,9 @@ from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import get_tokenizer
 
 Sentence = str | Sequence[str]
-Layers = Literal["all", "top", "average"] | int | Sequence[float]
 Output = Literal["numpy", "torch"]
 
 TFHUB_OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default")
-
-
-def layer_weights(layers: Layers, n_layers: int) -> np.ndarray | None:
-    """``None`` for ``all``; otherwise float32 weights, one per layer (a layer index is one-hot). Raises
-    ValueError naming the fault."""
-    expected = f"layers is {layers!r}; expected 'all', 'top', 'average', a layer index or mixing weights"
-    if isinstance(layers, str | bool | np.bool_):
-        if layers not in ("all", "top", "average"):
-            raise ValueError(expected)
-        if layers == "all":
-            return None
-        if layers == "top":
-            return np.eye(n_layers, dtype=np.float32)[-1]
-        return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
-    if isinstance(layers, int | np.integer):
-        if not -n_layers <= layers < n_layers:
-            raise ValueError(f"layers is {layers}; a layer index must be in {-n_layers}..{n_layers - 1} "
-                             f"(the model has {n_layers} layers)")
-        return np.eye(n_layers, dtype=np.float32)[layers]
-    try:
-        values = np.asarray(layers, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(expected) from None
-    if values.shape != (n_layers,):
-        raise ValueError(f"got {values.size} mixing weights; the model has {n_layers} layers")
-    # NaN or inf would make every vector NaN; beyond float32's range the cast below would give inf.
-    if not (np.isfinite(values).all() and np.abs(values).max() <= np.finfo(np.float32).max):
-        raise ValueError(f"mixing weights must be finite float32 numbers; got {values.tolist()}")
-    return values.astype(np.float32)
-
-
-def mix_layers(all_layers: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
-    """``(n_layers, T, D)`` as it is when ``weights`` is None, else ``sum_j w_j h_j``: ``(T, D)``."""
-    if weights is None:
-        return all_layers
-    if np.count_nonzero(weights) == 1 and weights.max() == 1.0:  # one-hot: one layer as it is, no arithmetic
-        return all_layers[int(weights.argmax())]
-    return np.tensordot(weights, all_layers, axes=1)
 
 
 @dataclass(frozen=True)
@@ -101,7 +64,7 @@ class Piece:
 class EncodeOptions(TypedDict, total=False):
     """``encode``'s options that do not change the type of what it returns."""
 
-    layers: Layers
+    layers: LayerChoice
     normalize: bool
     batch_size: int
     dtype: type[np.floating] | np.dtype | torch.dtype | str
@@ -178,6 +141,12 @@ class Embedder:
     def dim(self) -> int:
         return self.bilm.config.output_dim
 
+    @property
+    def fingerprint(self) -> str:
+        """The model's identity (``elmo.fingerprint``: options and weights), computed from the weights as they are
+        now; what a search index or a feature cache records of the model that made it."""
+        return model_fingerprint(self.bilm)
+
     def tokenize(self, sentence: Sentence) -> list[str]:
         if isinstance(sentence, str):
             return self.tokenize_text(sentence)
@@ -186,13 +155,17 @@ class Embedder:
         return list(sentence)
 
     # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
-    # the tokens the vectors belong to.
+    # the tokens the vectors belong to. A str is also an iterable of one-character strings, so the str overloads
+    # overlap the iterable ones (mypy's overload-overlap): intended, as typing cannot say "an iterable, not a str",
+    # and the str overloads come first, as encode itself tests for a str first.
     @overload
-    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
-               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> np.ndarray: ...
+    def encode(  # type: ignore[overload-overlap]  # str before Iterable[str], see above
+            self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
+            return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> np.ndarray: ...
     @overload
-    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
-               return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> torch.Tensor: ...
+    def encode(  # type: ignore[overload-overlap]  # str before Iterable[str], see above
+            self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
+            return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> torch.Tensor: ...
     @overload
     def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["numpy"] = ...,
                return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> np.ndarray: ...
@@ -206,11 +179,13 @@ class Embedder:
     def encode(self, sentences: Sentences, *, pooling: None = ..., output: Literal["torch"],
                return_tokens: Literal[False] = ..., **options: Unpack[EncodeOptions]) -> list[torch.Tensor]: ...
     @overload
-    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
-               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[np.ndarray, Tokens]: ...
+    def encode(  # type: ignore[overload-overlap]  # str before Iterable[str], see above
+            self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["numpy"] = ...,
+            return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[np.ndarray, Tokens]: ...
     @overload
-    def encode(self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
-               return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[torch.Tensor, Tokens]: ...
+    def encode(  # type: ignore[overload-overlap]  # str before Iterable[str], see above
+            self, sentences: str, *, pooling: Pooling | None = ..., output: Literal["torch"],
+            return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[torch.Tensor, Tokens]: ...
     @overload
     def encode(self, sentences: Sentences, *, pooling: Pooling, output: Literal["numpy"] = ...,
                return_tokens: Literal[True], **options: Unpack[EncodeOptions]) -> tuple[np.ndarray, list[Tokens]]: ...
@@ -230,7 +205,7 @@ class Embedder:
         self,
         sentences: Sentence | Sentences,
         *,
-        layers: Layers = "average",
+        layers: LayerChoice = "average",
         pooling: Pooling | None = None,
         normalize: bool = False,
         batch_size: int = 32,
@@ -244,8 +219,9 @@ class Embedder:
         Per sentence: ``(T, D)`` unpooled, ``(D,)`` pooled (mean over its real tokens, max, first or last; an
         empty sentence pools to zeros); ``layers="all"`` puts the layer axis first, ``(L+1, T, D)`` or
         ``(L+1, D)``. Many sentences pooled are stacked into one ``(N, D)`` or ``(N, L+1, D)`` array; unpooled,
-        a list. ``layers`` is as in ``embed``, or a layer index (``-1`` is the top); the default is the even
-        mix of all layers, TF Hub's ``elmo`` output. ``normalize`` scales each output vector to unit length (a
+        a list. ``layers`` is a ``LayerChoice`` (``elmo.layer_choice``: ``"all"``, ``"top"``, ``"average"``, a
+        layer index, ``-1`` the top, or mixing weights); the default is the even mix of all layers, TF Hub's
+        ``elmo`` output. ``normalize`` scales each output vector to unit length (a
         zero vector stays zero). ``dtype`` float32 or float16 (rounded last, after pooling and normalizing);
         ``output="torch"`` gives CPU tensors. The progress bar is on by default when stderr is a terminal and
         the input has a length of more than four batches. ``return_tokens=True`` returns ``(vectors, tokens)``:
@@ -283,11 +259,12 @@ class Embedder:
         return result
 
     def embed(
-        self, sentences: Sentences, layers: Layers = "all", batch_size: int = 32, progress: bool = False
+        self, sentences: Sentences, layers: LayerChoice = "all", batch_size: int = 32, progress: bool = False
     ) -> list[np.ndarray]:
         """One float32 array per sentence: ``(n_layers, T, 2P)`` for ``all``, else ``(T, 2P)``.
 
-        ``top`` is the last layer, ``average`` the mean of all layers, an int the layer of that index, and a
+        ``layers`` is a ``LayerChoice`` (``elmo.layer_choice``): ``top`` is the last layer, ``average`` the mean
+        of all layers, an int the layer of that index (``-1`` the top), and a
         sequence of ``n_layers`` numbers weights the layers as given (``sum_j w_j h_j``; normalize them yourself
         if you want). ``sentences`` is a list (any iterable) of sentences; a bare str is refused, as it would be
         read as a sequence of one-character sentences (``encode`` takes one sentence).
@@ -295,7 +272,7 @@ class Embedder:
         return list(self.iter_embed(sentences, layers, batch_size, progress))
 
     def iter_embed(
-        self, sentences: Sentences, layers: Layers = "all", batch_size: int = 32, progress: bool = False
+        self, sentences: Sentences, layers: LayerChoice = "all", batch_size: int = 32, progress: bool = False
     ) -> Iterator[np.ndarray]:
         """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences."""
         if isinstance(sentences, str):

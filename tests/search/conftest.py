@@ -56,13 +56,13 @@ def constructed_vector(tokens: Sequence[str], position: int, layer: int, dim: in
 
 
 class ConstructedEmbedder:
-    """``constructed_vector`` for every token; ``bilm`` (the fixture's) only gives the index a configuration to
-    record. The ``fail_after + 1``-th call of ``embed`` raises KeyboardInterrupt, as a killed build stops."""
+    """``constructed_vector`` for every token; ``bilm`` (the fixture's) only gives its layer count and width. The
+    ``fail_after + 1``-th call of ``embed`` raises KeyboardInterrupt, as a killed build stops."""
 
     tokenizer_name = "whitespace"
+    fingerprint = "constructed vectors"  # the model's identity the index records: every one of these is alike
 
     def __init__(self, bilm: BiLM, fail_after: int | None = None) -> None:
-        self.bilm = bilm
         self.n_layers = bilm.config.n_output_layers
         self.dim = bilm.config.output_dim
         self.fail_after = fail_after

@@ -3,8 +3,9 @@ import json
 import numpy as np
 import pytest
 
+from elmo.embedder import Embedder
 from elmo.search import AnnOptions, ContextIndex, SearchError, build_index, neighbors
-from elmo.search.layout import TOKEN_DTYPE, parse_layer
+from elmo.search.layout import TOKEN_DTYPE
 
 from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
 
@@ -155,13 +156,18 @@ def test_resume_refuses_a_partial_index_made_with_other_settings(topic_corpus, f
 def test_bad_inputs_are_named(topic_corpus, constructed_embedder, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
         build_index(tmp_path / "missing.txt", tmp_path / "index", constructed_embedder, progress=False)
-    with pytest.raises(SearchError, match="layer 7") as refused:
-        build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[7], progress=False)
-    assert refused.value.field == "layers"
+    for layers, message in [([7], r"layers is 7; a layer index must be in -3..2"),
+                            (["all"], "an index keeps one vector per token"), ([1, "layer1"], "name a layer twice")]:
+        with pytest.raises(SearchError, match=message) as refused:
+            build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=layers, progress=False)
+        assert refused.value.field == "layers"
     build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=[1], progress=False)
     index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
     for sentence, word, options, message, code, field in [
         (SPORTS_LINES[0], "play", {"layer": 2}, "holds layer1, not layer2", "invalid_request", "layer"),
+        (SPORTS_LINES[0], "play", {"layer": "top"}, "holds layer1, not layer2", "invalid_request", "layer"),
+        (SPORTS_LINES[0], "play", {"layer": "\uff11"}, "layers is '\uff11'; expected", "invalid_request", "layer"),
+        (SPORTS_LINES[0], "play", {"layer": [0, 1, 0]}, "one vector per token", "invalid_request", "layer"),
         (SPORTS_LINES[0], "tennis", {}, "'tennis' is not a token", "word_not_in_sentence", "word"),
         (SPORTS_LINES[0], "play", {"occurrence": 1}, "occurs 1 time", "invalid_request", "occurrence"),
         ("tennis anyone", "tennis", {"same_word": True}, "'tennis' does not occur", "word_not_indexed", "word"),
@@ -178,8 +184,31 @@ def test_token_records_have_a_fixed_layout():
     assert TOKEN_DTYPE.itemsize == 16
 
 
-def test_a_layer_in_full_width_digits_is_refused_not_read_as_a_number():
-    assert parse_layer("2") == 2 and parse_layer("layer1") == 1 and parse_layer("average") == "average"
-    for value in ("\uff12", "layer\uff12", "-1", "1.0"):  # full-width 2
-        with pytest.raises(ValueError, match="expected a layer number"):
-            parse_layer(value)
+def test_a_stored_layer_is_named_by_any_form_of_the_one_layer_choice(topic_corpus, constructed_embedder, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, layers=["top", 1, "average"], progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    assert index.layers == ["layer2", "layer1", "average"]
+    assert [index.layer(given) for given in (None, 2, "2", "layer2", "top", -1, "-1", 1, -2, "average")] == \
+        ["layer2"] * 7 + ["layer1"] * 2 + ["average"]
+
+
+def test_an_index_refuses_another_model_of_the_same_shape(topic_corpus, fixture_bilm, tmp_path):
+    import torch
+
+    from elmo import BiLM
+
+    def random_model(seed: int) -> Embedder:
+        torch.manual_seed(seed)
+        return Embedder(BiLM(fixture_bilm.config).eval())
+
+    built_with, other = random_model(0), random_model(1)
+    build_index(topic_corpus, tmp_path / "index", built_with, progress=False)
+    assert json.loads((tmp_path / "index" / "meta.json").read_text())["fingerprint"] == built_with.fingerprint
+    same_shape = ContextIndex.load(tmp_path / "index", embedder=other)
+    message = r"the embedder's model \(fingerprint [0-9a-f]{12}\) differs from the one .*index was built with " \
+              r"\([0-9a-f]{12}\): other options or weights"
+    with pytest.raises(SearchError, match=message) as refused:
+        neighbors(same_shape, SPORTS_LINES[0], "play")
+    assert refused.value.field == "embedder"
+    found = neighbors(ContextIndex.load(tmp_path / "index", embedder=random_model(0)), SPORTS_LINES[0], "play", k=2)
+    assert len(found) == 2  # a model of the same weights, loaded again, is the same model

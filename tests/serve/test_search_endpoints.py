@@ -97,6 +97,8 @@ NEIGHBOR_QUERIES = [
      "layer": "layer2", "exact": True, "k": 7},
     # the defaults: k = 10, the first indexed layer
     {"index": "play", "sentence": "money in the bank", "word": "bank"},
+    # the top layer by the one layer choice's name for it
+    {"index": "play", "sentence": "money in the bank", "word": "bank", "layer": "top", "k": 3},
 ]
 
 
@@ -177,6 +179,9 @@ def test_indexes_are_listed_with_their_model_and_sizes(search_server, index: Con
     listed = response.json()["indexes"]
     assert [(item["name"], item["model"], item["layers"]) for item in listed] == \
         [("play", "en", ["layer1", "layer2"]), ("copy", "en", ["layer1", "layer2"])]
+    served = httpx.get(f"{search_server.url}/v1/models", headers=AUTH).json()["models"]
+    assert [item["fingerprint"] for item in listed] == [served[0]["fingerprint"]] * 2 == \
+        [index.meta["fingerprint"]] * 2
     meta = index.meta
     assert [(item["n_sentences"], item["n_tokens"], item["n_indexed"], item["dim"]) for item in listed] == \
         [(meta["n_sentences"], meta["n_tokens"], meta["n_indexed"], meta["dim"])] * 2
@@ -198,7 +203,11 @@ SENTENCE = "she wrote a play for broadway"
     ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "k": "5"}, 422, "invalid_request", "k"),
     ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": 0}, 422, "invalid_request",
      "layer"),
-    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": "top"}, 422,
+    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": "all"}, 422,
+     "invalid_request", "layer"),
+    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": [0, 0, 1]}, 422,
+     "invalid_request", "layer"),
+    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "layer": -3}, 422,
      "invalid_request", "layer"),
     ("/v1/neighbors", {"index": "play", "sentence": "  ", "word": "play"}, 422, "invalid_request", "sentence"),
     ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": ""}, 422, "invalid_request", "word"),
@@ -292,11 +301,11 @@ def test_a_bad_index_flag_is_one_line_and_exit_2_before_any_model_loads(
     assert error.startswith("elmo serve: error: ") and message in error and error.count("\n") == 1, error
 
 
-def test_an_index_of_another_model_configuration_stops_the_start_up(index_dir: Path, tmp_path: Path) -> None:
+def test_an_index_of_another_model_stops_the_start_up(index_dir: Path, tmp_path: Path) -> None:
     copy = tmp_path / "index"
     shutil.copytree(index_dir, copy)
     meta = json.loads((copy / "meta.json").read_text())
-    meta["model_config"] = meta["model_config"].replace("dim=", "dim=9", 1)
+    meta["fingerprint"] = "0" * 64  # as an index of another model of the same shape records
     (copy / "meta.json").write_text(json.dumps(meta))
     command = [sys.executable, "-m", "elmo.serve", "--model", f"en={FIXTURE_MODEL}", "--index", str(copy),
                "--port", str(free_port()), "--threads", "1"]

@@ -122,9 +122,10 @@ def test_similarity_is_the_cosine_of_the_offline_vectors(server, embedder: Embed
     assert len(case_sensitive["occurrences"]) == 3
 
 
-def test_models_healthz_docs(server) -> None:
+def test_models_healthz_docs(server, embedder: Embedder) -> None:
     models = httpx.get(f"{server.url}/v1/models").json()
     assert [(m["name"], m["n_layers"], m["dim"]) for m in models["models"]] == [("en", 3, 32), ("elmo", 3, 32)]
+    assert [m["fingerprint"] for m in models["models"]] == [embedder.fingerprint] * 2  # one model, served twice
     assert models["limits"]["max_sentences"] == 8
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok", "models": ["en", "elmo"]}
     schema = httpx.get(f"{server.url}/openapi.json").json()

@@ -4,7 +4,7 @@ import httpx
 import numpy as np
 import pytest
 
-from elmo.embedder import layer_weights
+from elmo.layer_choice import layer_weights
 from elmo.similarity import average_linkage_groups, find_occurrences
 
 SENTENCES = ["the bank of the river", ["She", "sat", "down"]]

@@ -54,15 +54,34 @@ def test_feature_cache_is_float16_and_rebuilt_for_other_words(tmp_path: Path, fi
     torch.set_num_threads(1)
     embedder = Embedder.load(str(fixture_dir))
     sentences = [["The", "cat"], ["A", "dog", "ran"]]
-    path = cache_layers(embedder, "fixture", sentences, tmp_path / "f.h5")
+    path = cache_layers(embedder, sentences, tmp_path / "f.h5")
     layers = load_layers(path, 2)
     expected = embedder.embed(sentences)
     assert layers[1].dtype == np.float16 and layers[1].shape == expected[1].shape
     np.testing.assert_allclose(layers[1], expected[1], atol=2e-3, rtol=2e-3)
-    cache_layers(embedder, "fixture", [["The", "cat"], ["A", "cow", "ran"]], path)
+    cache_layers(embedder, [["The", "cat"], ["A", "cow", "ran"]], path)
     np.testing.assert_allclose(load_layers(path)[1], embedder.embed([["A", "cow", "ran"]])[0], atol=2e-3, rtol=2e-3)
     with pytest.raises(ValueError, match="expected 3"):
         load_layers(path, 3)
+
+
+def test_feature_cache_is_rebuilt_for_another_model_of_the_same_shape(tmp_path: Path, fixture_bilm):
+    import torch
+
+    from elmo import BiLM
+    from elmo.embedder import Embedder
+
+    torch.set_num_threads(1)
+    sentences = [["The", "cat"], ["A", "dog", "ran"]]
+    path = cache_layers(Embedder(fixture_bilm), sentences, tmp_path / "f.h5")
+    written = path.stat().st_ino  # a rewrite makes a new file (written aside, then renamed onto it)
+    assert cache_layers(Embedder(fixture_bilm), sentences, path) == path and path.stat().st_ino == written
+    torch.manual_seed(0)
+    other = Embedder(BiLM(fixture_bilm.config).eval())  # the same options, other weights
+    cache_layers(other, sentences, path)
+    for stored, fresh in zip(load_layers(path), other.embed(sentences), strict=True):
+        np.testing.assert_allclose(stored, fresh, atol=2e-3, rtol=2e-3)
+    assert not np.allclose(load_layers(path)[1], Embedder(fixture_bilm).embed(sentences)[1], atol=1e-2)
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ when it runs, so ``elmo --help`` does not import PyTorch.
 """
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -25,18 +24,14 @@ from elmo.tokenizers import TOKENIZERS
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder
+    from elmo.layer_choice import LayerChoice
 
 
-def _layers(value: str) -> str | list[float]:
-    if value in ("all", "top", "average"):
-        return value
-    try:
-        weights = [float(weight) for weight in value.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected all, top, average or comma-separated weights") from None
-    if not all(math.isfinite(weight) for weight in weights):
-        raise argparse.ArgumentTypeError(f"{value!r}: mixing weights must be finite numbers")
-    return weights
+def _layers(value: str) -> "LayerChoice":
+    """An argparse type: ``elmo.layer_choice``'s text forms, checked as the command line is read."""
+    from elmo.layer_choice import layers_argument
+
+    return layers_argument(value)
 
 
 def _shard(value: str) -> Shard:
@@ -92,6 +87,7 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
 
 def _embed(args: argparse.Namespace) -> int:
     from elmo.embed_job.job import EmbedOptions, plan, run
+    from elmo.layer_choice import LayerChoiceError
 
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
@@ -110,14 +106,10 @@ def _embed(args: argparse.Namespace) -> int:
             return embed_command(args, source, config, tokenizer, load)
         try:
             job = plan(source, args.output, options, config, tokenizer)
-        except ValueError as error:
-            if "mixing weights" not in str(error):
-                raise
-            spec = args.layers if isinstance(args.layers, str) else ",".join(f"{weight:g}" for weight in args.layers)
-            raise ValueError(f"--layers {spec}: {error} (one weight per layer, e.g. 0,0,1 for layer 2 of 3; "
-                             "or all, top, average)") from None
+        except LayerChoiceError as error:  # one that does not fit the model
+            raise ValueError(f"--layers: {error}") from None
         output = job.target.output
-        if job.finished:
+        if job.finished and job.parts is not None:  # only a part of a directory of parts is ever finished
             job.parts.write_manifest(shard.count, job.target.settings)
             print(f"{output} (shard {shard}) is already whole; skipped")
             return 0

@@ -6,6 +6,7 @@ chunk at a time into the format's writer, which keeps what is done when the run 
 import itertools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Wri
 from elmo.embed_job.npy import NpyWriter
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
-from elmo.embedder import Embedder, Layers, layer_weights
+from elmo.embedder import Embedder
 from elmo.extras import require
+from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,7 @@ _FORMAT_NAMES = {"hdf5": "HDF5", "parquet": "Parquet", "npy": "npy"}
 
 @dataclass(frozen=True)
 class EmbedOptions:
-    layers: Layers = "all"
+    layers: LayerChoice = "all"  # elmo.layer_choice
     pooling: Pooling | None = None  # sentence vectors instead of token vectors
     dtype: str = "float32"  # or float16
     format: str | None = None  # None: from the output's extension (see ``output_format``)
@@ -74,7 +76,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     text = check_source(source, options.sentence_keys)
     settings = {"input": STDIN if source.name == STDIN else str(source.path.resolve()), "sha256": text.sha256,
                 "format": format, "text_field": source.text_field, "id_field": source.id_field,
-                "layers": options.layers if isinstance(options.layers, str) else [float(w) for w in options.layers],
+                "layers": parse_layers(options.layers),
                 "pooling": options.pooling, "dtype": options.dtype, "sentence_keys": options.sentence_keys,
                 "tokenizer": tokenizer, "model": repr(config), "shard": str(options.shard)}
     parts = None
@@ -91,7 +93,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     return Job(source, options, target, parts, finished)
 
 
-def writer_class(format: str) -> type[Writer]:
+def writer_class(format: str) -> Callable[[Target, bool], Writer]:
     """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for."""
     if format == "parquet":
         from elmo.embed_job.parquet import ParquetWriter

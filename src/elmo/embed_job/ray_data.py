@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import pyarrow as pa
@@ -23,8 +24,9 @@ from elmo.embed_job.job import EmbedOptions, Job, plan
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_path
 from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
-from elmo.embedder import Embedder, layer_weights
+from elmo.embedder import Embedder
 from elmo.files import write_text_atomic
+from elmo.layer_choice import layer_weights
 from elmo.model_dir import ModelDir
 from elmo.pooling import check_pooling, pool
 
@@ -92,7 +94,11 @@ def embed_dataset(dataset, model: str | Loader, options: EmbedOptions,
                          "(index: the line number, which Ray does not keep)")
     if workers < 1:
         raise ValueError(f"workers is {workers}; expected at least 1")
-    config = config or BiLMConfig.load(ModelDir.find(model).options_file)
+    if config is None:
+        if not isinstance(model, str):
+            raise ValueError("model is a loader: pass its config too (the model's BiLMConfig), so the options are "
+                             "checked before any worker loads it")
+        config = BiLMConfig.load(ModelDir.find(model).options_file)
     layer_weights(options.layers, config.n_output_layers)
     check_pooling(options.pooling)
     if options.dtype not in DTYPES:
@@ -145,6 +151,7 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
                            batch_size=args.batch_size, shard=WHOLE, parts=True)
     job = plan(source, args.output, options, config, tokenizer)
+    assert job.parts is not None  # plan makes the directory of parts when options.parts is set
     output = job.parts.directory
     if output.is_dir() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty; Ray would mix its files with what is there: remove it or name "
@@ -158,7 +165,8 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
         ray.init()  # joins the cluster at RAY_ADDRESS, or of `ray start`, else starts one on this machine
     try:
         ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
-        files = _write(job, load, config, args.workers, 1 if (args.device or "cpu").startswith("cuda") else 0)
+        files = _write(job, output, load, config, args.workers,
+                       1 if (args.device or "cpu").startswith("cuda") else 0)
     finally:
         if started:
             ray.shutdown()
@@ -167,9 +175,8 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
     return 0
 
 
-def _write(job: Job, load: Loader, config: BiLMConfig, workers: int, gpus_per_worker: int) -> int:
-    """Embed the job's input into its directory; returns how many Parquet files Ray wrote."""
-    output = job.parts.directory
+def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: int, gpus_per_worker: int) -> int:
+    """Embed the job's input into its directory ``output``; returns how many Parquet files Ray wrote."""
     partial = partial_path(output)
     if partial.exists():
         log.warning(f"{partial} is left from an interrupted run; starting over")

@@ -21,11 +21,12 @@ from tqdm import tqdm
 from elmo.embed_file import EmbedReport, TextFile, check_text_file, read_lines
 from elmo.extras import require
 from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
+from elmo.layer_choice import LayerChoice, LayerChoiceError, StoredLayer, stored_layer
 from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
 from elmo.search.errors import SearchError
-from elmo.search.layout import LayerSpec, layer_name, parse_layer
-from elmo.search.model import LayerEmbedder, model_config
+from elmo.search.layout import layer_name
+from elmo.search.model import LayerEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class _PartialIndex:
         self.counts = list(counts[: len(self.words)].tolist())
         self.text_bytes = progress["sizes"][layout.SENTENCES]
 
-    def add(self, text: str, tokens: Sequence[str], all_layers: np.ndarray, layers: Sequence[LayerSpec],
+    def add(self, text: str, tokens: Sequence[str], all_layers: np.ndarray, layers: Sequence[StoredLayer],
             indexed: set[str] | None) -> None:
         """One sentence: its text, its tokens' records and vectors (``all_layers``: ``(n_layers, T, dim)``)."""
         encoded = (text + "\n").encode("utf-8")
@@ -148,14 +149,17 @@ def check_corpus(corpus: Path) -> TextFile:
     return text
 
 
-def _chosen_layers(layers: Sequence[LayerSpec | str] | None, n_layers: int) -> list[LayerSpec]:
+def _chosen_layers(layers: LayerChoice | str | Sequence[LayerChoice | str] | None, n_layers: int) -> list[StoredLayer]:
     """The layers to index (default: the top one), each one the model has, none twice."""
-    chosen = [n_layers - 1] if layers is None else [parse_layer(layer) for layer in layers]
-    for layer in chosen:
-        if layer != "average" and not 0 <= layer < n_layers:
-            raise SearchError(f"layer {layer}: the model has layers 0..{n_layers - 1} (or 'average')", "layers")
+    if layers is None:
+        return [n_layers - 1]
+    given = [layers] if isinstance(layers, str | int) else layers
+    try:
+        chosen = [stored_layer(layer, n_layers) for layer in given]
+    except LayerChoiceError as error:
+        raise SearchError(str(error), "layers") from None
     if len({layer_name(layer) for layer in chosen}) != len(chosen):
-        raise SearchError(f"layers {chosen} name a layer twice", "layers")
+        raise SearchError(f"layers {list(given)} name a layer twice", "layers")
     return chosen
 
 
@@ -163,7 +167,7 @@ def build_index(
     corpus: str | Path,
     out: str | Path,
     model: str | Path | LayerEmbedder,
-    layers: Sequence[LayerSpec | str] | None = None,
+    layers: LayerChoice | str | Sequence[LayerChoice | str] | None = None,
     words_only: str | Path | Iterable[str] | None = None,
     batch_size: int = 32,
     resume: bool = False,
@@ -178,7 +182,8 @@ def build_index(
     loaded with the tokenizer wanted). ``model_name``: how ``ContextIndex.load`` finds the model again for
     sentence queries (default: ``model`` when it is a name or a directory; for an embedder without one, pass the
     same embedder back to ``ContextIndex.load``).
-    ``layers``: which layers to index, each a number or ``"average"`` (default: the top layer).
+    ``layers``: which layers to index, one or a list, each a layer index, ``"top"`` or ``"average"`` (as in
+    ``elmo.layer_choice``; default: the top layer).
     ``words_only``: index only these words (a file of one word a line, or the words; matched ignoring case);
     every word still enters the vocabulary for the static contrast.
     ``ann``: how the ANN index is made (default ``AnnOptions()``). ``checkpoint_lines``: lines between
@@ -203,7 +208,7 @@ def build_index(
         indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
             {word.casefold() for word in words_only}
     names = [layer_name(layer) for layer in chosen]
-    settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": model_config(embedder),
+    settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": embedder.fingerprint,
                 "tokenizer": embedder.tokenizer_name, "layers": names,
                 "words_only": sorted(indexed) if indexed is not None else None}
     partial = layout.partial_directory(out)
@@ -224,9 +229,10 @@ def build_index(
                             shape=(n_indexed, embedder.dim))
         write_ann(build_ann(vectors, ann), partial / layout.ann_file(name))
         report.factories[name] = ann.factory or default_factory(n_indexed, embedder.dim, ann)
-    meta = {"format": layout.FORMAT_VERSION, "model": model_name, "model_config": settings["model"],
+    meta = {"format": layout.FORMAT_VERSION, "model": model_name, "fingerprint": settings["model"],
             "tokenizer": embedder.tokenizer_name, "corpus": settings["corpus"], "layers": names,
-            "dim": embedder.dim, "n_sentences": state.progress["lines"], "n_tokens": state.progress["tokens"],
+            "n_layers": embedder.n_layers, "dim": embedder.dim, "n_sentences": state.progress["lines"],
+            "n_tokens": state.progress["tokens"],
             "n_indexed": n_indexed, "n_words": len(state.words), "words_only": settings["words_only"],
             "ann": {"factories": report.factories, "nprobe": ann.nprobe, "candidates": ann.candidates}}
     write_text_atomic(partial / layout.META, json.dumps(meta, indent=2))
@@ -244,7 +250,7 @@ def _model_reference(model: str) -> str:
     return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
-def _embed_corpus(corpus: Path, state: _PartialIndex, embedder: LayerEmbedder, layers: Sequence[LayerSpec],
+def _embed_corpus(corpus: Path, state: _PartialIndex, embedder: LayerEmbedder, layers: Sequence[StoredLayer],
                   indexed: set[str] | None, batch_size: int, checkpoint_lines: int, progress: bool,
                   report: IndexReport) -> None:
     with corpus.open("rb") as handle:

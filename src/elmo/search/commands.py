@@ -10,20 +10,21 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, non_negative_int, positive_int
 from elmo.tokenizers import TOKENIZERS
 
+if TYPE_CHECKING:
+    from elmo.layer_choice import LayerChoice
 
-def _layer(value: str) -> str:
-    """An argparse type: a layer number or ``average``, checked as the command line is read."""
-    from elmo.search.layout import parse_layer
 
-    try:
-        parse_layer(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return value
+def _layer(value: str) -> "LayerChoice":
+    """An argparse type: a layer index, ``top`` or ``average`` (``elmo.layer_choice``), checked as the command
+    line is read."""
+    from elmo.layer_choice import stored_layer_argument
+
+    return stored_layer_argument(value)
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -115,7 +116,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--tokenizer", choices=sorted(TOKENIZERS),
                        help="how corpus lines and later queries are split (default: the model's tokenizer)")
     index.add_argument("--out", required=True, type=Path, help="index directory to write")
-    index.add_argument("--layer", action="append", type=_layer, default=None, metavar="N|average",
+    index.add_argument("--layer", action="append", type=_layer, default=None, metavar="N|top|average",
                        help="layer to index, repeatable (default: the top layer)")
     index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
     index.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once")

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from elmo.layer_choice import LayerChoice, LayerChoiceError, stored_layer
 from elmo.search import layout
 from elmo.search.ann import CHUNK_ROWS, ann_search, exact_search, read_ann, unit_rows
 from elmo.search.errors import SearchError
-from elmo.search.layout import LayerSpec, layer_name, parse_layer
-from elmo.search.model import LayerEmbedder, model_config
+from elmo.search.layout import layer_name
+from elmo.search.model import LayerEmbedder
 from elmo.tokenizers import get_tokenizer
 
 if TYPE_CHECKING:
@@ -47,12 +48,14 @@ class ContextIndex:
         self.meta = meta
         self.layers: list[str] = meta["layers"]
         self.dim: int = meta["dim"]
+        self.n_layers: int = meta["n_layers"]  # the model's, so "top" and -1 name a layer
         self.tokenize = get_tokenizer(meta["tokenizer"])
         self.tokens = np.memmap(directory / layout.TOKENS, layout.TOKEN_DTYPE, "r", shape=(meta["n_indexed"],))
         self.sentence_offsets = np.memmap(directory / layout.SENTENCE_OFFSETS, layout.OFFSET_DTYPE, "r")
         self.words: list[str] = layout.read_vocabulary(directory)
         self.counts = np.load(directory / layout.COUNTS)
         self._embedder = embedder
+        self._embedder_checked = False
         self._vectors: dict[str, np.ndarray] = {}
         self._ann: dict[str, faiss.Index] = {}
         self._static: StaticVectors | None = None
@@ -69,7 +72,7 @@ class ContextIndex:
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != layout.FORMAT_VERSION:
             raise SearchError(f"{meta_file}: index format {meta.get('format')!r}; this version reads "
-                              f"{layout.FORMAT_VERSION}", "directory")
+                              f"{layout.FORMAT_VERSION} (build the index again with this version)", "directory")
         return cls(directory, meta, embedder)
 
     @property
@@ -79,7 +82,8 @@ class ContextIndex:
     @property
     def embedder(self) -> LayerEmbedder:
         """The model that embeds query sentences: the one given to ``load``, else the one named in meta.json
-        with the tokenizer the corpus was split with. SearchError if its configuration is not the index's."""
+        with the tokenizer the corpus was split with. SearchError (field ``embedder``) if it is another model
+        than the index was built with (``elmo.fingerprint``: options and weights), checked once."""
         if self._embedder is None:
             from elmo.embedder import Embedder
 
@@ -87,22 +91,31 @@ class ContextIndex:
                 raise SearchError(f"{self.directory} was built from an Embedder object; pass that embedder to "
                                   "ContextIndex.load(..., embedder=...)", "embedder")
             self._embedder = Embedder.load(self.meta["model"], tokenizer=self.meta["tokenizer"])
-        if model_config(self._embedder) != self.meta["model_config"]:
-            raise SearchError(f"the embedder's model differs from the one {self.directory} was built with",
-                              "embedder")
+        if not self._embedder_checked:
+            fingerprint = self._embedder.fingerprint
+            if fingerprint != self.meta["fingerprint"]:
+                raise SearchError(f"the embedder's model (fingerprint {fingerprint[:12]}) differs from the one "
+                                  f"{self.directory} was built with ({self.meta['fingerprint'][:12]}): other "
+                                  "options or weights; query it with that model, or build the index again",
+                                  "embedder")
+            self._embedder_checked = True
         return self._embedder
 
-    def layer(self, layer: LayerSpec | str | None) -> str:
-        """The stored layer's name for ``layer`` (default: the first indexed); SearchError naming the ones held."""
+    def layer(self, layer: LayerChoice | str | None) -> str:
+        """The stored layer's name for ``layer`` (default: the first indexed; ``top`` and negative indexes count
+        from the model's top); SearchError naming the ones held."""
         if layer is None:
             return self.layers[0]
-        name = layer_name(parse_layer(layer))
+        try:
+            name = layer_name(stored_layer(layer, self.n_layers))
+        except LayerChoiceError as error:
+            raise SearchError(str(error), "layer") from None
         if name not in self.layers:
             raise SearchError(f"the index holds {', '.join(self.layers)}, not {name}; "
                               f"build it with --layer {name.removeprefix('layer')}", "layer")
         return name
 
-    def vectors(self, layer: LayerSpec | str | None = None) -> np.ndarray:
+    def vectors(self, layer: LayerChoice | str | None = None) -> np.ndarray:
         """``(n_indexed, dim)`` float16 unit vectors of a layer, memory-mapped."""
         name = self.layer(layer)
         if name not in self._vectors:
@@ -110,13 +123,13 @@ class ContextIndex:
                                             shape=(self.n_indexed, self.dim))
         return self._vectors[name]
 
-    def ann(self, layer: LayerSpec | str | None = None) -> "faiss.Index":
+    def ann(self, layer: LayerChoice | str | None = None) -> "faiss.Index":
         name = self.layer(layer)
         if name not in self._ann:
             self._ann[name] = read_ann(self.directory / layout.ann_file(name), self.meta["ann"]["nprobe"])
         return self._ann[name]
 
-    def search(self, queries: np.ndarray, k: int = 10, layer: LayerSpec | str | None = None, exact: bool = False,
+    def search(self, queries: np.ndarray, k: int = 10, layer: LayerChoice | str | None = None, exact: bool = False,
                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` indexed tokens of highest cosine to each query (``(Q, dim)`` or ``(dim,)``), best first:
         scores and rows, each ``(Q, k)``. ANN candidates are re-ranked by exact cosine on the stored vectors;

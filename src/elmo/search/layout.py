@@ -1,6 +1,7 @@
 """The on-disk format of an index directory, named once for the writer (``build``) and the reader (``index``).
 
-- ``meta.json``: the format version, the model, tokenizer, layers and sizes, and how the ANN index was made;
+- ``meta.json``: the format version, the model (its name and ``elmo.fingerprint``), tokenizer, layers and
+  sizes, and how the ANN index was made;
 - ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as read, and the byte offset of each line
   (``n_sentences + 1`` int64), so a hit's sentence is one seek away;
 - ``tokens.bin``: one ``TOKEN_DTYPE`` record per indexed token: its sentence, its position in the model
@@ -14,13 +15,12 @@
 """
 
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from elmo.search.errors import SearchError
+from elmo.layer_choice import StoredLayer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the model's fingerprint (options and weights) and n_layers, not its configuration's repr
 META = "meta.json"
 PROGRESS = "progress.json"
 SENTENCES = "sentences.txt"
@@ -33,9 +33,6 @@ LAYER0 = "layer0.f16"
 OFFSET_DTYPE = np.dtype("<i8")
 VECTOR_DTYPE = np.dtype("<f2")
 TOKEN_DTYPE = np.dtype([("sentence", "<i8"), ("position", "<i4"), ("word", "<i4")])
-
-LayerSpec = int | Literal["average"]
-
 
 def vectors_file(layer: str) -> str:
     """The file of a stored layer's token vectors (``layer``: a name from ``layer_name``)."""
@@ -57,17 +54,6 @@ def read_vocabulary(directory: Path) -> list[str]:
     return (directory / VOCAB).read_bytes().decode("utf-8").split("\n")[:-1]
 
 
-def layer_name(layer: LayerSpec) -> str:
-    """How a layer is named in ``meta.json`` and in file names: ``layer2``, ``average``."""
+def layer_name(layer: StoredLayer) -> str:
+    """How a stored layer is named in ``meta.json`` and in file names: ``layer2``, ``average``."""
     return "average" if layer == "average" else f"layer{layer}"
-
-
-def parse_layer(value: str | int) -> LayerSpec:
-    """``"average"`` or a layer number (``"2"``, ``2``, ``"layer2"``); SearchError (field ``layer``) otherwise."""
-    text = str(value)
-    if text == "average":
-        return "average"
-    digits = text.removeprefix("layer")
-    if not (digits.isascii() and digits.isdigit()):  # int() would read full-width digits too
-        raise SearchError(f"layer {value!r}: expected a layer number (0, 1, 2, ...) or 'average'", "layer")
-    return int(digits)

@@ -1,4 +1,4 @@
-"""What contextual search asks of a model, as a Protocol, and the fingerprint an index keeps of it.
+"""What contextual search asks of a model, as a Protocol.
 
 ``elmo.Embedder`` satisfies ``LayerEmbedder`` as it is; so do the service's embedder that runs queries through
 its batcher (``elmo.serve.search``) and the tests' embedder with vectors in closed form. Search never reaches
@@ -6,20 +6,20 @@ past these members.
 """
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from elmo.bilm import BiLM
-
 
 class LayerEmbedder(Protocol):
-    """Sentences -> every layer of every token. ``bilm`` is read only for its configuration (``model_config``);
-    ``tokenizer_name`` is recorded in the index, so queries are split as the corpus was."""
+    """Sentences -> every layer of every token. ``fingerprint`` (``elmo.fingerprint``: the model's options and
+    weights) is recorded in the index, and an index refuses a query model with another; ``tokenizer_name`` is
+    recorded too, so queries are split as the corpus was."""
 
     tokenizer_name: str
-    bilm: "BiLM"
+
+    @property
+    def fingerprint(self) -> str: ...
 
     @property
     def n_layers(self) -> int: ...
@@ -31,12 +31,7 @@ class LayerEmbedder(Protocol):
         """A raw string split by the tokenizer; a token list as given."""
         ...
 
-    def embed(self, sentences: Sequence[str | Sequence[str]], layers: str = "all",
+    def embed(self, sentences: Sequence[str | Sequence[str]], layers: Literal["all"] = "all",
               batch_size: int = 32) -> list[np.ndarray]:
-        """With ``layers="all"``: each sentence's layers, ``(n_layers, T, dim)`` float32, in order."""
+        """Each sentence's layers, ``(n_layers, T, dim)`` float32, in order."""
         ...
-
-
-def model_config(embedder: LayerEmbedder) -> str:
-    """The model's configuration as the index records it at build time and checks it against a query model."""
-    return repr(embedder.bilm.config)

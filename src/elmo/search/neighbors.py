@@ -4,9 +4,9 @@ to it, as what people read (``Neighbor``)."""
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from elmo.layer_choice import LayerChoice, stored_layer
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex
-from elmo.search.layout import LayerSpec, parse_layer
 from elmo.similarity import find_occurrences
 
 
@@ -48,7 +48,7 @@ def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
 
 
 def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: int = 10,
-              layer: LayerSpec | str | None = None, same_word: bool = False, exact: bool = False,
+              layer: LayerChoice | str | None = None, same_word: bool = False, exact: bool = False,
               occurrence: int = 0) -> list[Neighbor]:
     """The ``k`` indexed tokens nearest to ``word`` as used in ``sentence`` (its ``occurrence``-th use there),
     other than that very token if the sentence is in the corpus.
@@ -67,8 +67,8 @@ def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: 
     if rows is not None and not len(rows):
         raise SearchError(f"{word!r} does not occur among the indexed tokens", "word", SearchError.WORD_NOT_INDEXED)
     all_layers = embedder.embed([tokens], "all")[0]
-    spec = parse_layer(name)
-    vector = all_layers[:, position].mean(axis=0) if spec == "average" else all_layers[spec, position]
+    stored = stored_layer(name, index.n_layers)
+    vector = all_layers[:, position].mean(axis=0) if stored == "average" else all_layers[stored, position]
     available = index.n_indexed if rows is None else len(rows)
     wanted = k + 1
     while True:  # the query token itself may be in the corpus, more than once: ask for more until k others

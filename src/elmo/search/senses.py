@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from elmo.layer_choice import LayerChoice
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex, Occurrence
-from elmo.search.layout import LayerSpec
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Senses:
     silhouette: float
 
 
-def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerSpec | str | None = None,
+def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerChoice | str | None = None,
            max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
     """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more).
 
@@ -57,14 +57,13 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
                           "cluster(s)", "clusters")
     most = min(max_clusters, distinct, len(rows) - 1)
     candidates = [clusters] if clusters is not None else range(2, most + 1) if most >= 2 else [1]
-    best = None
+    fits = []
     for n_clusters in candidates:
-        model = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
-        found = len(set(model.labels_))
-        score = silhouette_score(vectors, model.labels_, metric="cosine") if 1 < found < len(rows) else -1.0
-        if best is None or score > best[0]:
-            best = (score, model)
-    score, model = best
+        fitted = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
+        found = len(set(fitted.labels_))
+        fits.append((silhouette_score(vectors, fitted.labels_, metric="cosine") if 1 < found < len(rows) else -1.0,
+                     fitted))
+    score, model = max(fits, key=lambda fit: fit[0])  # the first of equal scores, as before
     labels = model.labels_
     # identical uses have no direction to project onto: they sit at the origin
     flat = np.zeros((len(rows), 2))

@@ -7,7 +7,7 @@ at ``/docs`` (Swagger UI served from the package, so it works offline). Refusals
 The app holds no per-client state, so any number of replicas can sit behind a load balancer.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ router = APIRouter()
 
 
 def create_app(embedders: dict[str, Embedder], config: ServeConfig,
-               indexes: dict[str, tuple[str | Path, str]] | None = None) -> FastAPI:
+               indexes: Mapping[str, tuple[str | Path, str]] | None = None) -> FastAPI:
     """``embedders`` maps the names requests use to loaded models; each gets its own batcher. ``indexes`` maps
     the names search requests use to an index directory and the served model that embeds its queries (the one
     it was built with; ``elmo.serve.search.model_for_index``). ValueError if an index does not fit its model."""
@@ -48,12 +48,12 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                                  config.batch_size, on_batch=partial(metrics.record_batch, name))
         budget = TokenBudget(name, config.max_queue_tokens)
         metrics.watch(batcher, budget)
-        served[name] = ServedModel(name, embedder, batcher, budget)
+        served[name] = ServedModel(name, embedder, batcher, budget, embedder.fingerprint)
     served_indexes: dict[str, ServedIndex] = {}
     for name, (directory, model_name) in (indexes or {}).items():
         model = served[model_name]
         served_indexes[name] = open_index(name, directory, model_name, model.embedder, model.batcher,
-                                          config.request_timeout_s)
+                                          config.request_timeout_s, model.fingerprint)
     service = Service(config, metrics, served, served_indexes, SearchRunner(config.max_queue, config.request_timeout_s))
 
     @asynccontextmanager

@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from elmo.embedder import layer_weights, mix_layers
+from elmo.layer_choice import layer_weights, mix_layers
 from elmo.serve.batching import Hold
 from elmo.serve.errors import ApiError
 from elmo.serve.schemas import MAX_OCCURRENCES, EmbedRequest, JsonRoute, SimilarityRequest
@@ -107,10 +107,12 @@ async def similarity(request: Request, body: SimilarityRequest, service: Service
 
 @router.get("/v1/models")
 async def models(service: ServiceDep) -> dict[str, Any]:
-    """The served models and the limits that apply to them."""
+    """The served models (each with its ``fingerprint``, ``elmo.fingerprint``: what a search index or a feature
+    cache records of the model that made it) and the limits that apply to them."""
     config = service.config
     return {"models": [{"name": m.name, "n_layers": m.embedder.n_layers, "dim": m.embedder.dim,
-                        "tokenizer": m.embedder.tokenizer_name, "device": str(m.embedder.device)}
+                        "tokenizer": m.embedder.tokenizer_name, "device": str(m.embedder.device),
+                        "fingerprint": m.fingerprint}
                        for m in service.models.values()],
             "limits": {"max_body_bytes": config.max_body_bytes, "max_sentences": config.max_sentences,
                        "max_sentence_tokens": config.max_sentence_tokens, "long_sentences": config.long_sentences,

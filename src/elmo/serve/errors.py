@@ -6,6 +6,7 @@ The library's typed errors (``elmo.search.SearchError``, the batcher's ``QueueFu
 request over a limit). Every answer has the one error shape of ``guards.error_payload``.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -71,13 +72,15 @@ def refusal(error: Exception, config: ServeConfig) -> JSONResponse:
 
 
 def _answer(status: int, code: str, message: str, field: str | None = None,
-            headers: dict[str, str] | None = None) -> JSONResponse:
+            headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_payload(code, message, field), status, headers)
 
 
-async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-    """pydantic's refusal of a body as one error naming the most specific field, or the body's media type or
-    syntax at fault."""
+async def _invalid_request(request: Request, error: Exception) -> JSONResponse:
+    """pydantic's refusal of a body (a RequestValidationError: Starlette types every handler as taking any
+    Exception) as one error naming the most specific field, or the body's media type or syntax at fault."""
+    if not isinstance(error, RequestValidationError):
+        raise TypeError(f"{type(error).__name__} is not a refused request body") from error
     content_type = request.headers.get("content-type", "application/json")
     if not content_type.split(";")[0].strip().lower().endswith("json"):
         return _answer(415, "unsupported_media_type", f"the body is {content_type}; send JSON with Content-Type: "

@@ -2,7 +2,7 @@
 field before any endpoint runs, and ``errors.py`` names it) and how a body is decoded."""
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import Request
@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from elmo.search.layout import parse_layer
+from elmo.layer_choice import LayerChoice, parse_layers
 
 MAX_OCCURRENCES = 32  # /v1/similarity: the page's heat map stays small
 MAX_NEIGHBORS = 100
@@ -28,16 +28,17 @@ def _unicode(text: str) -> str:
     return text
 
 
-def _layer_name(text: str) -> str:
-    """A layer as ``elmo.search`` reads it (``parse_layer``: ASCII digits, ``layer2`` or ``average``)."""
-    parse_layer(text)
-    return text
+def _layer_choice(value: str | int | list[float]) -> LayerChoice:
+    """A layer choice as everywhere else (``elmo.layer_choice``): what fits the model is checked where it is
+    known (the model's layer count, or the layers an index holds)."""
+    return parse_layers(value)
 
 
 Text = Annotated[str, AfterValidator(_unicode)]
 Sentence = Text | list[Text]
 Weight = Annotated[float, Field(allow_inf_nan=False)]
-LayerName = Annotated[str, AfterValidator(_layer_name)]
+# Weights are floats first, so a NaN or 1e400 is refused naming its place (layers[0]).
+Layers = Annotated[str | int | list[Weight], AfterValidator(_layer_choice)]
 
 
 class EmbedRequest(BaseModel):
@@ -47,8 +48,9 @@ class EmbedRequest(BaseModel):
 
     model: Text | None = Field(None, description="a served model's name; may be left out when only one is served")
     sentences: list[Sentence] = Field(min_length=1, examples=[["The bank of the river .", ["She", "sat"]]])
-    layers: Literal["all", "top", "average"] | list[Weight] = Field(
-        "top", description="all: (L+1, T, 2P) per sentence; top, average, or one mixing weight per layer: (T, 2P)")
+    layers: Layers = Field(
+        "top", description="all: (L+1, T, 2P) per sentence; top, average, a layer index (-1 the top) or one mixing "
+                           "weight per layer: (T, 2P)")
     pooling: Literal["none", "mean"] = Field("none", description="mean: average over the tokens, (2P,) or (L+1, 2P)")
 
 
@@ -74,8 +76,8 @@ class NeighborsRequest(BaseModel):
     word: Text = Field(min_length=1, examples=["play"], description="a token of the sentence, any case")
     occurrence: int = Field(0, ge=0, description="which use of the word in the sentence, 0-based")
     k: int = Field(10, ge=1, le=MAX_NEIGHBORS, description="neighbours (and static neighbours) returned")
-    layer: int | LayerName | None = Field(None, description="an indexed layer (2, 'layer2' or 'average'); "
-                                                      "default: the first the index holds")
+    layer: Layers | None = Field(None, description="an indexed layer (2, 'layer2', -1 or 'top', 'average'); "
+                                                  "default: the first the index holds")
     same_word: bool = Field(False, description="only uses of the same word (ignoring case), searched exactly")
     exact: bool = Field(False, description="brute force over every indexed token instead of the ANN index")
 
@@ -89,7 +91,7 @@ class SensesRequest(BaseModel):
     word: Text = Field(min_length=1, examples=["play"])
     clusters: int | None = Field(None, ge=1, le=MAX_SENSES, description="default: the count of 2..6 with the "
                                                                         "best silhouette")
-    layer: int | LayerName | None = None
+    layer: Layers | None = None
 
 
 REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (EmbedRequest, SimilarityRequest,
@@ -119,7 +121,7 @@ class _JsonRequest(Request):
 class JsonRoute(APIRoute):
     """The routers' route class: bodies read by ``_JsonRequest``."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -61,8 +61,8 @@ class BatchedEmbedder:
     ``/v1/embed`` requests and meets the same queue limit and timeout. Used from a search thread, never from the
     event loop (``embed`` blocks)."""
 
-    def __init__(self, embedder: Embedder, batcher: DynamicBatcher, timeout_s: float) -> None:
-        self.bilm = embedder.bilm
+    def __init__(self, embedder: Embedder, batcher: DynamicBatcher, timeout_s: float, fingerprint: str) -> None:
+        self.fingerprint = fingerprint
         self.tokenizer_name = embedder.tokenizer_name
         self.n_layers = embedder.n_layers
         self.dim = embedder.dim
@@ -70,7 +70,7 @@ class BatchedEmbedder:
         self._batcher = batcher
         self._timeout_s = timeout_s
 
-    def embed(self, sentences: Sequence[str | Sequence[str]], layers: str = "all",
+    def embed(self, sentences: Sequence[str | Sequence[str]], layers: Literal["all"] = "all",
               batch_size: int = 32) -> list[np.ndarray]:
         """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, as ``Embedder.embed(..., "all")``; the
         batcher's own batch size applies."""
@@ -87,21 +87,23 @@ class ServedIndex:
 
     def describe(self) -> dict[str, Any]:
         meta = self.index.meta
-        return {"name": self.name, "model": self.model, "layers": self.index.layers, "dim": self.index.dim,
+        return {"name": self.name, "model": self.model, "fingerprint": meta["fingerprint"],
+                "layers": self.index.layers, "dim": self.index.dim,
                 "tokenizer": meta["tokenizer"], "n_sentences": meta["n_sentences"], "n_tokens": meta["n_tokens"],
                 "n_indexed": meta["n_indexed"], "n_words": meta["n_words"], "ann": meta["ann"]["factories"]}
 
 
 def open_index(name: str, directory: str | Path, model_name: str, embedder: Embedder, batcher: DynamicBatcher,
-               timeout_s: float) -> ServedIndex:
+               timeout_s: float, fingerprint: str) -> ServedIndex:
     """Load an index with the served model as its embedder, and read in what every query needs (the ANN indexes,
     the memory maps, the layer-0 vocabulary), so the first request is not the slow one and a broken index
-    stops the start-up. ValueError if the served model is not the one the index was built with."""
-    index = ContextIndex.load(directory, embedder=BatchedEmbedder(embedder, batcher, timeout_s))
+    stops the start-up. ValueError if the served model (``fingerprint``: its options and weights) is not the one
+    the index was built with."""
+    index = ContextIndex.load(directory, embedder=BatchedEmbedder(embedder, batcher, timeout_s, fingerprint))
     if index.meta["tokenizer"] != embedder.tokenizer_name:
         raise ValueError(f"--index {directory} was built with the {index.meta['tokenizer']} tokenizer; model "
                          f"{model_name!r} splits text with {embedder.tokenizer_name}")
-    index.embedder  # noqa: B018 -- ValueError if the model's configuration differs from the index's
+    index.embedder  # noqa: B018 -- ValueError if the model's fingerprint differs from the index's
     for layer in index.layers:
         index.vectors(layer)
         index.ann(layer)

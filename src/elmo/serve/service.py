@@ -27,6 +27,7 @@ class ServedModel:
     embedder: Embedder
     batcher: DynamicBatcher
     budget: TokenBudget
+    fingerprint: str  # elmo.fingerprint of the embedder's model, computed once at start-up
 
 
 @dataclass

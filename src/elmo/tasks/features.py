@@ -3,9 +3,10 @@
 With the biLM frozen (the paper's setting) its layers do not change during task training; embedding once
 turns each epoch into a pass over stored arrays, which is what makes many task runs fit on two CPU cores.
 Layout: one float16 dataset per sentence, named by its position (``"0"``, ``"1"``, ...), of shape
-``(n_layers, n_words, dim)``; the file's ``fingerprint`` attribute (sha256 of the model's weight file and of
-the sentences) tells a stale cache from a usable one. float16 keeps 3 significant digits, far below the
-noise a task model is trained with (dropout 0.5).
+``(n_layers, n_words, dim)``; the file's attributes ``model_fingerprint`` (``elmo.fingerprint``: the model's
+options and weights) and ``sentences_sha256`` (every word of every sentence, in order) tell a stale cache from
+a usable one. float16 keeps 3 significant digits, far below the noise a task model is trained with (dropout
+0.5).
 """
 
 import hashlib
@@ -16,31 +17,27 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo.datasets.archives import sha256_of
 from elmo.embedder import Embedder
 from elmo.files import atomic_path
 
 
-def fingerprint(model_id: str, sentences: Sequence[Sequence[str]]) -> str:
-    """What a cache was made from: the model's identity and every word of every sentence, in order."""
-    digest = hashlib.sha256(model_id.encode("utf-8"))
+def sentences_sha256(sentences: Sequence[Sequence[str]]) -> str:
+    """The sha256 of every word of every sentence, in order (a sentence's boundaries included)."""
+    digest = hashlib.sha256()
     for words in sentences:
         digest.update(json.dumps(list(words), ensure_ascii=False).encode("utf-8"))
     return digest.hexdigest()
 
 
-def model_identity(weight_file: Path) -> str:
-    return f"{weight_file.name}:{sha256_of(weight_file)}"
-
-
-def cache_layers(embedder: Embedder, model_id: str, sentences: Sequence[Sequence[str]], path: str | Path,
-                 batch_size: int = 64, progress: bool = False) -> Path:
-    """Embed ``sentences`` (lists of words) into ``path`` unless it already holds exactly these; returns it."""
+def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: str | Path, batch_size: int = 64,
+                 progress: bool = False) -> Path:
+    """Embed ``sentences`` (lists of words) into ``path`` unless it already holds exactly these, embedded by this
+    model (its fingerprint: options and weights); returns it."""
     path = Path(path)
-    expected = fingerprint(model_id, sentences)
+    expected = {"model_fingerprint": embedder.fingerprint, "sentences_sha256": sentences_sha256(sentences)}
     if path.is_file():
         with h5py.File(path, "r") as existing:
-            if existing.attrs.get("fingerprint") == expected:
+            if all(existing.attrs.get(key) == value for key, value in expected.items()):
                 return path
     empty = [i for i, words in enumerate(sentences) if not words]
     if empty:
@@ -48,7 +45,7 @@ def cache_layers(embedder: Embedder, model_id: str, sentences: Sequence[Sequence
     with atomic_path(path) as temporary, h5py.File(temporary, "w") as out:
         for i, layers in enumerate(embedder.iter_embed(sentences, "all", batch_size, progress)):
             out.create_dataset(str(i), data=layers.astype(np.float16))
-        out.attrs["fingerprint"] = expected
+        out.attrs.update(expected)
         out.attrs["n_sentences"] = len(sentences)
         out.attrs["n_layers"] = embedder.n_layers
         out.attrs["dim"] = embedder.dim

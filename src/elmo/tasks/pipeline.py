@@ -16,7 +16,7 @@ from elmo.tasks.data import (
     read_tagged,
     tagging_examples,
 )
-from elmo.tasks.features import cache_layers, load_layers, model_identity
+from elmo.tasks.features import cache_layers, load_layers
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, scorer, seed_everything
 
@@ -57,17 +57,16 @@ def load_static(name: str | None) -> StaticVectors | None:
 def embed_examples(model: str, splits: Mapping[str, Sequence[Example]], cache_dir: str | Path,
                    batch_size: int = 64, progress: bool = False) -> dict[str, list[np.ndarray]]:
     """Every biLM layer of each split's words, cached in ``cache_dir/{split}.h5`` (reused when it holds the
-    same model and words)."""
+    same model, by its fingerprint, and the same words)."""
     from elmo.embedder import Embedder
     from elmo.model_dir import ModelDir
 
     model_dir = ModelDir.find(model)
-    model_id = model_identity(model_dir.weight_file)
     embedder = Embedder(model_dir.load_bilm(), tokenizer="whitespace")  # examples hold words already
     layers = {}
     for name, examples in splits.items():
         words = [list(example.words) for example in examples]
-        path = cache_layers(embedder, model_id, words, Path(cache_dir) / f"{name}.h5", batch_size, progress)
+        path = cache_layers(embedder, words, Path(cache_dir) / f"{name}.h5", batch_size, progress)
         layers[name] = load_layers(path, len(examples))
     return layers
 
