@@ -25,6 +25,7 @@ test: $(BIN)/.installed-dev
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "could not install chromium: the browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # Slow tests and the benchmarks (minutes to an hour; not part of `make test`).
