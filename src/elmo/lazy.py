@@ -13,6 +13,7 @@ Usage, in a package's ``__init__.py`` (with the same names imported under ``TYPE
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
+from types import ModuleType
 from typing import Any
 
 from elmo.extras import require
@@ -38,4 +39,15 @@ def lazy_exports(package: str, homes: Mapping[str, Iterable[str]], extra: str | 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(home_of))
 
+    class LazyPackage(ModuleType):
+        """Importing a submodule sets it as the package's attribute of its name: where a public name is also a
+        submodule's (``elmo.search.senses``, the function, and the module ``senses.py``), the name wins, as it
+        did with eager imports, so ``from elmo.search import senses`` is the function whatever was imported."""
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in home_of and isinstance(value, ModuleType) and value.__name__ == f"{package}.{name}":
+                value = getattr(value, name)
+            super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = LazyPackage
     return __getattr__, __dir__
