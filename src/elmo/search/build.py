@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from elmo.embed_file import EmbedReport, TextFile, check_text_file, read_lines
+from elmo.embed_job.source import EmbedReport, TextFile, check_text_file, read_lines
 from elmo.extras import require
 from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
 from elmo.layer_choice import LayerChoice, LayerChoiceError, StoredLayer, stored_layer
