@@ -1,0 +1,250 @@
+"""Measure a model before and after domain adaptation (docs/domain.md): held-out perplexity on the domain's text
+and on general text, the same words in domain and general sentences (triplet rate, nearest-neighbour agreement),
+the polysemy set, and the nearest words of a few words used in domain sentences.
+
+    python scripts/adapt_domain.py measure --model en --text licenses=DIR/test.txt --text general=EN/test.txt \
+        --senses-domain DIR/test.txt --senses-general EN/test.txt --out before.json
+    python scripts/adapt_domain.py measure --model ADAPTED --reference-vocab en ... --out after.json
+    python scripts/adapt_domain.py table before.json after.json
+
+Perplexity over two vocabularies. An adapted model's vocabulary holds the words the domain added, so its own
+perplexity counts each of them as a word to predict where the general model had ``<UNK>``: not the same task.
+``--reference-vocab`` also computes it over the reference model's vocabulary (the general model's, a prefix of
+the adapted one's): a target outside it counts as ``<UNK>``, and the model's probability of ``<UNK>`` is that
+of ``<UNK>`` plus every added word. For the general model itself both figures are the same.
+
+Same word, two kinds of text: for each word, its first occurrences in the domain's held-out sentences and in
+general held-out sentences (at most ``--per-side`` of each; the word in lower case, as a whole token). The
+"sense" of an occurrence is which text it came from, so the triplet rate says how well a layer separates a
+word's domain uses from its general ones: a proxy for the sense shift, not sense labels.
+"""
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from elmo.bilm import BiLMState
+from elmo.embedder import Embedder
+from elmo.modules.bidirectional import run_directions
+from elmo.polysemy import SenseSentence, evaluate_model, nn_agreement, triplet_rate, vectors_by_sense, word_vectors
+from elmo.training.batches import NO_TARGET, Batcher
+from elmo.training.corpus import Corpus
+from elmo.training.export import load_language_model, resolve_model
+from elmo.training.language_model import LanguageModel
+from elmo.training.vocab import Vocabulary
+
+# Words whose everyday sense and license sense differ (a political party / a party to the agreement, a piece of
+# work / the copyrighted Work, ...); each must occur in both held-out texts.
+SENSE_WORDS = ("party", "work", "source", "notice", "grant", "terms", "distribution", "title", "consideration",
+               "form", "object", "interest", "express", "copy", "program", "free", "license", "agreement")
+# Queries for the nearest-words table: (word, a sentence of license text that uses it).
+NEIGHBOUR_QUERIES = (
+    ("party", "Each party shall bear its own costs in connection with this Agreement ."),
+    ("work", "You may reproduce and distribute copies of the Work in any medium ."),
+    ("source", "You must make the source code of your modifications available to the recipients ."),
+    ("notice", "You must retain this notice in all copies of the Software ."),
+    ("consideration", "In consideration of the mutual promises herein , the parties agree as follows ."),
+    ("title", "Title to the Software remains with the Licensor at all times ."),
+)
+
+
+def perplexities(model: LanguageModel, vocab: Vocabulary, n_reference: int, corpus: Corpus, batch_size: int = 32,
+                 unroll_steps: int = 20) -> dict[str, Any]:
+    """Full-softmax perplexity of ``corpus`` over the model's own vocabulary and over its first ``n_reference``
+    words (module docstring). The evaluation path of ``LanguageModel.forward`` (and ``trainer.evaluate``'s
+    batching), with both figures taken from the same logits."""
+    batcher = Batcher(corpus, vocab, range(batch_size), batch_size, unroll_steps, seed=0, max_epochs=1,
+                      max_characters=model.config.char_cnn.max_characters_per_token, pad=True)
+    model.eval()
+    state = model.bilm.zero_state(batch_size)
+    unk = vocab.unk_id
+    nll = torch.zeros(2, 2, dtype=torch.float64)  # (own, reference) x (forward, backward)
+    n_targets = n_beyond = 0
+    with torch.no_grad():
+        while (inputs := batcher.next_batch()) is not None:
+            n_rows, n_steps = inputs.forward_tokens.shape
+            token_vectors = model.bilm.token_encoder(inputs.char_ids)
+            positions = torch.stack([inputs.forward_tokens.T.reshape(-1), inputs.backward_tokens.T.reshape(-1)])
+            targets = torch.stack([inputs.forward_targets.T.reshape(-1), inputs.backward_targets.T.reshape(-1)])
+            run = run_directions(model.bilm.forward_lstm, model.bilm.backward_lstm, token_vectors[positions],
+                                 [n_rows] * n_steps, state.h, state.c)
+            state = BiLMState(run.h, run.c)
+            for direction in (0, 1):
+                real = targets[direction] != NO_TARGET
+                target = targets[direction][real]
+                logits = F.linear(run.layers[-1][direction][real], model.softmax_weight, model.softmax_bias)
+                normalizer = torch.logsumexp(logits, dim=-1)
+                target_logit = logits.gather(1, target[:, None]).squeeze(1)
+                beyond = target >= n_reference
+                unk_class = torch.logsumexp(torch.cat([logits[:, unk : unk + 1], logits[:, n_reference:]], dim=1),
+                                            dim=1)
+                reference_logit = torch.where(beyond | (target == unk), unk_class, target_logit)
+                nll[0, direction] += (normalizer - target_logit).double().sum()
+                nll[1, direction] += (normalizer - reference_logit).double().sum()
+                if direction == 0:
+                    n_targets += int(real.sum())
+                    n_beyond += int(beyond.sum())
+    batcher.close()
+    mean = (nll / n_targets).tolist()
+
+    def figures(row: list[float]) -> dict[str, float]:
+        return {"forward": math.exp(row[0]), "backward": math.exp(row[1]), "average": math.exp(sum(row) / 2)}
+
+    return {"tokens": n_targets, "targets_beyond_reference": n_beyond, "own": figures(mean[0]),
+            "reference": figures(mean[1])}
+
+
+def sense_sentences(domain_file: Path, general_file: Path, words: Sequence[str], per_side: int,
+                    min_per_side: int = 5) -> list[SenseSentence]:
+    """Each word's first ``per_side`` uses in each file (one sentence a line, already tokenized), as sense
+    ``domain`` / ``general``; a word with fewer than ``min_per_side`` uses on either side is left out."""
+    sides = {"domain": domain_file.read_text(encoding="utf-8").splitlines(),
+             "general": general_file.read_text(encoding="utf-8").splitlines()}
+    sentences: list[SenseSentence] = []
+    for word in words:
+        found: dict[str, list[SenseSentence]] = {}
+        for sense, lines in sides.items():
+            found[sense] = []
+            for line in lines:
+                tokens = line.split()
+                if word in tokens and len(tokens) <= 60:
+                    found[sense].append(SenseSentence(word, sense, line, tuple(tokens), tokens.index(word)))
+                    if len(found[sense]) == per_side:
+                        break
+        if all(len(uses) >= min_per_side for uses in found.values()):
+            sentences += found["domain"] + found["general"]
+    return sentences
+
+
+def nearest_words(embedder: Embedder, pool: list[list[str]], queries: Sequence[tuple[str, str]], layer: int,
+                  k: int) -> dict[str, list[str]]:
+    """For each (word, sentence), the ``k`` distinct words (other than the word itself, any case) of ``pool``
+    whose vectors at ``layer`` are nearest (cosine) to the word's vector in the sentence."""
+    pool_vectors = np.concatenate([vectors[layer] for vectors in embedder.embed(pool, "all")])
+    pool_tokens = [token for sentence in pool for token in sentence]
+    pool_unit = pool_vectors / np.linalg.norm(pool_vectors, axis=1, keepdims=True)
+    result = {}
+    for word, sentence in queries:
+        tokens = sentence.split()
+        position = [token.lower() for token in tokens].index(word)
+        vector = embedder.embed([tokens], "all")[0][layer][position]
+        order = np.argsort(-(pool_unit @ (vector / np.linalg.norm(vector))))
+        neighbours: list[str] = []
+        for index in order:
+            token = pool_tokens[index]
+            if token.lower() != word and token not in neighbours:
+                neighbours.append(token)
+                if len(neighbours) == k:
+                    break
+        result[word] = neighbours
+    return result
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Every figure into ``args.out``, written after each part; parts already there (a rerun) are kept."""
+    torch.set_num_threads(1)
+    report: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+
+    def save() -> None:
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+    if "perplexity" not in report:
+        model, vocab = load_language_model(resolve_model(args.model))
+        reference = args.reference_vocab
+        n_reference = len(load_language_model(resolve_model(reference))[1]) if reference else len(vocab)
+        report.update(model=args.model, vocabulary=len(vocab), reference_vocabulary=n_reference, perplexity={})
+        for label, path in (text.split("=", 1) for text in args.text):
+            report["perplexity"][label] = perplexities(model, vocab, n_reference, Corpus([path], "whitespace"))
+            print(label, json.dumps(report["perplexity"][label]), file=sys.stderr)
+        del model
+        save()
+    if args.perplexity_only:
+        return
+    embedder = Embedder.load(args.model, tokenizer="whitespace")
+    if "domain_vs_general" not in report:
+        sentences = sense_sentences(Path(args.senses_domain), Path(args.senses_general), SENSE_WORDS, args.per_side)
+        vectors = word_vectors(embedder, sentences)
+        by_layer = [vectors_by_sense(sentences, layer) for layer in vectors]
+        report["domain_vs_general"] = {
+            "words": sorted({sentence.word for sentence in sentences}), "sentences": len(sentences),
+            "triplet_rate": [triplet_rate(layer) for layer in by_layer],
+            "nn_agreement": [nn_agreement(layer) for layer in by_layer],
+            "per_word_triplet_rate_top": {word: triplet_rate({word: by_layer[-1][word]}) for word in by_layer[-1]},
+        }
+        save()
+    if "polysemy_en" not in report:
+        polysemy = evaluate_model(embedder, "en")
+        report["polysemy_en"] = {"triplet_rate": polysemy.triplet_rate, "nn_agreement": polysemy.nn_agreement}
+        save()
+    if "nearest_words" not in report:
+        pool = [line.split() for path in (args.senses_domain, args.senses_general)
+                for line in Path(path).read_text(encoding="utf-8").splitlines()[: args.pool_lines] if line.split()]
+        report["nearest_words"] = nearest_words(embedder, pool, NEIGHBOUR_QUERIES, layer=-1, k=args.k)
+        save()
+
+
+def table(before: dict[str, Any], after: dict[str, Any]) -> str:
+    rows = ["| figure | before | after |", "|---|---|---|",
+            f"| vocabulary | {before['vocabulary']:,} | {after['vocabulary']:,} "
+            f"(+{after['vocabulary'] - before['vocabulary']:,}) |"]
+    for label, figures in before["perplexity"].items():
+        later = after["perplexity"][label]
+        rows.append(f"| {label}: perplexity over the general vocabulary ({figures['tokens']:,} tokens) | "
+                    f"{figures['reference']['average']:.1f} | {later['reference']['average']:.1f} |")
+        rows.append(f"| {label}: perplexity over the model's own vocabulary | {figures['own']['average']:.1f} | "
+                    f"{later['own']['average']:.1f} ({later['targets_beyond_reference']:,} targets are added words) |")
+    for name, key in (("domain-vs-general triplet rate", "triplet_rate"), ("domain-vs-general NN agreement",
+                                                                           "nn_agreement")):
+        rows.append(f"| {name}, layers 1 / 2 | " + " | ".join(
+            " / ".join(f"{value:.3f}" for value in report["domain_vs_general"][key][1:]) for report in (before, after))
+            + " |")
+    for name, key in (("polysemy set (en) triplet rate", "triplet_rate"), ("polysemy set (en) NN agreement",
+                                                                           "nn_agreement")):
+        rows.append(f"| {name}, layers 1 / 2 | " + " | ".join(
+            " / ".join(f"{value:.3f}" for value in report["polysemy_en"][key][1:]) for report in (before, after))
+            + " |")
+    rows += ["", "| word (in a license sentence) | nearest words before | nearest words after |", "|---|---|---|"]
+    for word, neighbours in before["nearest_words"].items():
+        rows.append(f"| {word} | {', '.join(neighbours)} | {', '.join(after['nearest_words'][word])} |")
+    rows += ["", "| word | triplet rate, top layer, before | after |", "|---|---|---|"]
+    for word, rate in before["domain_vs_general"]["per_word_triplet_rate_top"].items():
+        rows.append(f"| {word} | {rate:.3f} | {after['domain_vs_general']['per_word_triplet_rate_top'][word]:.3f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("measure", help="every figure of one model, as JSON")
+    run.add_argument("--model", required=True, help="shipped name, model directory, run or checkpoint")
+    run.add_argument("--reference-vocab", help="also perplexity over this model's vocabulary (the general model)")
+    run.add_argument("--text", action="append", required=True, metavar="LABEL=PATH",
+                     help="held-out text, one tokenized sentence a line (repeatable)")
+    run.add_argument("--perplexity-only", action="store_true", help="only the perplexities (a run's checkpoints)")
+    run.add_argument("--senses-domain", required=True, help="domain held-out text for the same-word measures")
+    run.add_argument("--senses-general", required=True, help="general held-out text for the same-word measures")
+    run.add_argument("--per-side", type=int, default=20, help="uses of each word taken from each text")
+    run.add_argument("--pool-lines", type=int, default=1000, help="lines of each text searched for nearest words")
+    run.add_argument("--k", type=int, default=5, help="nearest words shown")
+    run.add_argument("--out", type=Path, required=True)
+    show = commands.add_parser("table", help="Markdown before -> after")
+    show.add_argument("before", type=Path)
+    show.add_argument("after", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "measure":
+        measure(args)
+    else:
+        print(table(json.loads(args.before.read_text()), json.loads(args.after.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
