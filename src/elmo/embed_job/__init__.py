@@ -3,6 +3,7 @@
 
 - ``source.py``: the input, checked line by line before any work;
 - ``shards.py``: which lines a worker embeds, and the directory of parts with its manifest;
+- ``settings.py``: what a run records with its output (the model by its fingerprint) and the one check of it;
 - ``layout.py``: formats, one embedded line, the writer's interface; ``arrow.py``: the Parquet schema and
   ``lines_to_table`` (the ``parquet`` extra);
 - ``hdf5.py``, ``parquet.py``, ``npy.py`` (the last two on ``chunked.py``): one writer per format;

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
+from elmo.embed_job.settings import check_same
 from elmo.files import atomic_path, remove_stale_partials, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,8 @@ class ChunkedWriter(ABC):
 
     def _resumed(self) -> int | None:
         """How many lines the chunks of an interrupted run hold; None to start over (no partial output, or a
-        damaged one). Raises ValueError when it was made from another input or with other settings."""
-        settings = self.target.settings
+        damaged one). Raises ValueError when it was made from another input, with other options or by another
+        model."""
         try:
             recorded = json.loads((self.partial / _SETTINGS).read_text(encoding="utf-8"))
             if not isinstance(recorded, dict):
@@ -69,13 +70,7 @@ class ChunkedWriter(ABC):
         except (OSError, ValueError, TypeError) as error:
             log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
             return None
-        differing = sorted(key for key in settings.keys() | recorded.keys() if recorded.get(key) != settings.get(key))
-        if differing == ["sha256"]:
-            raise ValueError(f"{settings['input']} has changed since {self.partial} was begun (its sha256 differs); "
-                             "run without --resume to start over")
-        if differing:
-            raise ValueError(f"{self.partial} was made with another {', '.join(differing)}; run without --resume "
-                             "to start over")
+        check_same(recorded, self.target.settings, self.partial, "run without --resume to start over")
         remove_stale_partials(self.partial)  # a chunk being written when the run was killed
         chunks = sorted(self.partial.glob(f"chunk-*.{self.extension}"))
         if [chunk.name for chunk in chunks] != [self._chunk_name(k) for k in range(len(chunks))]:

@@ -109,10 +109,6 @@ def _embed(args: argparse.Namespace) -> int:
         except LayerChoiceError as error:  # one that does not fit the model
             raise ValueError(f"--layers: {error}") from None
         output = job.target.output
-        if job.finished and job.parts is not None:  # only a part of a directory of parts is ever finished
-            job.parts.write_manifest(shard.count, job.target.settings)
-            print(f"{output} (shard {shard}) is already whole; skipped")
-            return 0
         on = args.device
         if on == "cuda" and "LOCAL_RANK" in os.environ:  # one GPU per process under torchrun
             on = f"cuda:{os.environ['LOCAL_RANK']}"
@@ -123,6 +119,9 @@ def _embed(args: argparse.Namespace) -> int:
             if partial_path(output).exists():
                 interrupt.add_note("run the same command with --resume to continue")
             raise
+    if report.already_whole:
+        print(f"{output} (shard {shard}) is already whole; skipped")
+        return 0
     resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
     shard_note = f" (shard {shard})" if shard != WHOLE else ""
     print(f"wrote {report.lines} sentences to {output}{shard_note}{resumed}; {len(report.warnings)} warning(s)")

@@ -21,6 +21,7 @@ import os
 import h5py
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
+from elmo.embed_job.settings import check_same
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,8 @@ class Hdf5Writer:
 
     def _lines_to_keep(self, out: h5py.File) -> int | None:
         """How many lines of ``out`` a resumed run keeps, after deleting any written past them; None when the
-        file is damaged. Raises ValueError when it was made from another input or with other settings."""
-        settings = self.target.settings
+        file is damaged. Raises ValueError when it was made from another input, with other options or by another
+        model."""
         try:
             recorded = json.loads(out.attrs["settings"])
             done = int(out.attrs["lines_done"])
@@ -78,13 +79,7 @@ class Hdf5Writer:
         if "sha256" not in recorded:
             raise ValueError(f"{self.partial} was begun by an older version that kept no hash of its input; run "
                              "without --resume to start over")
-        differing = [key for key in settings.keys() | recorded.keys() if recorded.get(key) != settings.get(key)]
-        if differing == ["sha256"]:
-            raise ValueError(f"{settings['input']} has changed since {self.partial} was begun (its sha256 differs); "
-                             "run without --resume to start over")
-        if differing:
-            raise ValueError(f"{self.partial} was made with another {', '.join(sorted(differing))}; run without "
-                             "--resume to start over")
+        check_same(recorded, self.target.settings, self.partial, "run without --resume to start over")
         keep = {self._key(line.index, line.sentence)
                 for line in itertools.islice(self.target.source_lines(), max(done, 0))}
         if not 0 <= done <= self.target.lines or not keep <= names:

@@ -1,13 +1,15 @@
 """One embedding job: an input, its shard, an output in one format. ``plan`` checks everything that can be
-checked without the model (so a mistake costs no time and leaves no file); ``run`` embeds the lines a
-chunk at a time into the format's writer, which keeps what is done when the run is interrupted.
+checked without the model's weights (so a mistake costs no time and leaves no file); ``run`` records the
+model's fingerprint in the job's settings, so that a resumed run or a restarted shard keeps only what this
+model made, and embeds the lines a chunk at a time into the format's writer, which keeps what is done when
+the run is interrupted.
 """
 
 import itertools
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -16,6 +18,7 @@ from elmo.config import BiLMConfig
 from elmo.embed_job.hdf5 import Hdf5Writer
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Writer, output_format, partial_path
 from elmo.embed_job.npy import NpyWriter
+from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder
@@ -47,12 +50,11 @@ class Job:
     options: EmbedOptions
     target: Target
     parts: PartsDirectory | None  # where the part and its record go, when the output is a directory of parts
-    finished: bool  # the part is already whole (a restarted job skips it)
 
 
 def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLMConfig, tokenizer: str) -> Job:
     """Every check before the model loads: the options, the input (every line), the output. ValueError or
-    FileNotFoundError naming the fault."""
+    FileNotFoundError naming the fault. The job's settings name the model once ``run`` has it."""
     output = Path(output)
     weights = layer_weights(options.layers, config.n_output_layers)
     if options.batch_size < 1:
@@ -78,7 +80,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
                 "format": format, "text_field": source.text_field, "id_field": source.id_field,
                 "layers": parse_layers(options.layers),
                 "pooling": options.pooling, "dtype": options.dtype, "sentence_keys": options.sentence_keys,
-                "tokenizer": tokenizer, "model": repr(config), "shard": str(options.shard)}
+                "tokenizer": tokenizer, "shard": str(options.shard)}
     parts = None
     if options.parts:
         _check_output_directory(output)
@@ -89,8 +91,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
                         options.pooling is not None, DTYPES[options.dtype])
     target = Target(output, settings, options.shard.size(text.lines), shape, source.id_field is not None,
                     options.sentence_keys, lambda: read_source(source, EmbedReport(), options.shard))
-    finished = parts is not None and parts.finished(options.shard, settings)
-    return Job(source, options, target, parts, finished)
+    return Job(source, options, target, parts)
 
 
 def writer_class(format: str) -> Callable[[Target, bool], Writer]:
@@ -131,12 +132,15 @@ def _check_output_directory(directory: Path) -> None:
 
 
 def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = True) -> EmbedReport:
-    """Embed the job's lines into its output; ``resume`` keeps what an interrupted run of the same job wrote.
-    On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many."""
-    target = job.target
+    """Embed the job's lines into its output; ``resume`` keeps what an interrupted run of the same job by the
+    same model wrote, and a part of a directory of parts that is already whole is skipped
+    (``report.already_whole``). ValueError, naming both fingerprints, when that output was made by another
+    model. On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many."""
+    target = replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint))
     report = EmbedReport(lines=target.lines)
-    if job.finished:
+    if job.parts is not None and job.parts.finished(job.options.shard, target.settings):
         report.resumed_from = target.lines
+        report.already_whole = True
     else:
         target.output.parent.mkdir(exist_ok=True)
         writer = writer_class(target.settings["format"])(target, resume)

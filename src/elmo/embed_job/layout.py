@@ -62,7 +62,7 @@ class Target:
     """One output file to write, as its writer needs to know it."""
 
     output: Path
-    settings: dict  # recorded in the partial output; a resumed run must match them
+    settings: dict  # recorded in the output (``settings.py``; ``run`` adds the model); a resumed run must match them
     lines: int  # how many lines the output holds when whole
     shape: VectorShape
     with_ids: bool  # the input's ids are kept

@@ -22,6 +22,7 @@ from elmo.config import BiLMConfig
 from elmo.embed_job.arrow import lines_to_table
 from elmo.embed_job.job import EmbedOptions, Job, plan
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_path
+from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
 from elmo.embedder import Embedder
@@ -181,9 +182,10 @@ def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: in
     if partial.exists():
         log.warning(f"{partial} is left from an interrupted run; starting over")
         shutil.rmtree(partial)
+    settings = with_model(job.target.settings, load("cpu").fingerprint)  # the workers' model, loaded here once more
     embedded = embed_dataset(lines_dataset(job.source), load, job.options, workers, gpus_per_worker, config)
     embedded.write_parquet(str(partial.resolve()))
-    write_text_atomic(partial / SETTINGS_FILE, json.dumps(job.target.settings, indent=1) + "\n")
+    write_text_atomic(partial / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
     if output.is_dir():
         output.rmdir()  # empty (checked before any work)
     partial.rename(output)

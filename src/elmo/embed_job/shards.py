@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from elmo.embed_job.settings import check_same
 from elmo.files import write_text_atomic
 
 MANIFEST = "manifest.json"
@@ -92,17 +93,15 @@ class PartsDirectory:
         return f"part-{shard.index:05d}-of-{shard.count:05d}"
 
     def finished(self, shard: Shard, settings: dict) -> bool:
-        """Whether this shard's part is whole and was made with ``settings``; ValueError when it was made
-        with others (its input or options changed), naming them."""
-        record = self._read(self.record(shard))
-        if record is None or not self.part(shard).is_file():
-            return False
-        differing = sorted(key for key in settings.keys() | record["settings"].keys()
-                           if record["settings"].get(key) != settings.get(key))
-        if differing:
-            raise ValueError(f"{self.part(shard)} was made with another {', '.join(differing)}; remove "
-                             f"{self.directory} or write to another directory")
-        return True
+        """Whether this shard's part is whole (and so made with ``settings``). ValueError, naming what differs,
+        when this part or another recorded part of the N was made with other settings (another input, other
+        options or another model): parts of two runs never make one manifest."""
+        for other in (Shard(index, shard.count) for index in range(shard.count)):
+            record = self._read(self.record(other))
+            if record is not None:
+                check_same(record["settings"], settings, self.part(other),
+                           f"remove {self.directory} or write to another directory", ignoring=("shard",))
+        return self._read(self.record(shard)) is not None and self.part(shard).is_file()
 
     def finish(self, shard: Shard, settings: dict, lines: int) -> bool:
         """Record this shard's whole part; then write the manifest if every part is recorded with the same

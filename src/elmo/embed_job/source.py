@@ -32,6 +32,7 @@ class EmbedReport:
     tokens: int = 0
     resumed_from: int = 0
     warnings: list[str] = field(default_factory=list)
+    already_whole: bool = False  # a part of a directory of parts that a restarted job found whole and skipped
 
 
 @dataclass(frozen=True)

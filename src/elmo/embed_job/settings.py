@@ -1,0 +1,41 @@
+"""The settings ``elmo embed`` records with what it writes, and the one check of them.
+
+A run's settings name its input (path and sha256), its options, its shard, and the model that embeds it by
+its fingerprint (``elmo.fingerprint``: options and weights, so two models of one shape differ). A partial
+output records them when it begins, and a whole part of a sharded run beside itself. A resumed run, or
+another shard writing into the same directory, goes on only with the same settings, so no output mixes the
+vectors of two inputs, two sets of options or two models.
+"""
+
+import re
+from pathlib import Path
+
+MODEL = "model"  # the key of the model's fingerprint
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+_SHOWN = 12  # hex digits of a fingerprint shown in a message, as the search index shows them
+
+
+def with_model(settings: dict, fingerprint: str) -> dict:
+    """``settings`` for a run by the model of ``fingerprint``."""
+    return {**settings, MODEL: fingerprint}
+
+
+def check_same(recorded: dict, settings: dict, made: Path, remedy: str, ignoring: tuple[str, ...] = ()) -> None:
+    """ValueError unless ``recorded`` (the settings ``made`` was made with) equal this run's ``settings``, but for
+    the keys ``ignoring``. It names the input when only its sha256 differs, else every key that differs, with
+    both fingerprints when the model differs, and ends with ``remedy`` (what to do instead)."""
+    differing = sorted(key for key in settings.keys() | recorded.keys()
+                       if key not in ignoring and recorded.get(key) != settings.get(key))
+    if differing == ["sha256"]:
+        raise ValueError(f"{settings['input']} has changed since {made} was begun (its sha256 differs); {remedy}")
+    if differing:
+        models = ""
+        if MODEL in differing:
+            models = f" ({_named(recorded.get(MODEL))}; this model has {_named(settings.get(MODEL))})"
+        raise ValueError(f"{made} was made with another {', '.join(differing)}{models}; {remedy}")
+
+
+def _named(fingerprint: object) -> str:
+    if isinstance(fingerprint, str) and _FINGERPRINT.fullmatch(fingerprint):
+        return f"fingerprint {fingerprint[:_SHOWN]}"
+    return "no fingerprint, as an older version wrote it"
