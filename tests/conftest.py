@@ -3,6 +3,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from elmo import BiLM, load_bilm
@@ -23,11 +24,38 @@ def fixture_bilm(fixture_dir: Path) -> BiLM:
     return load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
 
 
+@pytest.fixture
+def text(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """``in.txt``: the test module's ``LINES``, one a line (the input of the ``elmo embed`` tests)."""
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(request.module.LINES) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def expected(fixture_dir: Path, request: pytest.FixtureRequest) -> list[np.ndarray]:
+    """Every layer of every one of the test module's ``LINES`` from the fixture model's ``Embedder``, in one process:
+    what ``elmo embed``'s outputs must hold, whatever the format, shard or engine."""
+    return Embedder.load(str(fixture_dir)).embed(request.module.LINES, "all")
+
+
 @pytest.fixture(scope="session")
 def fixture_sentences(fixture_dir: Path) -> list[list[str]]:
     """The fixture's 30 sentences, tokenized, in file order."""
     batches = json.loads((fixture_dir / "sentences.json").read_text())
     return [sentence.split() for batch in batches for sentence in batch]
+
+
+@pytest.fixture
+def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if a model is loaded (``Embedder.load`` or ``Embedder(...)``): the checks under test must come
+    first."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the mistake was found")
+
+    monkeypatch.setattr(Embedder, "load", load)
+    monkeypatch.setattr(Embedder, "__init__", load)
 
 
 @pytest.fixture

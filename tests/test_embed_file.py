@@ -103,16 +103,6 @@ def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
 # --- every mistake is refused before the model loads, and leaves no file --------------------------------------
 
 
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Fails the test if the model is loaded: the checks under test must come first."""
-
-    def load(*args, **kwargs):
-        raise AssertionError("the model was loaded before the mistake was found")
-
-    monkeypatch.setattr(Embedder, "load", load)
-
-
 @pytest.mark.parametrize(("raw", "expected"), [
     (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00", "NUL byte at byte 7 (line 0"),
     (b"good line\nbad \xff\xfe bytes\n", "not UTF-8 at byte 14 (line 1"),

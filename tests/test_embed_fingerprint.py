@@ -58,10 +58,9 @@ def _read(output: Path) -> np.ndarray:
 
 @pytest.mark.parametrize("name", ["out.hdf5", "out.npy"])  # the HDF5 writer and the chunked one
 def test_a_partial_output_is_refused_to_another_model_of_its_shape_and_resumed_by_its_own(
-        name, models, tmp_path, capsys, monkeypatch, interrupt_after):
-    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+        name, models, text, tmp_path, capsys, monkeypatch, interrupt_after):
     output, partial = tmp_path / name, tmp_path / f"{name}.partial"
-    command = ["embed", str(tmp_path / "in.txt"), str(output), "--pooling", "mean", "--batch-size", "2", "--quiet"]
+    command = ["embed", str(text), str(output), "--pooling", "mean", "--batch-size", "2", "--quiet"]
     with monkeypatch.context() as patch:
         interrupt_after(patch, 20, signal.SIGINT)
         assert main([*command, *models["A"].arguments]) == 130
@@ -75,10 +74,9 @@ def test_a_partial_output_is_refused_to_another_model_of_its_shape_and_resumed_b
 
 
 def test_a_directory_of_parts_refuses_another_models_shard_and_skips_only_its_own_models_whole_part(
-        models, tmp_path, capsys):
-    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+        models, text, tmp_path, capsys):
     parts = tmp_path / "out"
-    command = ["embed", str(tmp_path / "in.txt"), f"{parts}/", "--format", "npy", "--pooling", "mean", "--quiet"]
+    command = ["embed", str(text), f"{parts}/", "--format", "npy", "--pooling", "mean", "--quiet"]
     assert main([*command, "--shard", "0/2", *models["A"].arguments]) == 0
     capsys.readouterr()
     for shard in ("0/2", "1/2"):  # its own part, whole, is not skipped; another's part is not joined

@@ -19,19 +19,6 @@ from elmo.pooling import POOLINGS, pool
 LINES = ["the bank of the river", "", "she played a game", "日本語 の 文", "one"]
 
 
-@pytest.fixture(scope="module")
-def expected(fixture_dir) -> list[np.ndarray]:
-    """Every layer of every line, from the Python API: what the files must hold."""
-    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
-
-
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "in.txt"
-    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    return path
-
-
 def _embed(text, output, fixture_dir, *options) -> None:
     assert main(["embed", str(text), str(output), "--model", str(fixture_dir), "--quiet", *options]) == 0
 
@@ -173,15 +160,6 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
 
 
 # --- every mistake is named before the model loads, and leaves no file -----------------------------------------
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    def load(*args, **kwargs):
-        raise AssertionError("the model was loaded before the mistake was found")
-
-    monkeypatch.setattr(Embedder, "load", load)
-    monkeypatch.setattr(Embedder, "__init__", load)
 
 
 BAD = [

@@ -16,21 +16,8 @@ import pytest
 
 from elmo.cli import main
 from elmo.embed_job import Shard, shard_from_environment
-from elmo.embedder import Embedder
 
 LINES = [f"sentence {i} about the {'river bank' if i % 3 else 'money bank'} {'and more ' * (i % 4)}" for i in range(23)]
-
-
-@pytest.fixture(scope="module")
-def full_run(fixture_dir) -> list[np.ndarray]:
-    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
-
-
-@pytest.fixture
-def text(tmp_path) -> Path:
-    path = tmp_path / "in.txt"
-    path.write_text("\n".join(LINES) + "\n")
-    return path
 
 
 def _parquet_rows(paths) -> dict[int, tuple[list[str], np.ndarray]]:
@@ -44,11 +31,11 @@ def _parquet_rows(paths) -> dict[int, tuple[list[str], np.ndarray]]:
     return rows
 
 
-def _assert_union_is_the_full_run(rows, full_run) -> None:
+def _assert_union_is_the_full_run(rows, expected) -> None:
     assert sorted(rows) == list(range(len(LINES)))
     for index, (tokens, layers) in rows.items():
         assert tokens == LINES[index].split()
-        np.testing.assert_allclose(layers, full_run[index], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(layers, expected[index], atol=1e-6, rtol=0)
 
 
 def test_shard_parsing_and_the_launchers_environment():
@@ -67,12 +54,12 @@ def test_shard_parsing_and_the_launchers_environment():
         shard_from_environment({"RANK": "4", "WORLD_SIZE": "4"})
 
 
-def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, full_run):
+def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, expected):
     for index in range(3):
         for extension in ("parquet", "hdf5"):
             assert main(["embed", str(text), str(tmp_path / f"s{index}.{extension}"), "--shard", f"{index}/3",
                          "--model", str(fixture_dir), "--quiet"]) == 0
-    _assert_union_is_the_full_run(_parquet_rows(tmp_path.glob("s*.parquet")), full_run)
+    _assert_union_is_the_full_run(_parquet_rows(tmp_path.glob("s*.parquet")), expected)
     union = {}
     for index in range(3):
         with h5py.File(tmp_path / f"s{index}.hdf5", "r") as handle:
@@ -80,11 +67,11 @@ def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, t
             union |= {int(name): handle[name][...] for name in handle if name != "sentence_to_index"}
     assert sorted(union) == list(range(len(LINES)))
     for number, layers in union.items():
-        np.testing.assert_allclose(layers, full_run[number], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(layers, expected[number], atol=1e-6, rtol=0)
 
 
 def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest(text, tmp_path, fixture_dir,
-                                                                               monkeypatch, capsys, full_run):
+                                                                               monkeypatch, capsys, expected):
     command = ["embed", str(text), str(tmp_path / "out"), "--format", "parquet", "--model", str(fixture_dir),
                "--quiet"]
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
@@ -98,7 +85,7 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert manifest["lines"] == 23 and manifest["format"] == "parquet"
     assert [(part["file"], part["lines"]) for part in manifest["parts"]] == [
         ("part-00000-of-00002.parquet", 12), ("part-00001-of-00002.parquet", 11)]
-    _assert_union_is_the_full_run(_parquet_rows((tmp_path / "out").glob("part-*.parquet")), full_run)
+    _assert_union_is_the_full_run(_parquet_rows((tmp_path / "out").glob("part-*.parquet")), expected)
     capsys.readouterr()
     assert main(command) == 0  # restarted: the finished part is skipped
     assert "part-00000-of-00002.parquet (shard 0/2) is already whole; skipped" in capsys.readouterr().out
@@ -107,7 +94,7 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert "in.txt has changed since" in capsys.readouterr().err  # named as a resumed run names it
 
 
-def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, full_run):
+def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, expected):
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     command = [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "elmo", "embed", str(text),
                str(tmp_path / "parts"), "--format", "parquet", "--model", str(fixture_dir), "--quiet"]
@@ -117,4 +104,4 @@ def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text
     manifest = json.loads((tmp_path / "parts" / "manifest.json").read_text())
     assert [part["shard"] for part in manifest["parts"]] == ["0/2", "1/2"]
     _assert_union_is_the_full_run(_parquet_rows(tmp_path / "parts" / part["file"] for part in manifest["parts"]),
-                                  full_run)
+                                  expected)

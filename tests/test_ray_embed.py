@@ -14,7 +14,6 @@ from elmo.cli import main
 from elmo.embed_job import EmbedOptions, VectorShape, arrow_schema
 from elmo.embed_job.ray_data import SETTINGS_FILE, EmbedBatches, embed_dataset, lines_dataset
 from elmo.embed_job.source import Source
-from elmo.embedder import Embedder
 from elmo.pooling import pool
 
 LINES = ["the bank of the river", "", "she played a game", "日本語 の 文", "one",
@@ -27,19 +26,6 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False)
     yield ray
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def expected(fixture_dir) -> list[np.ndarray]:
-    """Every layer of every line from one process's Embedder: what the Ray workers must give."""
-    return Embedder.load(str(fixture_dir)).embed(LINES, "all")
-
-
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "in.txt"
-    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    return path
 
 
 def _rows(table: pa.Table) -> dict[int, dict]:
@@ -105,14 +91,12 @@ def test_a_dataset_without_line_numbers_is_refused_before_any_work(ray_cluster, 
 
 
 @pytest.fixture
-def no_work(monkeypatch):
+def no_work(monkeypatch, no_model_load):
     """Fails the test if the model loads or Ray starts: the refusals under test must come first."""
 
     def fail(*args, **kwargs):
-        raise AssertionError("work began before the mistake was found")
+        raise AssertionError("Ray started before the mistake was found")
 
-    monkeypatch.setattr(Embedder, "load", fail)
-    monkeypatch.setattr(Embedder, "__init__", fail)
     monkeypatch.setattr("elmo.embed_job.ray_data.import_ray", fail)
 
 
