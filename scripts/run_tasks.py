@@ -2,6 +2,7 @@
 
     python scripts/run_tasks.py            # docs/results.json, docs/task-mix-weights.png, WORK/report-tables.md
     python scripts/run_tasks.py --tasks en-cloze --skip-probes --jobs 1   # the QA comparison alone
+    python scripts/run_tasks.py --tasks en-cloze --skip-probes --report-only   # its tables from the runs on disk
     python scripts/run_tasks.py --smoke --work /tmp/smoke --docs /tmp/smoke/docs   # the fixture biLM, tiny sizes
 
 Steps, each resumable (a finished piece is kept and skipped on a rerun):
@@ -334,8 +335,9 @@ def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...]) -> dict
     return results
 
 
-def mean_std(scores: list[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(scores), "std": statistics.stdev(scores) if len(scores) > 1 else 0.0}
+def mean_std(scores: list[float]) -> dict[str, float | None]:
+    """``std`` is None for a single run (it has no spread to report)."""
+    return {"mean": statistics.fmean(scores), "std": statistics.stdev(scores) if len(scores) > 1 else None}
 
 
 def summary_json(results: dict, tasks: tuple[Task, ...]) -> dict:
@@ -396,7 +398,8 @@ def plot_mix_weights(results: dict, tasks: tuple[Task, ...], path: Path) -> None
 
 
 def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...], commands: dict,
-                 smoke: bool, started: float) -> None:
+                 smoke: bool, started: float | None) -> None:
+    """``started``: when the experiments began (their wall time goes into the tables), None for --report-only."""
     results = collect(work, tasks, seeds)
     summary = summary_json(results, tasks)
     names = {task.name for task in tasks}
@@ -410,8 +413,8 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
     detail = {"runs": merged_runs(detail.get("runs", {}), results, names), "probes": {**detail.get("probes", {}),
                                                                                      **probes}}
     detail_path.write_text(json.dumps(detail, indent=2) + "\n", encoding="utf-8")
-    stamp = (f"<!-- numbers written by scripts/run_tasks.py{' --smoke' if smoke else ''}; "
-             f"wall time {time.perf_counter() - started:.0f} s -->")
+    took = "" if started is None else f"; wall time {time.perf_counter() - started:.0f} s"
+    stamp = f"<!-- numbers written by scripts/run_tasks.py{' --smoke' if smoke else ''}{took} -->"
     labelling = tuple(task for task in tasks if task.kind != "qa")
     lines = [stamp]
     for task in labelling:
@@ -434,7 +437,7 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
             epochs = "/".join(f"{run['best_epoch']}-{run['epochs_run']}" for run in runs)
             seconds = statistics.fmean(run["seconds"] for run in runs)
             shown_commands.append(f"- {method}: `{shlex.join(['elmo', *commands[task.name, method]])}`")
-            lines.append(f"| {method} | {100 * entry['mean']:.2f} ± {100 * entry['std']:.2f} | {entry['runs']} | "
+            lines.append(f"| {method} | {percent(entry)} | {entry['runs']} | "
                          f"{100 * dev:.2f} | {epochs} | {seconds:.0f} |")
         lines += ["", f"Commands (S = {', '.join(map(str, seeds))}):", "", *shown_commands]
         weights = [run["mix_weights"] for run in results.get(task.name, {}).get("elmo-mix", [])]
@@ -487,19 +490,17 @@ def qa_table(task: Task, work: Path, results: dict, summary: dict, commands: dic
              "|---|---|---|---|---|---|---|"]
     shown_commands = []
     for method in (*METHODS, PASSAGE_ONLY):
+        if (task.name, method) in commands:
+            shown_commands.append(f"- {method}: `{shlex.join(['elmo', *commands[task.name, method]])}`")
         entry = summary.get(task.name, {}).get(method)
         if entry is None:
             lines.append(f"| {method} | not run | | | | | |")
             continue
         runs = results[method]
-        exact = entry["exact-match"]
         epochs = "/".join(f"{run['best_epoch']}-{run['epochs_run']}" for run in runs)
-        lines.append(f"| {method} | {100 * exact['mean']:.2f} ± {100 * exact['std']:.2f} | "
-                     f"{100 * entry['mean']:.2f} ± {100 * entry['std']:.2f} | {entry['runs']} | "
+        lines.append(f"| {method} | {percent(entry['exact-match'])} | {percent(entry)} | {entry['runs']} | "
                      f"{statistics.fmean(run['dev'] for run in runs):.2f} | {epochs} | "
                      f"{statistics.fmean(run['seconds'] for run in runs):.0f} |")
-        if (task.name, method) in commands:
-            shown_commands.append(f"- {method}: `{shlex.join(['elmo', *commands[task.name, method]])}`")
     for name, (dev, test) in qa_baselines(work, task).items():
         lines.append(f"| {name} (baseline, no training) | {test['exact_match']:.2f} | {test['f1']:.2f} | "
                      f"deterministic | {dev['f1']:.2f} | | |")
@@ -511,6 +512,13 @@ def qa_table(task: Task, work: Path, results: dict, summary: dict, commands: dic
         lines += ["", "Learned mix (elmo-mix, mean over seeds): " +
                   ", ".join(f"layer {layer} {value:.3f}" for layer, value in enumerate(mean))]
     return lines
+
+
+def percent(scores: dict) -> str:
+    """``mean ± std`` in percent; the mean alone for a single run."""
+    if scores["std"] is None:
+        return f"{100 * scores['mean']:.2f}"
+    return f"{100 * scores['mean']:.2f} ± {100 * scores['std']:.2f}"
 
 
 def qa_baselines(work: Path, task: Task) -> dict[str, tuple[dict, dict]]:
@@ -598,6 +606,8 @@ def main() -> int:
     parser.add_argument("--skip-probes", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="the fixture biLM for both languages, tiny sizes")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the tables and JSON from the runs already on disk; train nothing")
     args = parser.parse_args()
     started = time.perf_counter()
     tasks = tuple(task for task in TASKS if task.name in args.tasks)
@@ -614,6 +624,22 @@ def main() -> int:
     word2vec_languages = sorted({task.language for task in tasks if "word2vec" in args.methods
                                  or ("elmo+static" in args.methods and task.language != "en")})
     (work / "vectors").mkdir(parents=True, exist_ok=True)
+    commands = {}
+    jobs = []
+    for seed in seeds:
+        for task in tasks:
+            for method in task.methods(seed, seeds[0]):
+                if method not in args.methods:
+                    continue
+                argv = train_command(task, method, seed, paths[task.name], models[task.language], work,
+                                     vectors, args.smoke)
+                commands[task.name, method] = [*argv[:argv.index("--seed") + 1], "S", "--out",
+                                               str(run_dir(work, task, method, 0)).replace("seed-0", "seed-S"),
+                                               "--quiet"]
+                jobs.append(argv)
+    if args.report_only:
+        write_report(work, args.docs, tasks, seeds, commands, args.smoke, None)
+        return 0
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.jobs) as pool:
         waiting = [pool.apply_async(word2vec_job, (language, str(corpus_file(language, work, args.corpus_root)),
@@ -624,19 +650,6 @@ def main() -> int:
                     for task in tasks]
         for job in waiting:
             job.get()
-        commands = {}
-        jobs = []
-        for seed in seeds:
-            for task in tasks:
-                for method in task.methods(seed, seeds[0]):
-                    if method not in args.methods:
-                        continue
-                    argv = train_command(task, method, seed, paths[task.name], models[task.language], work,
-                                         vectors, args.smoke)
-                    commands[task.name, method] = [*argv[:argv.index("--seed") + 1], "S", "--out",
-                                                   str(run_dir(work, task, method, 0)).replace("seed-0", "seed-S"),
-                                                   "--quiet"]
-                    jobs.append(argv)
         probe_jobs = []
         if not args.skip_probes:
             pos_sizes = {"en": (150, 60), "zh": (60, 30)} if args.smoke else {"en": (2000, 1000), "zh": (600, 300)}
