@@ -296,7 +296,8 @@ def _is_the_recipe(options: dict[str, Any]) -> bool:
              "--state-reset": "state_reset", "--checkpoint-every": "checkpoint_every", "--valid-every": "valid_every"}
     flags = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
     same = all(type(options[key])(flags[flag]) == options[key] for flag, key in names.items())
-    return same and options["seed"] == 0 and options["dropout"] == 0.1 and not options.get("init_from")
+    return (same and options["seed"] == 0 and options["dropout"] == 0.1 and not options.get("init_from")
+            and not options.get("lr_decay_steps"))
 
 
 def _sizes(directory: Path) -> str:
@@ -351,9 +352,12 @@ def training_flags(options: dict[str, Any]) -> list[str]:
     """The run's recipe as `elmo train` flags, ``--config`` first (a run started ``--init-from`` a model takes
     that model's shape instead)."""
     config = options["config"]
+    schedule = ([] if not options.get("lr_decay_steps") else
+                ["--lr-decay-steps", str(options["lr_decay_steps"])]
+                + ([] if options.get("lr_final") is None else ["--lr-final", f"{options['lr_final']:g}"]))
     return ["--config", config if "/" not in config else Path(config).name,
             "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
-            "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}",
+            "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
             "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
             "--dropout", f"{options['dropout']:g}", "--checkpoint-every", str(options["checkpoint_every"]),
             "--valid-every", str(options["valid_every"])]

@@ -55,11 +55,25 @@ def test_an_installed_wheel_loads_the_models_by_name(tmp_path):
     np.testing.assert_allclose(magnitude, float(np.abs(source).sum()), rtol=1e-5)
 
 
-@pytest.mark.parametrize("example", DEMO_EXAMPLES, ids=lambda example: example.label)
-def test_every_contextual_layer_of_the_shipped_models_puts_the_demo_words_same_sense_occurrences_closer(example):
+# Known miss, recorded in the en model card: the en model shipped on 2026-12-03 (lower held-out perplexity and a
+# higher triplet rate than the one before it) puts the demo's "play" uses -0.006 apart on layer 2 (before: +0.011).
+# strict: the test fails once a model separates it again, so this mark goes with the miss.
+_KNOWN_MISSES = {("play", 2)}
+
+
+@pytest.mark.parametrize(
+    ("example", "layer"),
+    [pytest.param(example, layer, id=f"{example.label}-layer{layer}",
+                  marks=[pytest.mark.xfail(strict=True, reason="en model card: play on layer 2")]
+                  if (example.label, layer) in _KNOWN_MISSES else [])
+     for example in DEMO_EXAMPLES for layer in (1, 2)],
+)
+def test_each_contextual_layer_of_the_shipped_models_puts_the_demo_words_same_sense_occurrences_closer(
+    example, layer
+):
     result = sense_similarities(Embedder.load(example.language), example)
     assert not result.separates[0]  # layer 0 is context-free: one vector for every occurrence
-    assert all(result.separates[1:]), result.margins
+    assert result.separates[layer], result.margins
 
 
 def test_elmo_embed_without_a_model_embeds_chinese_text_with_zh_and_english_with_en(tmp_path):
