@@ -100,7 +100,7 @@ def _embed(args: argparse.Namespace) -> int:
         source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
         config, tokenizer, load = _model(args, source)
         if args.engine == "ray":
-            require("ray", "the Ray engine")  # before ray_data, which imports Ray Data's pyarrow
+            require("parquet", "the Ray engine")  # ray_data imports pyarrow; Ray itself is checked after the options
             from elmo.embed_job.ray_data import embed_command
 
             return embed_command(args, source, config, tokenizer, load)

@@ -26,6 +26,7 @@ from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
 from elmo.embedder import Embedder
+from elmo.extras import require
 from elmo.files import write_text_atomic
 from elmo.layer_choice import layer_weights
 from elmo.model_dir import ModelDir
@@ -157,10 +158,8 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
     if output.is_dir() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty; Ray would mix its files with what is there: remove it or name "
                          "another directory")
-    try:
-        ray = import_ray()
-    except ImportError as error:  # said in one line, as a bad option is
-        raise ValueError(str(error)) from None
+    require("ray", "the Ray engine")  # one line, after the options' refusals, before any work
+    ray = import_ray()
     started = not ray.is_initialized()
     if started:
         ray.init()  # joins the cluster at RAY_ADDRESS, or of `ray start`, else starts one on this machine
