@@ -142,12 +142,16 @@ def write_cloze_data(paths: dict[str, Path], smoke: bool, train_questions: int |
 # --- 2. word2vec ----------------------------------------------------------------------------------------
 
 def corpus_file(language: str, work: Path, corpus_root: Path | None) -> Path:
-    """The biLM's own train.txt: from ``--corpus-root`` (make_models' work folder) or prepared here."""
+    """The shipped biLM's own train.txt (the corpus make_models trains it on, ``en-large`` / ``zh-large``): from
+    ``--corpus-root`` (make_models' work folder) or prepared here."""
+    from make_models import CORPUS  # a script beside this one
+
     if corpus_root is not None and (corpus_root / language / "corpus" / "train.txt").is_file():
         return corpus_root / language / "corpus" / "train.txt"
-    folder = work / "corpus" / language
+    folder = work / "corpus" / CORPUS[language]
     if not (folder / "train.txt").is_file():
-        subprocess.run([sys.executable, "-m", "elmo.datasets", "prepare", language, "--out", str(folder)], check=True)
+        subprocess.run([sys.executable, "-m", "elmo.datasets", "prepare", CORPUS[language], "--out", str(folder)],
+                       check=True)
     return folder / "train.txt"
 
 
