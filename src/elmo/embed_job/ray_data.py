@@ -34,7 +34,6 @@ from elmo.pooling import check_pooling, pool
 
 log = logging.getLogger(__name__)
 
-MISSING_RAY = "the Ray engine needs Ray: pip install 'elmo[ray]'"
 LINE_COLUMNS = ("index", "text", "tokens", "id")
 SETTINGS_FILE = "_settings.json"  # beside the parts; Parquet readers skip names that start with _
 _BLOCK_LINES = 512  # lines per block of the input dataset: enough blocks to keep every worker busy
@@ -42,12 +41,11 @@ Loader = Callable[[str], Embedder]  # device -> embedder (``elmo embed``'s model
 
 
 def import_ray() -> ModuleType:
-    """``ray`` with Ray Data, or ImportError with the one line that says how to install it."""
-    try:
-        import ray
-        import ray.data  # the engine needs Ray Data, not only Ray core
-    except ImportError:
-        raise ImportError(MISSING_RAY) from None
+    """``ray`` with Ray Data, or ``MissingExtra`` (an ImportError) with the one line that says how to install it."""
+    require("ray", "the Ray engine")
+    import ray
+    import ray.data  # the engine needs Ray Data, not only Ray core
+
     return ray
 
 
@@ -158,8 +156,7 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
     if output.is_dir() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty; Ray would mix its files with what is there: remove it or name "
                          "another directory")
-    require("ray", "the Ray engine")  # one line, after the options' refusals, before any work
-    ray = import_ray()
+    ray = import_ray()  # a missing Ray is one line, after the options' refusals, before any work
     started = not ray.is_initialized()
     if started:
         ray.init()  # joins the cluster at RAY_ADDRESS, or of `ray start`, else starts one on this machine
