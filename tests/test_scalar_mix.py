@@ -54,3 +54,18 @@ def test_untrainable_mix_gets_no_gradient_and_wrong_sizes_are_refused():
         mix(layers[:2])
     with pytest.raises(ValueError, match="initial_scalars has 2 values"):
         ScalarMix(3, [0.0, 1.0])
+
+
+def test_regularization_is_l2_times_the_squared_distance_from_an_even_average_and_its_gradient():
+    s = [0.3, -0.2, 1.1]
+    mix = ScalarMix(3, s, l2=1e-3).double()
+    term = mix.regularization()
+    w = np.exp(mix.scalars.detach().numpy())
+    w /= w.sum()
+    np.testing.assert_allclose(term.item(), 1e-3 * ((w - 1 / 3) ** 2).sum(), rtol=1e-12)
+    term.backward()
+    # d/ds_k sum_j (w_j - 1/3)^2 = sum_j 2 (w_j - 1/3) w_j (delta_jk - w_k)
+    d = 2 * (w - 1 / 3)
+    np.testing.assert_allclose(mix.scalars.grad.numpy(), 1e-3 * w * (d - (d * w).sum()), rtol=1e-10)
+    assert ScalarMix(3, s).regularization().item() == 0.0  # l2 defaults to 0
+    assert ScalarMix(3, s, trainable=False, l2=1.0).regularization().item() == 0.0  # fixed weights: nothing to pull

@@ -55,6 +55,16 @@ def test_fixed_weights_are_used_as_given_and_not_trained(fixture_dir, char_ids):
         Elmo.from_model(str(fixture_dir), fixed_weights=[1.0, -1.0, 1.0])
 
 
+def test_regularization_sums_each_learned_mix_term(fixture_dir):
+    elmo = Elmo.from_model(str(fixture_dir), n_mixes=2, mix_l2=0.5)
+    with torch.no_grad():
+        elmo.mixes[0].scalars.copy_(torch.tensor([1.0, 0.0, -1.0]))
+        elmo.mixes[1].scalars.copy_(torch.tensor([0.0, 2.0, 0.0]))
+    expected = sum(0.5 * ((torch.softmax(mix.scalars.detach(), 0) - 1 / 3) ** 2).sum() for mix in elmo.mixes)
+    assert torch.isclose(elmo.regularization(), expected, rtol=1e-6) and expected > 0
+    assert Elmo.from_model(str(fixture_dir)).regularization().item() == 0.0  # mix_l2 defaults to 0
+
+
 def test_dropout_applies_in_training_only(fixture_dir, char_ids):
     elmo = Elmo.from_model(str(fixture_dir), dropout=0.5)
     with torch.no_grad():

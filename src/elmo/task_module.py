@@ -6,7 +6,7 @@ output, as the paper does for some tasks).
 """
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import nn
@@ -31,6 +31,7 @@ class Elmo(nn.Module):
     - ``layer_norm``: normalize each layer over the real tokens before mixing.
     - ``fine_tune``: let gradients reach the biLM (and let it follow train/eval mode).
     - ``fixed_weights``: layer weights used as given (normalized to sum 1) instead of learned ones.
+    - ``mix_l2``: each learned mix's pull towards an even average; add ``regularization()`` to the loss.
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class Elmo(nn.Module):
         layer_norm: bool = False,
         fine_tune: bool = False,
         fixed_weights: Sequence[float] | None = None,
+        mix_l2: float = 0.0,
     ) -> None:
         super().__init__()
         self.bilm = bilm
@@ -49,7 +51,7 @@ class Elmo(nn.Module):
         n_layers = bilm.config.n_output_layers
         scalars = None if fixed_weights is None else _log_weights(fixed_weights, n_layers)
         self.mixes = nn.ModuleList(
-            ScalarMix(n_layers, scalars, trainable=fixed_weights is None, layer_norm=layer_norm)
+            ScalarMix(n_layers, scalars, trainable=fixed_weights is None, layer_norm=layer_norm, l2=mix_l2)
             for _ in range(n_mixes)
         )
         self.dropout = nn.Dropout(dropout)
@@ -70,6 +72,10 @@ class Elmo(nn.Module):
             output, _ = self.bilm(char_ids)
         mixes = [self.dropout(mix(output.layers, output.mask)) for mix in self.mixes]
         return ElmoMixes(mixes, output.mask)
+
+    def regularization(self) -> torch.Tensor:
+        """The mixes' L2 terms (``mix_l2``), summed: zero unless the mixes are learned and ``mix_l2 > 0``."""
+        return sum((cast(ScalarMix, mix).regularization() for mix in self.mixes), torch.zeros(()))
 
 
 def _log_weights(weights: Sequence[float], n_layers: int) -> list[float]:

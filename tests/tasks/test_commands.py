@@ -102,9 +102,10 @@ def test_fine_tuning_trains_the_bilm_and_saves_it(tmp_path: Path, fixture_dir: P
     assert not (out / "features").exists()  # nothing cached: the biLM runs inside the model
     saved = load_file(str(out / "model.safetensors"))
     original = ModelDir.find(str(fixture_dir)).load_bilm().state_dict()
-    bilm_names = [name for name in saved if name.startswith("features.bilm.")]
+    bilm_names = [name for name in saved if name.startswith("features.elmo_layer.bilm.")]
     assert bilm_names
-    assert any(not torch.equal(saved[name], original[name.removeprefix("features.bilm.")]) for name in bilm_names)
+    assert any(not torch.equal(saved[name], original[name.removeprefix("features.elmo_layer.bilm.")])
+               for name in bilm_names)
     predicted = tmp_path / "predicted.bio"
     assert main(["task", "predict", str(out), "--input", str(tmp_path / "test.bio"), "--output", str(predicted)]) == 0
     assert len(read_tagged(predicted)) == len(SENTENCES)

@@ -11,7 +11,8 @@ class ScalarMix(nn.Module):
 
     ``s`` (``scalars``) and ``gamma`` are learned unless ``trainable=False``; ``initial_scalars`` default to
     zeros (an even average). With ``layer_norm``, each layer is first normalized by the mean and variance
-    of its unmasked entries (the paper's option for some tasks).
+    of its unmasked entries (the paper's option for some tasks). ``l2`` weighs ``regularization()``, the
+    paper's pull of the mixing weights towards an even average, for the task's loss (0.001 in the paper).
     """
 
     def __init__(
@@ -21,6 +22,7 @@ class ScalarMix(nn.Module):
         initial_gamma: float = 1.0,
         trainable: bool = True,
         layer_norm: bool = False,
+        l2: float = 0.0,
     ) -> None:
         super().__init__()
         scalars = [0.0] * n_layers if initial_scalars is None else list(initial_scalars)
@@ -29,6 +31,7 @@ class ScalarMix(nn.Module):
         self.scalars = nn.Parameter(torch.tensor(scalars), requires_grad=trainable)
         self.gamma = nn.Parameter(torch.tensor(float(initial_gamma)), requires_grad=trainable)
         self.layer_norm = layer_norm
+        self.l2 = l2
 
     def forward(self, layers: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if layers.shape[0] != self.scalars.shape[0]:
@@ -39,6 +42,13 @@ class ScalarMix(nn.Module):
                 raise ValueError("layer_norm needs the mask of real tokens")
             layers = _normalize_over_mask(layers, mask)
         return self.gamma.to(layers.dtype) * torch.einsum("l,lbtd->btd", weights, layers)
+
+    def regularization(self) -> torch.Tensor:
+        """``l2 * ||softmax(s) - 1/n_layers||^2``, to add to the loss (zero for fixed weights or ``l2=0``)."""
+        if not self.l2 or not self.scalars.requires_grad:
+            return torch.zeros(())
+        weights = torch.softmax(self.scalars, 0)
+        return self.l2 * ((weights - 1.0 / weights.numel()) ** 2).sum()
 
 
 def _normalize_over_mask(layers: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:

@@ -8,7 +8,7 @@ these features: the encoder, the output layer and the training are the same code
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ from torch import nn
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
 from elmo.modules.scalar_mix import ScalarMix
+from elmo.task_module import Elmo
 from elmo.tasks.data import WORD_POSITIONS, Example
 
 ElmoMode = Literal["mix", "top"]
@@ -136,9 +137,10 @@ class TokenFeatures(nn.Module):
       last layer), or None; ``n_layers``/``elmo_dim`` describe the cached layers.
     - ``static_dim``: width of the static vectors (0: none); ``positions``: add the word-position one-hot.
     - ``mix_l2``: weight of ``||softmax(s) - 1/n_layers||^2`` in the loss, the paper's regularization of the
-      mixing weights towards an even average (0.001 in the paper).
-    - ``bilm``: a biLM to fine-tune with the task: it runs on the batch's ``char_ids`` and is trained along
-      (instead of reading cached, frozen layers).
+      mixing weights towards an even average (0.001 in the paper; ``ScalarMix.regularization``).
+    - ``bilm``: a biLM to fine-tune with the task: the public ``Elmo`` layer (``fine_tune=True``) runs it on
+      the batch's ``char_ids`` and mixes its layers, the top layer being a fixed mix; otherwise the cached,
+      frozen layers are mixed here by the same ``ScalarMix``.
     """
 
     def __init__(self, elmo: ElmoMode | None, n_layers: int, elmo_dim: int, static_dim: int = 0,
@@ -147,26 +149,27 @@ class TokenFeatures(nn.Module):
         super().__init__()
         if bilm is not None and elmo is None:
             raise ValueError("a biLM to fine-tune needs an ELMo input ('mix' or 'top')")
-        self.bilm = bilm
         if elmo not in (None, "mix", "top"):
             raise ValueError(f"elmo is {elmo!r}; expected 'mix', 'top' or None")
         if elmo is None and not static_dim and not positions:
             raise ValueError("a task model needs some input: ELMo layers, static vectors or word positions")
         self.elmo = elmo
-        self.mix = ScalarMix(n_layers) if elmo == "mix" else None
+        self.elmo_layer: Elmo | None = None
+        self.mix: ScalarMix | None = None
+        if bilm is not None:
+            top_only = [0.0] * (n_layers - 1) + [1.0] if elmo == "top" else None
+            self.elmo_layer = Elmo(bilm, dropout=0.0, fine_tune=True, fixed_weights=top_only, mix_l2=mix_l2)
+        elif elmo == "mix":
+            self.mix = ScalarMix(n_layers, l2=mix_l2)
         self.static_dim = static_dim
         self.positions = positions
-        self.mix_l2 = mix_l2
         self.dim = (elmo_dim if elmo else 0) + static_dim + (len(WORD_POSITIONS) if positions else 0)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         parts = []
         if self.elmo is not None:
-            layers = self.bilm_layers(batch) if self.bilm is not None else batch.layers
-            if layers is None:
-                raise ValueError("this model reads ELMo layers, but the batch has none")
-            parts.append(self.mix(layers, batch.mask) if self.mix is not None else layers[-1])
+            parts.append(self.elmo_vectors(batch))
         if self.static_dim:
             if batch.static is None:
                 raise ValueError("this model reads static vectors, but the batch has none")
@@ -177,25 +180,29 @@ class TokenFeatures(nn.Module):
             parts.append(nn.functional.one_hot(batch.positions, len(WORD_POSITIONS)).float())
         return self.dropout(torch.cat(parts, dim=-1))
 
-    def bilm_layers(self, batch: Batch) -> torch.Tensor:
-        """``(n_layers, B, T, D)`` from the biLM being fine-tuned: run on the words, then each token takes
-        its word's vectors."""
-        if batch.char_ids is None or batch.word_index is None:
-            raise ValueError("this model fine-tunes its biLM, but the batch has no char_ids")
-        if self.bilm is None:
-            raise ValueError("bilm_layers needs a model built to fine-tune its biLM (TaskSpec.fine_tune)")
-        output, _ = self.bilm(batch.char_ids)
-        n_layers, _, _, dim = output.layers.shape
-        index = batch.word_index[None, :, :, None].expand(n_layers, -1, -1, dim)
-        return output.layers.gather(2, index)
+    def elmo_vectors(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, D)``: each token's ELMo vector, from the biLM being fine-tuned (run on the words, then
+        each token takes its word's vector) or from the batch's cached layers."""
+        if self.elmo_layer is not None:
+            if batch.char_ids is None or batch.word_index is None:
+                raise ValueError("this model fine-tunes its biLM, but the batch has no char_ids")
+            word_vectors = self.elmo_layer(batch.char_ids).mixes[0]
+            return word_vectors.gather(1, batch.word_index[:, :, None].expand(-1, -1, word_vectors.shape[-1]))
+        if batch.layers is None:
+            raise ValueError("this model reads ELMo layers, but the batch has none")
+        return self.mix(batch.layers, batch.mask) if self.mix is not None else batch.layers[-1]
+
+    def learned_mix(self) -> ScalarMix | None:
+        """The scalar mix the task learns (None for the top layer alone or no ELMo)."""
+        if self.elmo != "mix":
+            return None
+        return cast(ScalarMix, self.elmo_layer.mixes[0]) if self.elmo_layer is not None else self.mix
 
     def mix_weights(self) -> list[float] | None:
         """softmax(s), the learned share of each layer (None without a learned mix)."""
-        return None if self.mix is None else torch.softmax(self.mix.scalars.detach(), 0).tolist()
+        mix = self.learned_mix()
+        return None if mix is None else torch.softmax(mix.scalars.detach(), 0).tolist()
 
     def regularization(self) -> torch.Tensor:
-        if self.mix is None or not self.mix_l2:
-            return torch.zeros(())
-        weights = torch.softmax(self.mix.scalars, 0)
-        return self.mix_l2 * ((weights - 1.0 / weights.numel()) ** 2).sum()
-
+        mix = self.learned_mix()
+        return torch.zeros(()) if mix is None else mix.regularization()

@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -123,5 +124,24 @@ class TaskSpec:
         values["labels"] = tuple(values["labels"])
         spec = cls(**values)
         model = spec.build()
-        model.load_state_dict(load_file(str(directory / "model.safetensors")))
+        model.load_state_dict(_current_layout(load_file(str(directory / "model.safetensors")), model))
         return spec, model.eval()
+
+
+def _current_layout(saved: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """A fine-tuned task model saved before its features ran the public ``Elmo`` layer kept the biLM under
+    ``features.bilm.`` and the mix under ``features.mix.``; both now live under ``features.elmo_layer.``, and a
+    top-layer model's fixed mix (which it did not save) is the one the rebuilt model holds."""
+    if not any(name.startswith("features.bilm.") for name in saved):
+        return saved
+    moved = {}
+    for name, tensor in saved.items():
+        if name.startswith("features.bilm."):
+            name = "features.elmo_layer." + name.removeprefix("features.")
+        elif name.startswith("features.mix."):
+            name = "features.elmo_layer.mixes.0." + name.removeprefix("features.mix.")
+        moved[name] = tensor
+    for name, tensor in model.state_dict().items():
+        if name.startswith("features.elmo_layer.mixes.0.") and name not in moved:
+            moved[name] = tensor
+    return moved
