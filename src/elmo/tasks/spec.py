@@ -16,7 +16,7 @@ from torch import nn
 from elmo.files import write_text_atomic
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.data import TASK_KINDS, TaskKind
-from elmo.tasks.encoders import EncoderChoice, EncoderKind
+from elmo.tasks.encoders import BILSTM, EncoderChoice, EncoderKind
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
@@ -55,9 +55,11 @@ class TaskSpec:
     fine_tune: bool = False
     max_answer_tokens: int = 30
     passage_only: bool = False
-    encoder: EncoderKind = "bilstm"
-    encoder_layers: int = 2
-    encoder_heads: int = 4
+    # Flat in task.json (a file written before the choice existed reads as the BiLSTM); the defaults are the
+    # encoders module's.
+    encoder: EncoderKind = BILSTM.kind
+    encoder_layers: int = BILSTM.layers
+    encoder_heads: int = BILSTM.heads
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
