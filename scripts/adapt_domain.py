@@ -59,7 +59,7 @@ NEIGHBOUR_QUERIES = (
 def perplexities(model: LanguageModel, vocab: Vocabulary, n_reference: int, corpus: Corpus, batch_size: int = 32,
                  unroll_steps: int = 20) -> dict[str, Any]:
     """Full-softmax perplexity of ``corpus`` over the model's own vocabulary and over its first ``n_reference``
-    words (module docstring). The evaluation path of ``LanguageModel.forward`` (and ``trainer.evaluate``'s
+    words (module docstring). The evaluation path of ``LanguageModel.forward`` (and ``perplexity.evaluate``'s
     batching), with both figures taken from the same logits."""
     batcher = Batcher(corpus, vocab, range(batch_size), batch_size, unroll_steps, seed=0, max_epochs=1,
                       max_characters=model.config.char_cnn.max_characters_per_token, pad=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from elmo.cli import main
 from elmo.training.corpus import Corpus
 from elmo.training.export import grow_vocabulary, load_language_model, resolve_model
-from elmo.training.trainer import evaluate
+from elmo.training.perplexity import evaluate
 
 # License prose in the style of the domain corpus (ScanCode's license texts): the same clauses about different
 # parties and works, so the held-out lines share the domain's phrasing and words but are not training lines.

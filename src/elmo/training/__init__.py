@@ -29,7 +29,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "elmo.training.corpus": ("Corpus", "CorpusError"),
     "elmo.training.export": ("export_model", "grow_vocabulary", "load_language_model"),
     "elmo.training.language_model": ("LanguageModel",),
-    "elmo.training.trainer": ("Perplexities", "TrainingOptions", "evaluate", "train", "unigram_perplexity"),
+    "elmo.training.perplexity": ("Perplexities", "evaluate", "unigram_perplexity"),
+    "elmo.training.trainer": ("TrainingOptions", "train"),
     "elmo.training.vocab": ("Vocabulary", "VocabularyError"),
 }, extra="train")
 
@@ -37,5 +38,6 @@ if TYPE_CHECKING:
     from elmo.training.corpus import Corpus, CorpusError
     from elmo.training.export import export_model, grow_vocabulary, load_language_model
     from elmo.training.language_model import LanguageModel
-    from elmo.training.trainer import Perplexities, TrainingOptions, evaluate, train, unigram_perplexity
+    from elmo.training.perplexity import Perplexities, evaluate, unigram_perplexity
+    from elmo.training.trainer import TrainingOptions, train
     from elmo.training.vocab import Vocabulary, VocabularyError

@@ -5,7 +5,7 @@ The input side is characters, so every distinct token of a batch (both direction
 gathered; the targets are word ids (``-1`` where a row has run out, in evaluation only).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import torch
@@ -35,6 +35,12 @@ class ModelInputs:
     @property
     def n_targets(self) -> int:
         return int((self.forward_targets != NO_TARGET).sum())
+
+    def to(self, device: torch.device) -> "ModelInputs":
+        """The batch on ``device``; itself on the CPU, where batches are built."""
+        if device.type == "cpu":
+            return self
+        return ModelInputs(*(getattr(self, f.name).to(device) for f in fields(ModelInputs)))
 
 
 @lru_cache(maxsize=1 << 18)

@@ -106,7 +106,7 @@ def _train(args: argparse.Namespace) -> int:
 def _perplexity(args: argparse.Namespace) -> int:
     from elmo.training.corpus import Corpus
     from elmo.training.export import load_language_model, model_tokenizer
-    from elmo.training.trainer import evaluate
+    from elmo.training.perplexity import evaluate
 
     model, vocab = load_language_model(args.model)
     tokenizer = args.tokenizer or model_tokenizer(args.model)

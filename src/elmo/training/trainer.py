@@ -6,38 +6,34 @@ gradient scale: summed over time, averaged over rows); DDP averages the gradient
 equal shares of the batch, so the update equals the one-process update. Then the global gradient norm is
 clipped and the optimizer (Adagrad by default) steps.
 
-Run directory: ``log.jsonl`` (one JSON object per logged step or evaluation; a perplexity too large for a
-float is ``null``), ``perplexity.png``, ``checkpoints/step-*/``. Only rank 0 writes.
+Run directory: ``log.jsonl`` and ``perplexity.png`` (run_log.py), ``checkpoints/step-*/`` (checkpoints.py).
+Only rank 0 writes.
 
 What stops a run early: a loss or weights that are not finite stop it with ``TrainingDiverged`` and no
 checkpoint of that step, so the checkpoints kept are the last good ones. SIGINT or SIGTERM lets the current
 step finish, writes a checkpoint and raises ``TrainingInterrupted``; a second signal ends the process at
 once. Resuming skips, names and sets aside (``step-*.damaged``) checkpoints whose files fail their checksums,
 and continues from the newest one that verifies.
+
+Past 350 lines on purpose: the options, the start of a run and its loop read best together, top to bottom;
+what they use (perplexity, the log, the processes, the signals) lives in its own module.
 """
 
-import json
 import logging
 import math
-import os
 import signal
-import threading
-import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.extras import require
-from elmo.files import write_bytes_atomic, write_text_atomic
 from elmo.memory import FreedMemoryTrimmer
-from elmo.training.batches import Batcher, ModelInputs
+from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -51,7 +47,7 @@ from elmo.training.checkpoints import (
     save_checkpoint,
     set_aside,
 )
-from elmo.training.corpus import Corpus, RowPosition
+from elmo.training.corpus import Corpus
 from elmo.training.export import (
     grow_vocabulary,
     lacks_softmax,
@@ -59,18 +55,18 @@ from elmo.training.export import (
     load_language_model,
 )
 from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
+from elmo.training.perplexity import evaluate
 from elmo.training.presets import resolve_config
+from elmo.training.processes import Processes
+from elmo.training.run_log import IntervalMeter, RunLog
 from elmo.training.softmax_sync import (
     SOFTMAX_PARAMETERS,
     CommunicatedBytes,
     all_reduce_softmax_rows,
     dense_gradient_bytes,
 )
+from elmo.training.stop_signals import StopSignals
 from elmo.training.vocab import Vocabulary
-
-LOG_FILE = "log.jsonl"
-PLOT_FILE = "perplexity.png"
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 logger = logging.getLogger(__name__)
 
@@ -166,132 +162,6 @@ class TrainingOptions:
         return cls(**{key: value for key, value in data.items() if key in known})
 
 
-@dataclass
-class _Processes:
-    """This process's place among the training processes (one, or several under torchrun)."""
-
-    rank: int
-    world_size: int
-    device: torch.device
-
-    @classmethod
-    def from_environment(cls) -> "_Processes":
-        world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        device = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-        if world_size > 1 and not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        return cls(dist.get_rank() if world_size > 1 else 0, world_size, device)
-
-    @property
-    def is_writer(self) -> bool:
-        return self.rank == 0
-
-    def rows(self, n_rows: int) -> range:
-        if n_rows % self.world_size:
-            raise ValueError(f"batch_size {n_rows} does not split evenly over {self.world_size} processes")
-        share = n_rows // self.world_size
-        return range(self.rank * share, (self.rank + 1) * share)
-
-    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world_size > 1:
-            tensor = tensor.clone()
-            dist.all_reduce(tensor)
-        return tensor
-
-    def gather_rows(self, positions: list[RowPosition], state: BiLMState) -> tuple[list[RowPosition], BiLMState]:
-        """Every rank's row positions and LSTM states, in global row order."""
-        if self.world_size == 1:
-            return positions, state
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, [position.to_json() for position in positions])
-        all_positions = [RowPosition.from_json(p) for rank_positions in gathered for p in rank_positions]
-        halves = []
-        for tensor in (state.h, state.c):
-            parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
-            dist.all_gather(parts, tensor.contiguous())
-            halves.append(torch.cat(parts, dim=2))
-        return all_positions, BiLMState(*halves)
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            dist.barrier()
-
-    def any(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on any process, so that all stop at the same step."""
-        if self.world_size == 1:
-            return flag
-        tensor = torch.tensor([int(flag)], device=self.device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-        return bool(tensor.item())
-
-
-@dataclass
-class Perplexities:
-    forward: float
-    backward: float
-    average: float
-    n_tokens: int
-
-
-def evaluate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, batch_size: int = 32,
-             unroll_steps: int = 20, device: torch.device | None = None) -> Perplexities:
-    """Full-softmax perplexity of every token of ``corpus``; ``average`` is ``exp`` of the mean of both
-    directions' losses (bilm-tf's figure), the geometric mean of the two perplexities."""
-    device = device or torch.device("cpu")
-    batcher = Batcher(corpus, vocab, range(batch_size), batch_size, unroll_steps, seed=0, max_epochs=1,
-                      max_characters=model.config.char_cnn.max_characters_per_token, pad=True)
-    was_training = model.training
-    model.eval()
-    state = model.bilm.zero_state(batch_size)
-    nll_sums = torch.zeros(2, dtype=torch.float64)
-    n_tokens = 0
-    with torch.no_grad():
-        while (inputs := batcher.next_batch()) is not None:
-            output = model(_to_device(inputs, device), state)
-            nll_sums += output.nll_sums.double().cpu()
-            n_tokens += output.n_targets
-            state = output.state
-    batcher.close()
-    model.train(was_training)
-    if n_tokens == 0:
-        raise ValueError("the evaluation corpus holds no tokens")
-    forward, backward = (nll_sums / n_tokens).tolist()
-    return Perplexities(_exp(forward), _exp(backward), _exp((forward + backward) / 2), n_tokens)
-
-
-def _exp(value: float) -> float:
-    """``math.exp``, but ``inf`` where it would raise ``OverflowError`` (a diverging run's loss passes 709)."""
-    try:
-        return math.exp(value)
-    except OverflowError:
-        return math.inf
-
-
-def unigram_perplexity(train_corpus: Corpus, eval_corpus: Corpus, vocab: Vocabulary) -> float:
-    """Add-one unigram perplexity over the forward targets (words mapped by the vocabulary, then </S>): the
-    floor a biLM has to beat on the same text."""
-    counts: Counter[int] = Counter()
-    for sentence in train_corpus.sentences():
-        counts.update(vocab.token_id(token) for token in sentence)
-        counts[vocab.eos_id] += 1
-    total = sum(counts.values()) + len(vocab)
-    nll, n_targets = 0.0, 0
-    for sentence in eval_corpus.sentences():
-        for target in [*(vocab.token_id(token) for token in sentence), vocab.eos_id]:
-            nll -= math.log((counts[target] + 1) / total)
-            n_targets += 1
-    return math.exp(nll / n_targets)
-
-
-def _to_device(inputs: ModelInputs, device: torch.device) -> ModelInputs:
-    if device.type == "cpu":
-        return inputs
-    return ModelInputs(*(getattr(inputs, f.name).to(device) for f in fields(ModelInputs)))
-
-
 def _make_optimizer(model: LanguageModel, options: TrainingOptions) -> torch.optim.Optimizer:
     """Adam or TF's Adagrad, fused (one kernel over all parameters; 3-4x faster than the per-tensor loop on CPU)
     where every parameter is a CPU or CUDA float tensor."""
@@ -343,7 +213,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     ``options``' ``max_steps``/``epochs``); returns the number of steps done."""
     require("train", "elmo.training.train")  # matplotlib draws perplexity.png at the first checkpoint
     out_dir = Path(out_dir)
-    processes = _Processes.from_environment()
+    processes = Processes.from_environment()
     checkpoint: Checkpoint | None = None
     if resume:
         checkpoint = _load_for_resume(out_dir, processes)
@@ -383,16 +253,16 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
                       model.config.char_cnn.max_characters_per_token,
                       None if positions is None else positions[rows.start : rows.stop])
-    log = _RunLog(out_dir, step) if processes.is_writer else None
+    log = RunLog(out_dir, step) if processes.is_writer else None
     if log is not None and checkpoint is None:
         vocab.save(out_dir / "vocab.txt")
     bar = tqdm(total=options.max_steps, initial=step, disable=not (progress and processes.is_writer),
                unit="step", dynamic_ncols=True)
     tokens_per_step = options.batch_size * options.unroll_steps
-    interval = _Interval(checkpoint.log_interval if checkpoint is not None else LogInterval())
+    interval = IntervalMeter(checkpoint.log_interval if checkpoint is not None else LogInterval())
     last_saved = step
     interrupted = False
-    with _StopSignals() as stop:
+    with StopSignals() as stop:
         try:
             while options.max_steps is None or step < options.max_steps:
                 if processes.any(stop.signal_number is not None):
@@ -403,7 +273,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
                     break
                 noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
                                        options.batch_size, options.state_reset)
-                output = wrapped(_to_device(inputs, processes.device), noise.reset_rows(state), noise)
+                output = wrapped(inputs.to(processes.device), noise.reset_rows(state), noise)
                 (output.loss * options.unroll_steps).backward()
                 if processes.world_size > 1:
                     communicated = all_reduce_softmax_rows(
@@ -453,7 +323,7 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     return step
 
 
-def _load_for_resume(out_dir: Path, processes: "_Processes") -> Checkpoint:
+def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
     """The newest checkpoint that verifies; newer ones that do not are named and set aside."""
     checkpoint, directory, refused = load_newest_good_checkpoint(out_dir)
     processes.barrier()  # every process has read its checkpoint before any is renamed
@@ -474,68 +344,8 @@ def _diverged(out_dir: Path, step: int, what: str) -> None:
                            f"({last_good}). A lower --lr or --clip-norm may keep a new run from diverging.")
 
 
-class _StopSignals:
-    """SIGINT and SIGTERM while the loop runs: the first sets ``signal_number`` for the loop to stop after
-    its current step; a second ends the process at once (checkpoints are written atomically, so that loses
-    only the work since the last one). Only the main thread can take signals; elsewhere this does nothing."""
-
-    def __init__(self) -> None:
-        self.signal_number: int | None = None
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> "_StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {number: signal.signal(number, self._handle) for number in _STOP_SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for number, handler in self.previous.items():
-            signal.signal(number, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
-
-    def _handle(self, number: int, frame: object) -> None:
-        if self.signal_number is not None:
-            signal.signal(number, signal.SIG_DFL)
-            os.kill(os.getpid(), number)
-            return
-        self.signal_number = number
-
-
-class _Interval:
-    """Losses and time since the last log line; the losses travel in checkpoints (``LogInterval``)."""
-
-    def __init__(self, saved: LogInterval) -> None:
-        self._restart(saved)
-
-    def _restart(self, saved: LogInterval) -> None:
-        self.nll_sums = torch.tensor(saved.nll_sums, dtype=torch.float64)
-        self.n_targets = saved.n_targets
-        self.n_steps = saved.n_steps
-        self.timed_steps = 0
-        self.start = time.perf_counter()
-
-    def add(self, nll_sums: torch.Tensor, n_targets: int) -> None:
-        self.nll_sums += nll_sums.double()
-        self.n_targets += n_targets
-        self.n_steps += 1
-        self.timed_steps += 1
-
-    def saved(self) -> LogInterval:
-        forward, backward = self.nll_sums.tolist()
-        return LogInterval((forward, backward), self.n_targets, self.n_steps)
-
-    def record(self, step: int, tokens_per_step: int) -> dict[str, Any]:
-        forward, backward = (self.nll_sums / self.n_targets).tolist()
-        seconds = time.perf_counter() - self.start
-        loss = (forward + backward) / 2
-        record = {"step": step, "loss": loss, "perplexity": _exp(loss), "forward_perplexity": _exp(forward),
-                  "backward_perplexity": _exp(backward),
-                  "tokens_per_s": self.timed_steps * tokens_per_step / max(seconds, 1e-9)}
-        self._restart(LogInterval())
-        return record
-
-
 def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: TrainingOptions,
-              processes: "_Processes", log: "_RunLog | None", step: int) -> None:
+              processes: Processes, log: RunLog | None, step: int) -> None:
     if processes.is_writer:
         result = evaluate(model, corpus, vocab, options.valid_batch_size, options.unroll_steps, processes.device)
         tqdm.write(f"step {step}: validation perplexity {result.average:.2f}")
@@ -546,8 +356,8 @@ def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: 
 
 
 def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: Vocabulary,
-          optimizer: torch.optim.Optimizer, step: int, batcher: Batcher, state: BiLMState, processes: "_Processes",
-          log: "_RunLog | None", interval: _Interval) -> None:
+          optimizer: torch.optim.Optimizer, step: int, batcher: Batcher, state: BiLMState, processes: Processes,
+          log: RunLog | None, interval: IntervalMeter) -> None:
     """A checkpoint of ``step``; never of weights that are not finite (they would replace good checkpoints)."""
     model_state = {name: tensor.cpu() for name, tensor in model.state_dict().items()}
     nonfinite = nonfinite_tensors(model_state)
@@ -565,59 +375,3 @@ def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: 
         if log is not None:
             log.plot()
     processes.barrier()
-
-
-class _RunLog:
-    """``log.jsonl`` and its plot. On resume, lines past the checkpoint (from the killed run) are dropped."""
-
-    def __init__(self, out_dir: Path, step: int) -> None:
-        self.path = out_dir / LOG_FILE
-        self.plot_path = out_dir / PLOT_FILE
-        out_dir.mkdir(parents=True, exist_ok=True)
-        kept = [line for line in self.records() if line["step"] <= step]
-        write_text_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        records = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut short by a kill; everything after it is gone too
-        return records
-
-    def write(self, record: dict[str, Any]) -> None:
-        """One line of strict JSON: a value that is not a finite number (a perplexity past a float's range)
-        is ``null``."""
-        strict = {key: None if isinstance(value, float) and not math.isfinite(value) else value
-                  for key, value in record.items()}
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(strict, allow_nan=False) + "\n")
-
-    def plot(self) -> None:
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
-
-        records = self.records()
-        train = [(r["step"], r["perplexity"]) for r in records if r.get("perplexity") is not None]
-        valid = [(r["step"], r["valid_perplexity"]) for r in records if r.get("valid_perplexity") is not None]
-        figure, axes = pyplot.subplots(figsize=(7, 4.5))
-        for points, label, style in ((train, "training (sampled softmax)", "-"), (valid, "validation (full)", "o-")):
-            if points:
-                axes.plot(*zip(*points, strict=True), style, label=label)
-        axes.set_xlabel("step")
-        axes.set_ylabel("perplexity")
-        axes.set_yscale("log")
-        axes.grid(True, which="both", alpha=0.3)
-        if train or valid:
-            axes.legend()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-        pyplot.close(figure)
-        write_bytes_atomic(self.plot_path, buffer.getvalue())
