@@ -649,9 +649,11 @@ def main() -> int:
         waiting = [pool.apply_async(word2vec_job, (language, str(corpus_file(language, work, args.corpus_root)),
                                                    str(vectors[language]), 3000 if args.smoke else None))
                    for language in word2vec_languages]
+        # The biLM's features, unless only static methods run (their runs need no biLM).
+        reads_elmo = any(method.startswith("elmo") for method in args.methods)
         waiting += [pool.apply_async(embed_job, (task, {k: str(v) for k, v in paths[task.name].items()},
                                                  models[task.language], str(work / "features" / task.name)))
-                    for task in tasks]
+                    for task in tasks if reads_elmo]
         for job in waiting:
             job.get()
         probe_jobs = []
