@@ -6,8 +6,10 @@ Usage: python benchmarks/embed_scale.py --input data/en/train.txt [--lines 20000
 
 Every run gets the same --threads CPU threads in all (2 workers: half each). tokens/s is the input's tokens over
 the run's wall time; a command's time includes starting Python, loading the model and, for Ray, starting a
-local cluster, which is what a user pays once per file (so use enough lines that it does not dominate). bytes
-per token is the output's size over the tokens, to check docs/scale.md's sizes computed from the format.
+local cluster, which is what a user pays once per file. Each command is also run on the input's first line
+alone: that start-up time subtracted, "less start-up" is the writer's steady rate, whose ratio to the bare
+Embedder is the writer's overhead. bytes per token is the output's size over the tokens, to check
+docs/scale.md's sizes computed from the format.
 """
 
 import argparse
@@ -49,6 +51,8 @@ def main() -> None:
         with open(args.input, encoding="utf-8") as source:
             lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
         text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        one_line = scratch / "one.txt"
+        one_line.write_text(lines[0] + "\n", encoding="utf-8")
 
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         import torch
@@ -80,20 +84,29 @@ def main() -> None:
             output = scratch / f"ray-{workers}"
             command = [*elmo, str(output), "--engine", "ray", "--workers", str(workers), *model]
             runs.append((f"Ray, {workers} worker(s)", command, args.threads // workers, output))
+        startup: dict[str, float] = {}
         for name, command, threads, output in runs:
             results.append(run_command(name, command, threads, output))
+            alone = scratch / f"alone-{output.name}"
+            command = [str(one_line) if part == str(text) else part for part in command]
+            command = [f"{alone}/" if part == f"{output}/" else str(alone) if part == str(output) else part
+                       for part in command]
+            startup[name] = run_command(name, command, threads, alone)[1]
             print(f"done: {name}", file=sys.stderr, flush=True)
 
     rates = {name: tokens / seconds for name, seconds, _ in results}
     bare = rates["bare Embedder (after loading)"]
     print(f"{len(lines)} lines, {tokens} tokens, model {args.model}, {args.threads} threads per run")
     cost = "" if args.price_per_hour is None else "  cost/1e9 tok"
-    print(f"{'run':34} {'seconds':>8} {'tokens/s':>9} {'of bare':>7} {'bytes/token':>11} {'hours/1e9 tok':>13}{cost}")
+    print(f"{'run':34} {'seconds':>8} {'tokens/s':>9} {'of bare':>7} {'start-up s':>10} {'less start-up':>13} "
+          f"{'bytes/token':>11} {'hours/1e9 tok':>13}{cost}")
     for name, seconds, size in results:
         hours = 1e9 / rates[name] / 3600
         price = "" if args.price_per_hour is None else f"  {hours * args.price_per_hour:13.2f}"
         bytes_per_token = f"{size / tokens:11.0f}" if size else f"{'-':>11}"
-        print(f"{name:34} {seconds:8.1f} {rates[name]:9.0f} {rates[name] / bare:7.2f} {bytes_per_token} "
+        steady = (f"{'-':>10} {'-':>13}" if name not in startup else
+                  f"{startup[name]:10.1f} {tokens / (seconds - startup[name]) / bare:13.2f}")
+        print(f"{name:34} {seconds:8.1f} {rates[name]:9.0f} {rates[name] / bare:7.2f} {steady} {bytes_per_token} "
               f"{hours:13.1f}{price}")
     for engine in ("torchrun", "Ray"):
         ratio = rates[f"{engine}, 2 worker(s)"] / rates[f"{engine}, 1 worker(s)"]

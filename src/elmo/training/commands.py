@@ -122,7 +122,7 @@ def _export(args: argparse.Namespace) -> int:
     from elmo.training.export import export_model, load_language_model, model_tokenizer
 
     model, vocab = load_language_model(args.source)
-    export_model(model, vocab, args.out, model_tokenizer(args.source))
+    export_model(model, vocab, args.out, args.tokenizer or model_tokenizer(args.source))
     print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors, tokenizer.json -> {args.out}")
     return 0
 
@@ -200,4 +200,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("source", help="a run directory (its newest checkpoint), a checkpoint directory, or a model "
                         "directory or shipped name (its softmax written as float32)")
     export.add_argument("--out", required=True, type=Path, help="model directory to write")
+    export.add_argument("--tokenizer", choices=tokenizers, default=None,
+                        help="how users' text is split (tokenizer.json); default: the run's own. Give the corpus's "
+                             "tokenizer when the run read text it had split (--tokenizer whitespace)")
     export.set_defaults(func=_export, extra="train")

@@ -1,0 +1,89 @@
+"""The labelled domain task of docs/domain.md: an article of a PRC law in force -> its law's branch of law (部门法, 8
+classes; ``elmo.tasks.data.law_branches``), with the general ``zh`` model against the one adapted on ``zh-law``.
+Each run is ``elmo task train classifier`` itself (elmo-mix, the flags of docs/results.md's classifiers), seeds
+0-2; the table gives test accuracy, mean and standard deviation over the seeds, and the majority-class baseline.
+
+    python scripts/domain_task.py --model general=zh --model adapted=domain/zh-adapted --work domain/task
+
+Resumable: the data files and every finished run (its metrics.json) are kept and skipped on a rerun. Test is
+every article of the laws the corpus holds out; train and dev are subsampled (``--train-size``, ``--dev-size``,
+``random.Random(0)``) to fit CPU time.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+from run_tasks import TRAIN_FLAGS  # a script beside this one
+
+SEEDS = (0, 1, 2)
+MAX_WORDS = 64  # an article's first 64 words (median article: 90 characters)
+
+
+def write_data(work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
+    from elmo.tasks.data import law_branches, split, write_labelled
+
+    paths = {name: work / "data" / f"{name}.tsv" for name in ("train", "dev", "test")}
+    if all(path.is_file() for path in paths.values()):
+        return paths
+    splits = law_branches()
+    sizes = {"train": train_size, "dev": dev_size, "test": len(splits["test"])}
+    paths["train"].parent.mkdir(parents=True, exist_ok=True)
+    for name, path in paths.items():
+        rows = split(splits[name], [min(sizes[name], len(splits[name]))], seed=0)[0]
+        write_labelled(path, rows)
+        print(f"{name}: {len(rows)} of {len(splits[name])} articles, {dict(Counter(label for label, _ in rows))}")
+    return paths
+
+
+def run(label: str, model: str, seed: int, paths: dict[str, Path], work: Path) -> dict:
+    from elmo.cli import main
+
+    out = work / "runs" / label / f"seed-{seed}"
+    if not (out / "metrics.json").is_file():
+        argv = ["task", "train", "classifier", *(f"--{name}={path}" for name, path in paths.items()),
+                "--model", model, "--elmo", "mix", "--static", "none", "--max-words", str(MAX_WORDS),
+                *TRAIN_FLAGS["classifier"], "--cache", str(work / "features" / label), "--seed", str(seed),
+                "--out", str(out), "--quiet"]
+        print("elmo " + " ".join(argv), flush=True)
+        if main(argv) != 0:
+            sys.exit(f"{label} seed {seed} failed")
+    return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+
+
+def majority_accuracy(paths: dict[str, Path]) -> tuple[str, float]:
+    from elmo.tasks.data import read_labelled
+
+    label = Counter(label for label, _ in read_labelled(paths["train"])).most_common(1)[0][0]
+    test = [gold for gold, _ in read_labelled(paths["test"])]
+    return label, sum(gold == label for gold in test) / len(test)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", action="append", required=True, metavar="LABEL=MODEL",
+                        help="a model to compare (shipped name or model directory), repeatable")
+    parser.add_argument("--work", type=Path, required=True, help="data, features, runs and results.json")
+    parser.add_argument("--train-size", type=int, default=3000)
+    parser.add_argument("--dev-size", type=int, default=500)
+    args = parser.parse_args(argv)
+    models = dict(model.split("=", 1) for model in args.model)
+    paths = write_data(args.work, args.train_size, args.dev_size)
+    results = {label: [run(label, model, seed, paths, args.work)["test"] for seed in SEEDS]
+               for label, model in models.items()}
+    majority, baseline = majority_accuracy(paths)
+    (args.work / "results.json").write_text(json.dumps({"models": models, "test_accuracy": results,
+                                                        "majority": [majority, baseline]}, indent=1) + "\n")
+    print("| model | test accuracy, mean ± std (3 seeds) | runs |\n|---|---|---|")
+    for label, accuracies in results.items():
+        print(f"| {label} (`{models[label]}`) | {100 * statistics.mean(accuracies):.2f} ± "
+              f"{100 * statistics.stdev(accuracies):.2f} | {', '.join(f'{100 * a:.2f}' for a in accuracies)} |")
+    print(f"| majority class ({majority}) | {100 * baseline:.2f} | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
