@@ -17,6 +17,9 @@ bound even so is refused and the shipped one left as it was. Then a model card (
 tokens seen, hours, throughput, held-out perplexity against the add-one unigram, the triplet rate and
 same-word nearest-neighbour agreement per layer on ``elmo.polysemy``'s sets next to random weights of the
 same shape, and the commands that continue training.
+
+Past 350 lines on purpose: one script per pipeline, read top to bottom in the order it runs (corpora,
+vocabularies, training, shipping, the card); each step prints the command that repeats it.
 """
 
 import argparse

@@ -18,6 +18,9 @@ Steps, each resumable (a finished piece is kept and skipped on a rerun):
    between one pair of markers, QA between another), and their entries replace those of the same tasks in
    results.json and results-detail.json; the other tasks' entries are kept.
 Two worker processes, one thread each (the machine has 2 cores).
+
+Past 350 lines on purpose: one script per pipeline, its six steps as sections in the order they run, so a
+reader follows a figure of docs/results.md from the data to the table in one file.
 """
 
 import argparse

@@ -34,6 +34,13 @@ def test_parquet_columns_read_back_with_pyarrow_equal_the_embedders_arrays(text,
     for k in range(3):
         for row, array in zip(table.column(f"layer_{k}").to_pylist(), expected, strict=True):
             np.testing.assert_array_equal(np.array(row, np.float32).reshape(-1, 32), array[k])
+    # Vectors are written plain (a dictionary of never-repeating numbers only slows writing and reading), the
+    # tokens with a dictionary.
+    columns = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0)
+    encodings = {columns.column(i).path_in_schema.split(".")[0]: columns.column(i).encodings
+                 for i in range(columns.num_columns)}
+    assert all("RLE_DICTIONARY" not in encodings[f"layer_{k}"] for k in range(3))
+    assert "RLE_DICTIONARY" in encodings["tokens"]
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)

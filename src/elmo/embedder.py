@@ -23,6 +23,11 @@ layer or a mix, pooled to one vector per sentence or not, normalized, float16, N
 Every sentence starts from a zero LSTM state, so its vectors do not depend on what else is embedded.
 ``elmo.stateful_embedder.StatefulEmbedder`` carries each batch row's state into the next batch instead, as
 bilm-tf's inference did.
+
+Past 350 lines on purpose: about 60 of them are ``encode``'s ``@overload`` signatures (so that editors know a
+pooled call returns one matrix and an unpooled one a list), and the rest is one class whose parts (the window
+cutting, the lane groups, the token cache, the device) share its state; the lane packing lives in
+``elmo.lanes``, the stateful variant in ``elmo.stateful_embedder``.
 """
 
 import sys

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from elmo.embed_job.arrow import arrow_schema, lines_to_table
+from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
 from elmo.embed_job.chunked import ChunkedWriter
 from elmo.embed_job.layout import EmbeddedLine
 
@@ -13,13 +13,14 @@ class ParquetWriter(ChunkedWriter):
     extension = "parquet"
 
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
-        pq.write_table(lines_to_table(lines, self.target.shape, self.target.with_ids), path)
+        table = lines_to_table(lines, self.target.shape, self.target.with_ids)
+        pq.write_table(table, path, **parquet_options(table.schema))
 
     def _count(self, path: Path) -> int:
         return pq.ParquetFile(path).metadata.num_rows
 
     def _join(self, chunks: list[Path], path: Path) -> None:
         schema = arrow_schema(self.target.shape, self.target.with_ids)
-        with pq.ParquetWriter(path, schema) as writer:
+        with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:
             for chunk in chunks:  # one chunk in memory at a time
                 writer.write_table(pq.read_table(chunk, schema=schema))

@@ -19,7 +19,7 @@ from types import ModuleType
 import pyarrow as pa
 
 from elmo.config import BiLMConfig
-from elmo.embed_job.arrow import lines_to_table
+from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
 from elmo.embed_job.job import EmbedOptions, Job, plan
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_path
 from elmo.embed_job.settings import with_model
@@ -180,7 +180,8 @@ def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: in
         shutil.rmtree(partial)
     settings = with_model(job.target.settings, load("cpu").fingerprint)  # the workers' model, loaded here once more
     embedded = embed_dataset(lines_dataset(job.source), load, job.options, workers, gpus_per_worker, config)
-    embedded.write_parquet(str(partial.resolve()))
+    embedded.write_parquet(str(partial.resolve()),
+                           **parquet_options(arrow_schema(job.target.shape, job.target.with_ids)))
     write_text_atomic(partial / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
     if output.is_dir():
         output.rmdir()  # empty (checked before any work)
