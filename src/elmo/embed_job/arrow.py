@@ -7,9 +7,8 @@ every layer. A vector column holds, per row, a list of T fixed-size lists of D n
 pooled, one fixed-size list of D; float32 or float16 as asked.
 
 Parquet dictionary-encodes every column unless told otherwise. Vectors never repeat, so for them the
-writer builds a dictionary, finds it too large and falls back, on every page: writing them plain made a chunk's
-write 2.3x faster and reading it back 3.8x (float32; float16 2.7x to write), at the same size.
-``parquet_options`` keeps a dictionary for the tokens only.
+writer builds a dictionary, finds it too large and falls back, on every page, which costs time for nothing
+(docs/scale.md has the figures). ``parquet_options`` keeps a dictionary for the tokens only.
 """
 
 from collections.abc import Sequence

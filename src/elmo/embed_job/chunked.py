@@ -24,7 +24,7 @@ _SETTINGS = "settings.json"
 
 
 class ChunkedWriter(ABC):
-    extension: str
+    chunk_extension: str  # of the chunk files (the output's own format or a faster one the join converts)
 
     def __init__(self, target: Target, resume: bool) -> None:
         self.target = target
@@ -72,7 +72,7 @@ class ChunkedWriter(ABC):
             return None
         check_same(recorded, self.target.settings, self.partial, "run without --resume to start over")
         remove_stale_partials(self.partial)  # a chunk being written when the run was killed
-        chunks = sorted(self.partial.glob(f"chunk-*.{self.extension}"))
+        chunks = sorted(self.partial.glob(f"chunk-*.{self.chunk_extension}"))
         if [chunk.name for chunk in chunks] != [self._chunk_name(k) for k in range(len(chunks))]:
             log.warning(f"{self.partial} lacks a chunk ({', '.join(chunk.name for chunk in chunks)}); starting over")
             return None
@@ -88,7 +88,7 @@ class ChunkedWriter(ABC):
         return done
 
     def _chunk_name(self, number: int) -> str:
-        return f"chunk-{number:06d}.{self.extension}"
+        return f"chunk-{number:06d}.{self.chunk_extension}"
 
     def add(self, line: EmbeddedLine) -> None:
         self._pending.append(line)

@@ -11,7 +11,7 @@ from elmo.embed_job.layout import EmbeddedLine
 
 
 class NpyWriter(ChunkedWriter):
-    extension = "npy"
+    chunk_extension = "npy"
 
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
         with path.open("wb") as handle:
