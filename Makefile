@@ -22,7 +22,8 @@ demo: $(BIN)/.installed-demo
 
 test: $(BIN)/.installed-dev
 	# The service's page is tested in a real headless browser: Debian's chromium (CI runs as root).
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+	command -v chromium >/dev/null || (echo "installing Debian's chromium system-wide (apt-get) for the browser test" \
+		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "could not install chromium: the browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
