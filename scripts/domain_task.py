@@ -1,14 +1,19 @@
-"""The labelled domain task of docs/domain.md: an article of a PRC law in force -> its law's branch of law (部门法, 8
-classes; ``elmo.tasks.data.law_branches``), with the general ``zh`` model against the one adapted on ``zh-law``.
+"""The labelled domain tasks of docs/domain.md, a general model against the one adapted to the domain:
+
+- ``zh-law-branches``: an article of a PRC law in force -> its law's branch of law (部门法, 8 classes;
+  ``elmo.tasks.data.law_branches``), ``zh`` against ``zh`` adapted on ``zh-law``;
+- ``en-license-categories``: a license notice -> its license's category (Permissive, Copyleft, ...;
+  ``elmo.tasks.data.license_categories``), ``en`` against ``en`` adapted on ``en-licenses``.
+
 Each run is ``elmo task train classifier`` itself (elmo-mix, the flags of docs/results.md's classifiers), seeds
 0-2 unless ``--seeds`` says otherwise; the table gives test accuracy, mean and standard deviation over the seeds,
 and the majority-class baseline.
 
-    python scripts/domain_task.py --model general=zh --model adapted=domain/zh-adapted --work domain/task
+    python scripts/domain_task.py --task zh-law-branches --model general=zh --model adapted=domain/zh-adapted \
+        --work domain/task
 
 Resumable: the data files and every finished run (its metrics.json) are kept and skipped on a rerun. Test is
-every article of the laws the corpus holds out; train and dev are subsampled (``--train-size``, ``--dev-size``,
-``random.Random(0)``) to fit CPU time.
+whole; train and dev are subsampled (``--train-size``, ``--dev-size``, ``random.Random(0)``) to fit CPU time.
 """
 
 import argparse
@@ -20,22 +25,23 @@ from pathlib import Path
 
 from run_tasks import TRAIN_FLAGS  # a script beside this one
 
-MAX_WORDS = 64  # an article's first 64 words (median article: 90 characters)
+MAX_WORDS = 64  # an example's first 64 words (median article: 90 characters; median notice: 30 words)
+TASKS = ("zh-law-branches", "en-license-categories")
 
 
-def write_data(work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
-    from elmo.tasks.data import law_branches, split, write_labelled
+def write_data(task: str, work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
+    from elmo.tasks.data import law_branches, license_categories, split, write_labelled
 
     paths = {name: work / "data" / f"{name}.tsv" for name in ("train", "dev", "test")}
     if all(path.is_file() for path in paths.values()):
         return paths
-    splits = law_branches()
+    splits = {"zh-law-branches": law_branches, "en-license-categories": license_categories}[task]()
     sizes = {"train": train_size, "dev": dev_size, "test": len(splits["test"])}
     paths["train"].parent.mkdir(parents=True, exist_ok=True)
     for name, path in paths.items():
         rows = split(splits[name], [min(sizes[name], len(splits[name]))], seed=0)[0]
         write_labelled(path, rows)
-        print(f"{name}: {len(rows)} of {len(splits[name])} articles, {dict(Counter(label for label, _ in rows))}")
+        print(f"{name}: {len(rows)} of {len(splits[name])} examples, {dict(Counter(label for label, _ in rows))}")
     return paths
 
 
@@ -64,6 +70,7 @@ def majority_accuracy(paths: dict[str, Path]) -> tuple[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=TASKS, required=True)
     parser.add_argument("--model", action="append", required=True, metavar="LABEL=MODEL",
                         help="a model to compare (shipped name or model directory), repeatable")
     parser.add_argument("--work", type=Path, required=True, help="data, features, runs and results.json")
@@ -72,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args(argv)
     models = dict(model.split("=", 1) for model in args.model)
-    paths = write_data(args.work, args.train_size, args.dev_size)
+    paths = write_data(args.task, args.work, args.train_size, args.dev_size)
     results = {label: [run(label, model, seed, paths, args.work)["test"] for seed in args.seeds]
                for label, model in models.items()}
     majority, baseline = majority_accuracy(paths)
-    (args.work / "results.json").write_text(json.dumps({"models": models, "test_accuracy": results,
+    (args.work / "results.json").write_text(json.dumps({"task": args.task, "models": models, "test_accuracy": results,
                                                         "majority": [majority, baseline]}, indent=1) + "\n")
     print(f"| model | test accuracy, mean ± std ({len(args.seeds)} seeds) | runs |\n|---|---|---|")
     for label, accuracies in results.items():

@@ -11,14 +11,16 @@ from string import ascii_lowercase
 from elmo.datasets import CORPORA, SOURCES, heldout_split
 from elmo.datasets.domain_sources import (
     CHINA_LAW_DATABASE,
+    LicenseNotice,
     law_articles,
     law_key,
     license_family,
+    license_notices,
     parse_license_file,
     read_china_law,
     read_scancode_licenses,
 )
-from elmo.tasks.data import law_branch_splits
+from elmo.tasks.data import law_branch_splits, license_category_splits
 
 SHARED = "The software is provided without any warranty of merchantability or fitness."
 
@@ -75,6 +77,52 @@ def test_reader_keeps_english_prose_shares_a_split_per_family_and_keeps_held_out
         # SHARED is in a held-out license; the capitals, the German text and the placeholder are dropped.
         f"license-family:{train_family}": [("You may redistribute the work under these terms.",)],
     }
+
+
+def _rule(name: str, text: str, **fields: str) -> tuple[str, bytes]:
+    front = "".join(f"{field}: {value}\n" for field, value in fields.items())
+    return f"licensedcode/data/rules/{name}.RULE", f"---\n{front}---\n\n{text}\n".encode()
+
+
+def test_license_notices_are_the_single_license_notice_rules_labelled_with_their_licenses_category(tmp_path: Path):
+    members = dict([
+        _license("mit", "Permission is hereby granted, free of charge.", category="Permissive"),
+        _license("gpl-2.0", "The GNU General Public License.", category="Copyleft"),
+        _license("nocat", "A license without a category."),
+        _rule("mit_1", "Licensed under the {{MIT license}},\n  see   LICENSE.", license_expression="mit",
+              is_license_notice="yes"),
+        _rule("gpl_1", "This program is free software; see the {{GNU GPL}}.", license_expression="gpl-2.0",
+              is_license_notice="yes"),
+        _rule("mit_ref", "MIT", license_expression="mit", is_license_reference="yes"),
+        _rule("dual", "Under MIT or GPL.", license_expression="mit OR gpl-2.0", is_license_notice="yes"),
+        _rule("nocat_1", "Under the nocat license.", license_expression="nocat", is_license_notice="yes"),
+        _rule("mit_de", "Lizenziert unter MIT.", license_expression="mit", is_license_notice="yes", language="de"),
+    ])
+    wheel = tmp_path / "scancode.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    assert license_notices(wheel) == [
+        LicenseNotice("gpl-2.0", "Copyleft", "This program is free software; see the GNU GPL."),
+        LicenseNotice("mit", "Permissive", "Licensed under the MIT license, see LICENSE."),
+    ]
+
+
+def test_license_category_task_splits_by_license_caps_each_license_and_drops_short_and_repeated_notices():
+    words = "under the terms of this license you may copy it"
+    notices = [LicenseNotice(f"lic-{k}", f"category-{k % 4}", f"Notice {n} of lic-{k} {words}")
+               for k in range(40) for n in range(3 if k else 60)]
+    notices += [LicenseNotice("lic-1", "category-1", "Too short to keep"),
+                LicenseNotice("lic-2", "category-2", notices[-1].text)]  # a text met before
+    splits = license_category_splits(notices, min_words=8, per_license=50, test_share=0.15, dev_share=0.1)
+
+    def licenses(split: str) -> set[str]:
+        return {text.split()[3] for _, text in splits[split]}
+
+    assert (len(licenses("test")), len(licenses("dev")), len(licenses("train"))) == (6, 4, 30)
+    assert not licenses("test") & licenses("train") and not licenses("dev") & licenses("train")
+    assert sum(len(rows) for rows in splits.values()) == 50 + 39 * 3  # lic-0 capped at 50; the extra two dropped
+    assert all(label == f"category-{int(text.split()[3][4:]) % 4}" for rows in splits.values() for label, text in rows)
 
 
 def test_the_licenses_corpus_is_registered_with_the_en_tokenizer():

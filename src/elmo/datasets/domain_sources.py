@@ -36,6 +36,7 @@ from elmo.datasets.sources import (
 SCANCODE = PinnedArchive("pypi", "scancode-toolkit", "32.5.0", "scancode_toolkit-32.5.0-cp311-none-any.whl",
                          "327d20a0de71d49930d8a6919c2b6d54c2acf4dd0a1d48da9a71dd4ce7b97b78")
 SCANCODE_LICENSE_FILE = re.compile(r"licensedcode/data/licenses/([^/]+)\.LICENSE")
+SCANCODE_RULE_FILE = re.compile(r"licensedcode/data/rules/([^/]+)\.RULE")
 SCANCODE_LICENSE = ("CC-BY-4.0 (ScanCode's reference data; the package's code is Apache-2.0); each license text "
                     "is its authors' and is published to be copied verbatim")
 
@@ -107,6 +108,35 @@ def unique_per_split(passages: Iterable[tuple[str, tuple[str, ...]]], min_chars:
             kept.append(sentence)
         if kept:
             yield Passage(passage_key, tuple(kept))
+
+
+@dataclass(frozen=True)
+class LicenseNotice:
+    """A license notice of ScanCode's rules (the lines put in a file to license it), the one license it names,
+    and that license's category (Permissive, Copyleft, Copyleft Limited, Commercial, ...)."""
+
+    license: str
+    category: str
+    text: str
+
+
+def license_notices(archive_path: Path) -> list[LicenseNotice]:
+    """Every English rule marked ``is_license_notice`` whose expression is a single license with a category,
+    in rule-file order; its text on one line, without ScanCode's ``{{required phrase}}`` braces. The labelled
+    task of the license domain (``elmo.tasks.data.license_categories``); rules are not in ``en-licenses``."""
+    categories = {}
+    for name, data in iter_members(archive_path, SCANCODE_LICENSE_FILE):
+        meta, _ = parse_license_file(data.decode("utf-8", errors="replace"))
+        if meta.get("category"):
+            categories[SCANCODE_LICENSE_FILE.fullmatch(name).group(1)] = meta["category"]  # type: ignore[union-attr]
+    notices = []
+    for _, data in iter_members(archive_path, SCANCODE_RULE_FILE):
+        meta, body = parse_license_file(data.decode("utf-8", errors="replace"))
+        expression = meta.get("license_expression", "")
+        if meta.get("is_license_notice") == "yes" and meta.get("language", "en") == "en" and expression in categories:
+            text = " ".join(body.replace("{{", "").replace("}}", "").split())
+            notices.append(LicenseNotice(expression, categories[expression], text))
+    return notices
 
 
 SOURCES["scancode-licenses"] = Source(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from elmo.datasets.domain_sources import LawArticle
+    from elmo.datasets.domain_sources import LawArticle, LicenseNotice
 
 # Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
 TaskKind = Literal["tagger", "classifier", "qa"]
@@ -266,6 +266,39 @@ def law_branch_splits(articles: Sequence["LawArticle"], dev_share: float = 0.1) 
         split = ("test" if heldout_split(law_key(article.law)) != "train"
                  else "dev" if article.law in dev_laws else "train")
         splits[split].append((article.branch, text))
+    return splits
+
+
+def license_categories(cache: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+    """The license-category task (docs/domain.md) from the ``scancode-licenses`` archive:
+    ``license_category_splits`` of its license notices."""
+    from elmo.datasets.domain_sources import license_notices
+
+    archive, _ = _archive_member("scancode-licenses", cache)
+    return license_category_splits(license_notices(archive))
+
+
+def license_category_splits(notices: Sequence["LicenseNotice"], min_words: int = 8, per_license: int = 50,
+                            test_share: float = 0.15, dev_share: float = 0.1) -> dict[str, list[tuple[str, str]]]:
+    """A license notice, labelled with its license's category, split by license: ``test`` the notices of a
+    ``test_share`` of the licenses, ``dev`` of a ``dev_share``, drawn by key with ``random.Random(0)``, ``train``
+    the rest; so a test notice names a license no training notice names. A license gives at most
+    ``per_license`` notices of ``min_words`` words or more (a few have thousands of variants); a text met twice
+    is kept once."""
+    licenses = sorted({notice.license for notice in notices})
+    order = random.Random(0).sample(licenses, len(licenses))
+    n_test, n_dev = round(test_share * len(licenses)), round(dev_share * len(licenses))
+    split_of = {license: "test" if rank < n_test else "dev" if rank < n_test + n_dev else "train"
+                for rank, license in enumerate(order)}
+    splits: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
+    taken: dict[str, int] = {}
+    seen: set[str] = set()
+    for notice in notices:
+        if len(notice.text.split()) < min_words or notice.text in seen or taken.get(notice.license, 0) >= per_license:
+            continue
+        seen.add(notice.text)
+        taken[notice.license] = taken.get(notice.license, 0) + 1
+        splits[split_of[notice.license]].append((notice.category, notice.text))
     return splits
 
 
