@@ -25,17 +25,17 @@ from pathlib import Path
 
 from run_tasks import TRAIN_FLAGS  # a script beside this one
 
+from elmo.tasks.data import law_branches, license_categories, read_labelled, split, write_labelled
+
 MAX_WORDS = 64  # an example's first 64 words (median article: 90 characters; median notice: 30 words)
-TASKS = ("zh-law-branches", "en-license-categories")
+TASKS = {"zh-law-branches": law_branches, "en-license-categories": license_categories}
 
 
 def write_data(task: str, work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
-    from elmo.tasks.data import law_branches, license_categories, split, write_labelled
-
     paths = {name: work / "data" / f"{name}.tsv" for name in ("train", "dev", "test")}
     if all(path.is_file() for path in paths.values()):
         return paths
-    splits = {"zh-law-branches": law_branches, "en-license-categories": license_categories}[task]()
+    splits = TASKS[task]()
     sizes = {"train": train_size, "dev": dev_size, "test": len(splits["test"])}
     paths["train"].parent.mkdir(parents=True, exist_ok=True)
     for name, path in paths.items():
@@ -61,8 +61,6 @@ def run(label: str, model: str, seed: int, paths: dict[str, Path], work: Path) -
 
 
 def majority_accuracy(paths: dict[str, Path]) -> tuple[str, float]:
-    from elmo.tasks.data import read_labelled
-
     label = Counter(label for label, _ in read_labelled(paths["train"])).most_common(1)[0][0]
     test = [gold for gold, _ in read_labelled(paths["test"])]
     return label, sum(gold == label for gold in test) / len(test)
@@ -70,7 +68,7 @@ def majority_accuracy(paths: dict[str, Path]) -> tuple[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=TASKS, required=True)
+    parser.add_argument("--task", choices=sorted(TASKS), required=True)
     parser.add_argument("--model", action="append", required=True, metavar="LABEL=MODEL",
                         help="a model to compare (shipped name or model directory), repeatable")
     parser.add_argument("--work", type=Path, required=True, help="data, features, runs and results.json")
