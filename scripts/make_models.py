@@ -298,9 +298,10 @@ def _is_the_recipe(options: dict[str, Any]) -> bool:
              "--optimizer": "optimizer", "--lr": "learning_rate", "--negatives": "n_negatives",
              "--state-reset": "state_reset", "--checkpoint-every": "checkpoint_every", "--valid-every": "valid_every"}
     flags = dict(zip(TRAIN_FLAGS[::2], TRAIN_FLAGS[1::2], strict=True))
+    if options.get("init_from") or options.get("lr_decay_steps"):
+        return False
     same = all(type(options[key])(flags[flag]) == options[key] for flag, key in names.items())
-    return (same and options["seed"] == 0 and options["dropout"] == 0.1 and not options.get("init_from")
-            and not options.get("lr_decay_steps"))
+    return same and options["seed"] == 0 and options["dropout"] == 0.1
 
 
 def _sizes(directory: Path) -> str:
@@ -352,14 +353,14 @@ def _fractions(values: list[float]) -> str:
 
 
 def training_flags(options: dict[str, Any]) -> list[str]:
-    """The run's recipe as `elmo train` flags, ``--config`` first (a run started ``--init-from`` a model takes
-    that model's shape instead)."""
+    """The run's recipe as `elmo train` flags, ``--config`` first where the run named one (a run started
+    ``--init-from`` a model without it takes that model's shape)."""
     config = options["config"]
+    shape = [] if config is None else ["--config", config if "/" not in config else Path(config).name]
     schedule = ([] if not options.get("lr_decay_steps") else
                 ["--lr-decay-steps", str(options["lr_decay_steps"])]
                 + ([] if options.get("lr_final") is None else ["--lr-final", f"{options['lr_final']:g}"]))
-    return ["--config", config if "/" not in config else Path(config).name,
-            "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
+    return [*shape, "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
             "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
             "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
             "--dropout", f"{options['dropout']:g}", "--checkpoint-every", str(options["checkpoint_every"]),

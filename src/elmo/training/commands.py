@@ -50,6 +50,11 @@ def _absolute(paths: str | list[str] | None) -> str | list[str] | None:
     return str(Path(paths).absolute())
 
 
+def _config_name(config: str | None) -> str | None:
+    """A preset's name as it is, an options.json path made absolute (the run records it)."""
+    return config if config is None or config in TRAINING_PRESETS else _absolute(config)
+
+
 def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -> int:
     from elmo.training.trainer import TrainingDiverged, TrainingInterrupted, train
 
@@ -89,7 +94,7 @@ def _train(args: argparse.Namespace) -> int:
     options = TrainingOptions(
         # Absolute paths: the run records them, and --resume may be given from another directory.
         corpus=_absolute(args.corpus), vocab=_absolute(args.vocab), tokenizer=tokenizer,
-        config=args.config if args.config in TRAINING_PRESETS else _absolute(args.config),
+        config=_config_name(args.config),
         valid=_absolute(args.valid or []), init_from=_absolute(None if init_from is None else str(init_from)),
         min_count=args.min_count,
         batch_size=args.batch_size,
@@ -142,8 +147,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser = subparsers.add_parser("train", help="pre-train a biLM, resume a run, or adapt one to new text")
     train_parser.add_argument("--corpus", nargs="+", help="training text: files or glob patterns of shards")
     train_parser.add_argument("--vocab", help="vocab.txt from `elmo vocab` (with --init-from: words to add)")
-    train_parser.add_argument("--config", default="tiny",
-                              help=f"options.json or a preset: {', '.join(sorted(TRAINING_PRESETS))}")
+    train_parser.add_argument("--config", default=None,
+                              help=f"options.json or a preset: {', '.join(sorted(TRAINING_PRESETS))} (default: tiny; "
+                                   "with --init-from, that model's shape, or this one where it only widens the "
+                                   "LSTM cells)")
     train_parser.add_argument("--out", type=Path, help="run directory (checkpoints, log.jsonl, perplexity.png)")
     train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly (to its "
                               "own --max-steps/--epochs unless given again)")

@@ -67,6 +67,7 @@ from elmo.training.softmax_sync import (
 )
 from elmo.training.stop_signals import StopSignals
 from elmo.training.vocab import Vocabulary
+from elmo.training.widen import widen_lstm
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class TrainingOptions:
 
     corpus: list[str]
     vocab: str | None = None
-    config: str = "tiny"
+    config: str | None = None  # None: tiny from scratch, the init_from model's own shape
     tokenizer: str = "whitespace"
     valid: list[str] = field(default_factory=list)
     init_from: str | None = None
@@ -189,23 +190,28 @@ def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel,
         if options.vocab is None:
             raise ValueError("a model trained from scratch needs a vocabulary (--vocab) or --init-from")
         vocab = Vocabulary.load(options.vocab)
-        model = LanguageModel(resolve_config(options.config), len(vocab))
+        model = LanguageModel(resolve_config(options.config or "tiny"), len(vocab))
         initialize_like_bilm_tf(model)
         return model, vocab
     if lacks_softmax(options.init_from):
         if options.vocab is None:
             raise ValueError(f"--init-from {options.init_from} holds no softmax: give --vocab (`elmo vocab`) for the "
                              "new one that training starts over its biLM")
-        torch.manual_seed(options.seed)
         vocab = Vocabulary.load(options.vocab)
-        return language_model_with_new_softmax(options.init_from, vocab), vocab
+        return _shaped(language_model_with_new_softmax(options.init_from, vocab), options), vocab
     model, old_vocab = load_language_model(options.init_from)
+    model = _shaped(model, options)
     if options.vocab is not None:
         new_tokens = Vocabulary.load(options.vocab).tokens
     else:
         new_tokens = [token for token, count in corpus.count_tokens().most_common() if count >= options.min_count]
     vocab = old_vocab.extended(new_tokens)
     return grow_vocabulary(model, old_vocab, vocab), vocab
+
+
+def _shaped(model: LanguageModel, options: TrainingOptions) -> LanguageModel:
+    """The starting model as it is, or widened to ``options.config`` (``widen_lstm`` refuses other changes)."""
+    return model if options.config is None else widen_lstm(model, resolve_config(options.config))
 
 
 def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True) -> int:
