@@ -34,13 +34,18 @@ def test_parquet_columns_read_back_with_pyarrow_equal_the_embedders_arrays(text,
     for k in range(3):
         for row, array in zip(table.column(f"layer_{k}").to_pylist(), expected, strict=True):
             np.testing.assert_array_equal(np.array(row, np.float32).reshape(-1, 32), array[k])
-    # Vectors are written plain (a dictionary of never-repeating numbers only slows writing and reading), the
-    # tokens with a dictionary.
+    # Vectors are written plain, uncompressed and without statistics (none of the three pays for numbers that
+    # never repeat, do not compress and are not filtered on); the tokens with a dictionary, index and tokens
+    # compressed with statistics.
     columns = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0)
-    encodings = {columns.column(i).path_in_schema.split(".")[0]: columns.column(i).encodings
-                 for i in range(columns.num_columns)}
-    assert all("RLE_DICTIONARY" not in encodings[f"layer_{k}"] for k in range(3))
-    assert "RLE_DICTIONARY" in encodings["tokens"]
+    chunks = {columns.column(i).path_in_schema.split(".")[0]: columns.column(i) for i in range(columns.num_columns)}
+    for k in range(3):
+        vectors = chunks[f"layer_{k}"]
+        assert "RLE_DICTIONARY" not in vectors.encodings
+        assert (vectors.compression, vectors.is_stats_set) == ("UNCOMPRESSED", False)
+    assert "RLE_DICTIONARY" in chunks["tokens"].encodings
+    assert (chunks["tokens"].compression, chunks["index"].compression) == ("SNAPPY", "SNAPPY")
+    assert chunks["index"].is_stats_set and chunks["index"].statistics.max == len(LINES) - 1
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)
