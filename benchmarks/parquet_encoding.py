@@ -34,10 +34,11 @@ def main() -> None:
              for index in range(args.lines)]
     n_tokens = args.lines * args.tokens
     print(f"{args.lines} lines x {args.tokens} tokens, 3 layers x {args.dim}; best of {args.repeats}")
-    print(f"{'dtype':8} {'options':38} {'ms':>7} {'tokens/s':>10} {'bytes/token':>11} {"x today":>8}")
+    print(f"{'dtype':8} {'options':38} {'ms':>7} {'tokens/s':>10} {'bytes/token':>11} {'x today':>8}")
     for dtype in ("float32", "float16"):
         table = lines_to_table(lines, VectorShape(3, args.dim, False, np.dtype(dtype)))
-        choices = {"pyarrow defaults": {}, "dictionary for the tokens only": {"use_dictionary": ["tokens.list.element"]},
+        choices = {"pyarrow defaults": {},
+                   "dictionary for the tokens only": {"use_dictionary": ["tokens.list.element"]},
                    "today's parquet_options": parquet_options(table.schema)}
         seconds: dict[str, float] = {}
         sizes: dict[str, int] = {}
