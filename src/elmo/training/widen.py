@@ -23,13 +23,10 @@ def widen_lstm(model: LanguageModel, config: BiLMConfig) -> LanguageModel:
     old = model.config
     if config == old:
         return model
-    same_but_width = dataclasses.replace(old, lstm=dataclasses.replace(old.lstm, dim=config.lstm.dim))
-    if config != same_but_width:
-        differences = [f"{section}.{field.name}: {getattr(getattr(old, section), field.name)!r} -> "
-                       f"{getattr(getattr(config, section), field.name)!r}"
-                       for section in ("char_cnn", "lstm") for field in dataclasses.fields(getattr(old, section))
-                       if field.name != "dim"
-                       and getattr(getattr(old, section), field.name) != getattr(getattr(config, section), field.name)]
+    old_fields, new_fields = _fields(old), _fields(config)
+    differences = [f"{name}: {value!r} -> {new_fields[name]!r}" for name, value in old_fields.items()
+                   if name != "lstm.dim" and value != new_fields[name]]
+    if differences:
         raise ValueError("--config may only widen the starting model's LSTM cells (lstm.dim); it also changes "
                          + "; ".join(differences))
     if config.lstm.dim < old.lstm.dim:
@@ -51,6 +48,12 @@ def widen_lstm(model: LanguageModel, config: BiLMConfig) -> LanguageModel:
             for old_layer, wide_layer in zip(old_stack.projected_lstms(), wide_stack.projected_lstms(), strict=True):
                 _copy_cells(old_layer, wide_layer)
     return wide
+
+
+def _fields(config: BiLMConfig) -> dict[str, object]:
+    """Every field of the config by its dotted name (``lstm.dim``)."""
+    return {f"{section}.{name}": value for section, fields in dataclasses.asdict(config).items()
+            for name, value in fields.items()}
 
 
 def _copy_cells(old: ProjectedLstm, wide: ProjectedLstm) -> None:
