@@ -38,18 +38,19 @@ def parquet_options(schema: pa.Schema) -> dict[str, Any]:
     """Keyword arguments for every Parquet writer of ``schema`` (``pyarrow.parquet.write_table``,
     ``ParquetWriter``, Ray's ``write_parquet``), by each column's leaf path (how Parquet names a nested column):
     a dictionary for the tokens only (index and ids are unique); snappy and statistics for all but the vectors."""
-    leaves = {field.name: _leaf_path(field.name, field.type) for field in schema}
-    vectors = {name for name in leaves if name == "vectors" or name.startswith("layer_")}
-    return {"use_dictionary": [leaves["tokens"]] if "tokens" in leaves else [],
-            "compression": {leaf: "none" if name in vectors else "snappy" for name, leaf in leaves.items()},
-            "write_statistics": [leaf for name, leaf in leaves.items() if name not in vectors]}
+    leaves = {field.name: _leaf(field.name, field.type) for field in schema}
+    vectors = {path for path, leaf_type in leaves.values() if pa.types.is_floating(leaf_type)}
+    return {"use_dictionary": [leaves["tokens"][0]] if "tokens" in leaves else [],
+            "compression": {path: "none" if path in vectors else "snappy" for path, _ in leaves.values()},
+            "write_statistics": [path for path, _ in leaves.values() if path not in vectors]}
 
 
-def _leaf_path(name: str, column_type: pa.DataType) -> str:
-    """A column's path to its numbers or strings: each list level (fixed-size or not) adds ``.list.element``."""
+def _leaf(name: str, column_type: pa.DataType) -> tuple[str, pa.DataType]:
+    """A column's path to its numbers or strings and their type: each list level (fixed-size or not) adds
+    ``.list.element`` to the path."""
     while pa.types.is_list(column_type) or pa.types.is_fixed_size_list(column_type):
         name, column_type = f"{name}.list.element", column_type.value_type
-    return name
+    return name, column_type
 
 
 def lines_to_table(lines: Sequence[EmbeddedLine | tuple], shape: VectorShape, with_ids: bool = False) -> pa.Table:
