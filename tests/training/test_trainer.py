@@ -96,6 +96,23 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
                  max_steps=1).validate()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize(("optimizer", "learning_rate"), [("adagrad", 0.2), ("adam", 1e-3)])
+def test_training_on_cuda_takes_the_cpus_losses(tmp_path: Path, synthetic_corpus: Path, vocab_file: Path,
+                                                micro_options_file: Path, monkeypatch: pytest.MonkeyPatch,
+                                                optimizer: str, learning_rate: float):
+    """elmo train picks CUDA where there is one; each optimizer has to run there (Adagrad has no fused CUDA kernel)."""
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, optimizer=optimizer,
+                       learning_rate=learning_rate, max_steps=6)
+    torch.cuda.reset_peak_memory_stats()
+    train(options, tmp_path / "cuda", progress=False)
+    assert torch.cuda.max_memory_allocated() > 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    train(options, tmp_path / "cpu", progress=False)
+    assert len(_losses(tmp_path / "cuda")) == 6
+    assert _losses(tmp_path / "cuda") == pytest.approx(_losses(tmp_path / "cpu"), rel=1e-4)
+
+
 def _distributed_worker(rank: int, options: TrainingOptions, out: Path, port: int) -> None:
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
