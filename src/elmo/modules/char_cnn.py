@@ -96,6 +96,8 @@ class TokenEncoder(nn.Module):
                                                      lambda: self._filters_as_one_weight(widest))
         if packed is not None and len(characters):
             pooled = self._pooled_by_one_product(characters, packed, widest)
+        elif characters.is_cuda:
+            pooled = self._pooled_by_products(characters)
         else:  # Conv1d wants (n_tokens, dim, max_characters)
             pooled = torch.cat([conv(characters.transpose(1, 2)).amax(dim=2) for conv in self.convolutions], dim=1)
         token_vectors = self.activation(pooled)
@@ -115,6 +117,21 @@ class TokenEncoder(nn.Module):
             row[:, :width] = conv.weight.detach().transpose(1, 2)
             rows.append(row.reshape(n_filters, widest * dim))
         return torch.cat(rows)
+
+    def _pooled_by_products(self, characters: torch.Tensor) -> torch.Tensor:
+        """The max-pooled convolutions, each filter width as a matrix product over its windows, with gradients.
+
+        The CUDA path: cuDNN runs float32 convolutions in TF32 by PyTorch's default (``cudnn.allow_tf32``), which
+        moved the shipped ``en`` model's vectors by up to 2.7e-3 from the CPU's (docs/performance.md, "GPU");
+        matrix products follow ``torch.backends.cuda.matmul``, full float32 unless the caller lowers it.
+        """
+        pooled = []
+        for conv in self.conv_layers():
+            width = conv.kernel_size[0]
+            windows = characters.unfold(1, width, 1)  # (n_tokens, positions - width + 1, dim, width)
+            products = F.linear(windows.flatten(2), conv.weight.flatten(1), conv.bias)
+            pooled.append(products.amax(dim=1))
+        return torch.cat(pooled, dim=1)
 
     def _pooled_by_one_product(self, characters: torch.Tensor, packed: torch.Tensor, widest: int) -> torch.Tensor:
         """The max-pooled convolutions, all filters as one matrix product over windows of ``widest`` characters.
