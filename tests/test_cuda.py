@@ -16,6 +16,17 @@ def test_cuda_vectors_equal_cpu_vectors(fixture_dir, fixture_sentences):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
 
 
+def test_the_shipped_models_cuda_vectors_equal_cpu_vectors_with_pytorchs_default_tf32_convolutions():
+    """cuDNN's TF32 convolutions (PyTorch's default) moved en's vectors by 2.7e-3; the CUDA path multiplies instead."""
+    assert torch.backends.cudnn.allow_tf32
+    sentences = [["The", "bank", "of", "the", "river", "flooded", "."], ["I", "deposited", "cash", "at", "the", "bank"],
+                 ["Supercalifragilistic", "words", "are", "long"]]
+    cpu = Embedder.load("en").embed(sentences, "all")
+    gpu = Embedder.load("en", device="cuda").embed(sentences, "all")
+    for a, b in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
+
+
 def test_cuda_training_step_gives_the_cpu_loss_and_gradients():
     """The paired training kernel and the sampled softmax's backward on CUDA (batched products, no oneDNN)."""
     from elmo.bilm import BiLMState
@@ -40,7 +51,8 @@ def test_cuda_training_step_gives_the_cpu_loss_and_gradients():
         state = model.bilm.zero_state(n_rows)
         output = model(moved, BiLMState(state.h.to(device), state.c.to(device)), noise)
         (output.loss * n_steps).backward()
-        results.append((output.loss.item(), [p.grad.cpu() for p in model.parameters()]))
+        # copies: the CPU's gradients would move with the model to CUDA
+        results.append((output.loss.item(), [p.grad.to("cpu", copy=True) for p in model.parameters()]))
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-5)
     for cpu_grad, cuda_grad in zip(results[0][1], results[1][1], strict=True):
         torch.testing.assert_close(cuda_grad, cpu_grad, atol=1e-4, rtol=1e-3)
