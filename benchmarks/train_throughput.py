@@ -9,6 +9,8 @@ own backward) and ``step-loop`` (autograd through each direction's step loop, ``
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
 the training kernels), so both are measured side by side. Each measurement runs in its own process, so its peak RSS
 is its own; the matmul peak (best of 2048^3 ``torch.mm``) is measured in this process at each thread count.
+``--device cuda`` runs the steps on the GPU (each step's time ends at a synchronize) against the GPU's fp32 peak
+(best of 8192^3 ``torch.mm``, TF32 off as PyTorch leaves it), and adds the peak GPU memory allocated.
 
 The corpus is synthetic (Zipf-distributed words, sentence lengths 5-40), written to a temporary directory; speed
 depends on the model and the number of distinct tokens per batch, not on meaning. FLOPs are counted analytically
@@ -64,13 +66,22 @@ def forward_flops(config: BiLMConfig, char_ids: torch.Tensor, n_tokens: int, n_n
     return len(char_ids) * per_distinct + 2 * n_tokens * per_token  # two directions
 
 
-def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def synchronize(device: torch.device) -> None:
+    """Waits for the device's queued work, so that a timer read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak_gflops(device: torch.device, repeats: int = 5) -> float:
+    size = 8192 if device.type == "cuda" else 2048
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     torch.mm(a, b)
     best = float("inf")
     for _ in range(repeats):
+        synchronize(device)
         start = time.perf_counter()
         torch.mm(a, b)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best / 1e9
 
@@ -85,6 +96,7 @@ def measure(args: argparse.Namespace) -> dict:
     from elmo.training.vocab import Vocabulary
 
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
     config = resolve_config(args.config)
     with tempfile.TemporaryDirectory() as directory:
         corpus_path = Path(directory) / "corpus.txt"
@@ -95,11 +107,13 @@ def measure(args: argparse.Namespace) -> dict:
         model = LanguageModel(config, len(vocab))
         initialize_like_bilm_tf(model)
         model.reference_kernels = args.path == "step-loop"
+        model.to(device)
         # The optimizer `elmo train` makes by default (bilm-tf's Adagrad), as the code under test makes it.
         optimizer = trainer._make_optimizer(model, trainer.TrainingOptions(corpus=[str(corpus_path)]))
         rows = range(args.batch_size)
         batcher = Batcher(corpus, vocab, rows, args.batch_size, args.unroll_steps, seed=0, max_epochs=None)
         state = model.bilm.zero_state(args.batch_size)
+        state = type(state)(state.h.to(device), state.c.to(device))
         trimmer = None
         if args.trim:  # as elmo train does after each step (the baseline's trainer did not)
             from elmo.memory import FreedMemoryTrimmer
@@ -110,7 +124,7 @@ def measure(args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             inputs = batcher.next_batch()
             noise = StepNoise.draw(0, step, 0.1, args.negatives, len(vocab), rows, args.batch_size)
-            output = model(inputs, state, noise)
+            output = model(inputs.to(device), state, noise)
             (output.loss * args.unroll_steps).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
             optimizer.step()
@@ -118,6 +132,7 @@ def measure(args: argparse.Namespace) -> dict:
             state = output.state
             if trimmer is not None:
                 trimmer.after_batch()
+            synchronize(device)
             if step >= args.warmup:
                 seconds += time.perf_counter() - start
                 flops += 3 * forward_flops(config, inputs.char_ids, inputs.forward_tokens.numel(), args.negatives,
@@ -126,8 +141,9 @@ def measure(args: argparse.Namespace) -> dict:
     tokens = args.steps * args.batch_size * args.unroll_steps
     import elmo
 
+    gpu_mib = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
     return {"source": elmo.__file__, "tokens_per_s": tokens / seconds, "gflops": flops / seconds / 1e9,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_gpu_mib": gpu_mib}
 
 
 def main() -> None:
@@ -142,6 +158,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]: where the steps run")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one measurement
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
@@ -159,11 +176,13 @@ def main() -> None:
     if "baseline" in paths and args.baseline_src is None:
         parser.error("--paths baseline needs --baseline-src")
 
+    device = torch.device(args.device)
     print(f"{args.unroll_steps} steps per row, {args.negatives} negatives, vocabulary {args.vocab_size}, "
-          f"{args.steps} timed steps after {args.warmup}; 'of peak' = achieved / the 2048^3 torch.mm peak")
+          f"{args.steps} timed steps after {args.warmup} on {device}; 'of peak' = achieved / the fp32 torch.mm "
+          f"peak on {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     print("| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x step-loop | "
-          "peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "peak RSS MiB | peak GPU MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for config in args.configs:
@@ -175,17 +194,21 @@ def main() -> None:
                                "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
                                "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
                                "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
-                               "--warmup", str(args.warmup), *(["--trim"] if path != "baseline" else [])]
+                               "--warmup", str(args.warmup), "--device", args.device,
+                               *(["--trim"] if path != "baseline" else [])]
                     env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
-                    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
-                    results[path] = json.loads(output.splitlines()[-1])
-                peak = matmul_peak_gflops()
+                    done = subprocess.run(command, env=env, capture_output=True, text=True)
+                    if done.returncode != 0:  # said, and the other measurements go on
+                        print(f"{config}, {batch_size} rows, {path} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+                        continue
+                    results[path] = json.loads(done.stdout.splitlines()[-1])
+                peak = matmul_peak_gflops(device)
                 for path, result in results.items():
                     versus = result["tokens_per_s"] / results["step-loop"]["tokens_per_s"] if "step-loop" in results \
                         else float("nan")
                     print(f"| {config} | {batch_size} | {threads} | {path} | {result['tokens_per_s']:.0f} | "
                           f"{result['gflops']:.1f} | {peak:.0f} | {100 * result['gflops'] / peak:.0f} % | "
-                          f"{versus:.2f} | {result['peak_rss_mib']:.0f} |", flush=True)
+                          f"{versus:.2f} | {result['peak_rss_mib']:.0f} | {result['peak_gpu_mib']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
