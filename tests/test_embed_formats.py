@@ -34,18 +34,30 @@ def test_parquet_columns_read_back_with_pyarrow_equal_the_embedders_arrays(text,
     for k in range(3):
         for row, array in zip(table.column(f"layer_{k}").to_pylist(), expected, strict=True):
             np.testing.assert_array_equal(np.array(row, np.float32).reshape(-1, 32), array[k])
-    # Vectors are written plain, uncompressed and without statistics (none of the three pays for numbers that
-    # never repeat, do not compress and are not filtered on); the tokens with a dictionary, index and tokens
-    # compressed with statistics.
+    # Vectors are written plain and without statistics (neither pays for numbers that are not filtered on), the
+    # contextual ones uncompressed (they do not compress), the context-free layer 0 with zstd (a word's vector
+    # repeats with the word); the tokens with a dictionary, index and tokens compressed with statistics.
     columns = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0)
     chunks = {columns.column(i).path_in_schema.split(".")[0]: columns.column(i) for i in range(columns.num_columns)}
     for k in range(3):
         vectors = chunks[f"layer_{k}"]
         assert "RLE_DICTIONARY" not in vectors.encodings
-        assert (vectors.compression, vectors.is_stats_set) == ("UNCOMPRESSED", False)
+        assert (vectors.compression, vectors.is_stats_set) == ("ZSTD" if k == 0 else "UNCOMPRESSED", False)
     assert "RLE_DICTIONARY" in chunks["tokens"].encodings
     assert (chunks["tokens"].compression, chunks["index"].compression) == ("SNAPPY", "SNAPPY")
     assert chunks["index"].is_stats_set and chunks["index"].statistics.max == len(LINES) - 1
+
+
+def test_the_context_free_layer_takes_a_fraction_of_its_size_where_words_repeat(tmp_path, fixture_dir):
+    text = tmp_path / "repeats.txt"  # 80 tokens of 5 words: layer 0 holds 5 distinct vectors
+    text.write_text("\n".join(["the bank of the river", "the river bank"] * 10) + "\n", encoding="utf-8")
+    _embed(text, tmp_path / "out.parquet", fixture_dir)
+    columns = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0)
+    sizes = {columns.column(i).path_in_schema.split(".")[0]: (columns.column(i).total_compressed_size,
+                                                              columns.column(i).total_uncompressed_size)
+             for i in range(columns.num_columns)}
+    assert sizes["layer_0"][0] < sizes["layer_0"][1] / 4
+    assert sizes["layer_1"][0] == sizes["layer_1"][1]
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)
