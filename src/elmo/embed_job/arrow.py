@@ -7,10 +7,11 @@ every layer. A vector column holds, per row, a list of T fixed-size lists of D n
 pooled, one fixed-size list of D; float32 or float16 as asked.
 
 Parquet dictionary-encodes, compresses (snappy) and keeps min/max statistics for every column unless told
-otherwise. For vectors all three cost time for nothing: they never repeat (the writer builds a dictionary, finds
-it too large and falls back, on every page), random-looking floats do not compress (0.6 % smaller), and no one
-filters rows by one coordinate's range (float16 statistics alone took 40 % of the encoding time).
-``parquet_options`` keeps them for the other columns only; docs/scale.md has the figures.
+otherwise. For vectors the dictionary and the statistics cost time for nothing (the writer builds a dictionary,
+finds it too large and falls back, on every page; no one filters rows by one coordinate's range, and float16
+statistics alone took 40 % of the encoding time). Contextual vectors do not compress; the context-free layer 0
+does, as a word's vector repeats with the word. ``parquet_options`` says which column gets what; docs/scale.md
+has the figures.
 """
 
 from collections.abc import Sequence
