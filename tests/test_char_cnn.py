@@ -22,7 +22,7 @@ def test_the_products_over_windows_give_conv1ds_pooled_values_and_gradients(devi
     tokens = ["a", "bank", "rivers", "übergrößen", "小米", "x" * 20]
     char_ids = batch_to_char_ids([tokens], 12)[0].to(device)
     results = []
-    for run in (encoder._pooled_by_products, _pooled_by_conv1d(encoder)):
+    for run in (encoder._pooled_by_products, encoder._pooled_by_conv1d):
         encoder.zero_grad()
         table = torch.nn.functional.pad(encoder.char_embeddings, (0, 0, 1, 0))  # as TokenEncoder.forward makes it
         pooled = run(torch.nn.functional.embedding(char_ids, table))
@@ -35,8 +35,3 @@ def test_the_products_over_windows_give_conv1ds_pooled_values_and_gradients(devi
     assert len(product_grads) == len(conv_grads) == 7  # the embeddings, and each filter's weight and bias
     for product_grad, conv_grad in zip(product_grads, conv_grads, strict=True):
         torch.testing.assert_close(product_grad, conv_grad, rtol=0, atol=1e-12)
-
-
-def _pooled_by_conv1d(encoder: TokenEncoder):
-    return lambda characters: torch.cat(
-        [conv(characters.transpose(1, 2)).amax(dim=2) for conv in encoder.conv_layers()], dim=1)

@@ -98,8 +98,8 @@ class TokenEncoder(nn.Module):
             pooled = self._pooled_by_one_product(characters, packed, widest)
         elif characters.is_cuda:
             pooled = self._pooled_by_products(characters)
-        else:  # Conv1d wants (n_tokens, dim, max_characters)
-            pooled = torch.cat([conv(characters.transpose(1, 2)).amax(dim=2) for conv in self.convolutions], dim=1)
+        else:
+            pooled = self._pooled_by_conv1d(characters)
         token_vectors = self.activation(pooled)
         for highway in self.highways:
             token_vectors = highway(token_vectors)
@@ -117,6 +117,10 @@ class TokenEncoder(nn.Module):
             row[:, :width] = conv.weight.detach().transpose(1, 2)
             rows.append(row.reshape(n_filters, widest * dim))
         return torch.cat(rows)
+
+    def _pooled_by_conv1d(self, characters: torch.Tensor) -> torch.Tensor:
+        """The max-pooled convolutions as PyTorch's Conv1d runs them (it wants (n_tokens, dim, positions))."""
+        return torch.cat([conv(characters.transpose(1, 2)).amax(dim=2) for conv in self.conv_layers()], dim=1)
 
     def _pooled_by_products(self, characters: torch.Tensor) -> torch.Tensor:
         """The max-pooled convolutions, each filter width as a matrix product over its windows, with gradients.
