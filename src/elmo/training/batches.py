@@ -8,6 +8,7 @@ gathered; the targets are word ids (``-1`` where a row has run out, in evaluatio
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
+import numpy as np
 import torch
 
 from elmo.characters import token_to_char_ids
@@ -44,8 +45,9 @@ class ModelInputs:
 
 
 @lru_cache(maxsize=1 << 18)
-def _char_ids(token: str, max_characters: int) -> tuple[int, ...]:
-    return tuple(token_to_char_ids(token, max_characters))
+def _char_ids(token: str, max_characters: int) -> np.ndarray:
+    """A token's character ids (below 263) as uint16: stacking arrays is ~10x faster than a tensor of tuples."""
+    return np.asarray(token_to_char_ids(token, max_characters), dtype=np.uint16)
 
 
 class Batcher:
@@ -86,23 +88,20 @@ class Batcher:
         elif any(len(row.forward_inputs) < n_steps for row in rows):
             return None
         distinct: dict[str, int] = {}
-        shape = (len(rows), n_steps)
-        forward_tokens = torch.zeros(shape, dtype=torch.long)
-        backward_tokens = torch.zeros(shape, dtype=torch.long)
-        forward_targets = torch.full(shape, NO_TARGET, dtype=torch.long)
-        backward_targets = torch.full(shape, NO_TARGET, dtype=torch.long)
         pad_index = distinct.setdefault("<S>", 0)
-        for r, row in enumerate(rows):
-            length = len(row.forward_inputs)
-            forward_tokens[r, :length] = torch.tensor([distinct.setdefault(t, len(distinct))
-                                                       for t in row.forward_inputs], dtype=torch.long)
-            backward_tokens[r, :length] = torch.tensor([distinct.setdefault(t, len(distinct))
-                                                        for t in row.backward_inputs], dtype=torch.long)
-            forward_tokens[r, length:] = pad_index
-            backward_tokens[r, length:] = pad_index
-            forward_targets[r, :length] = torch.tensor([self.vocab.token_id(t) for t in row.forward_targets],
-                                                       dtype=torch.long)
-            backward_targets[r, :length] = torch.tensor([self.vocab.token_id(t) for t in row.backward_targets],
-                                                        dtype=torch.long)
-        char_ids = torch.tensor([_char_ids(token, self.max_characters) for token in distinct], dtype=torch.long)
-        return ModelInputs(char_ids, forward_tokens, backward_tokens, forward_targets, backward_targets)
+        token_id = self.vocab.token_id
+        forward_tokens: list[list[int]] = []
+        backward_tokens: list[list[int]] = []
+        forward_targets: list[list[int]] = []
+        backward_targets: list[list[int]] = []
+        for row in rows:  # Python lists, one tensor each at the end: a tensor per row cost most of a batch
+            padding = n_steps - len(row.forward_inputs)
+            forward_tokens.append([distinct.setdefault(t, len(distinct)) for t in row.forward_inputs]
+                                  + [pad_index] * padding)
+            backward_tokens.append([distinct.setdefault(t, len(distinct)) for t in row.backward_inputs]
+                                   + [pad_index] * padding)
+            forward_targets.append([token_id(t) for t in row.forward_targets] + [NO_TARGET] * padding)
+            backward_targets.append([token_id(t) for t in row.backward_targets] + [NO_TARGET] * padding)
+        char_ids = torch.from_numpy(np.stack([_char_ids(token, self.max_characters) for token in distinct])).long()
+        return ModelInputs(char_ids, *(torch.tensor(ids, dtype=torch.long) for ids in
+                                       (forward_tokens, backward_tokens, forward_targets, backward_targets)))
