@@ -367,3 +367,20 @@ def test_ctrl_c_saves_the_step_and_exits_130_without_a_traceback(
     assert int(checkpoint.name.split("-")[1]) >= 2
     model, _ = load_language_model(checkpoint)
     assert all(torch.isfinite(parameter).all() for parameter in model.parameters())
+
+
+def test_validation_evaluates_as_many_rows_at_once_as_valid_batch_size_says(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    run = tmp_path / "run"
+    subprocess.run(_train_command("--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config",
+                                  str(micro_options_file), "--batch-size", "4", "--unroll-steps", "6", "--negatives",
+                                  "12", "--valid", str(synthetic_corpus), "--valid-every", "2",
+                                  "--valid-batch-size", "3", "--max-steps", "2", "--out", str(run)),
+                   check=True, capture_output=True)
+    logged = [record["valid_perplexity"] for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+              if "valid_perplexity" in record]
+    model, vocab = load_language_model(run)
+    corpus = Corpus([str(synthetic_corpus)])
+    assert logged == [pytest.approx(evaluate(model, corpus, vocab, 3, 6).average, rel=1e-9)]
+    assert evaluate(model, corpus, vocab, 32, 6).average != pytest.approx(logged[0], rel=1e-6)  # rows matter

@@ -103,7 +103,8 @@ def _train(args: argparse.Namespace) -> int:
         lr_decay_steps=args.lr_decay_steps, lr_final=args.lr_final,
         dropout=args.dropout, state_reset=args.state_reset, clip_norm=args.clip_norm, seed=args.seed,
         max_steps=args.max_steps, epochs=args.epochs, checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints, valid_every=args.valid_every, log_every=args.log_every,
+        keep_checkpoints=args.keep_checkpoints, valid_every=args.valid_every,
+        valid_batch_size=args.valid_batch_size, log_every=args.log_every,
     )
     return _run(options, args.out, resume=False, quiet=args.quiet)
 
@@ -188,6 +189,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3, help="newest checkpoints kept")
     train_parser.add_argument("--valid-every", type=_POSITIVE, default=500,
                               help="steps between validation perplexities (with --valid)")
+    train_parser.add_argument("--valid-batch-size", type=_POSITIVE, default=32,
+                              help="rows evaluated at once in validation (more is faster on a GPU and moves the "
+                                   "figure a little: each row's share of the text starts from a zero state)")
     train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     train_parser.set_defaults(func=_train, extra="train")
