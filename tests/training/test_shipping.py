@@ -215,3 +215,29 @@ def test_choosing_reads_only_so_a_live_run_keeps_its_checkpoint_in_the_making_an
     chosen = make_models.best_checkpoint(run)
     assert in_the_making.is_dir()
     assert chosen.step == 3 and chosen.directory.name == "step-00000003"
+
+
+def test_a_run_exported_on_another_machine_ships_its_weights_and_its_records(shipped: dict, tmp_path: Path):
+    """What a lent GPU machine brings back: `elmo export` of the chosen checkpoint, that checkpoint's state.json
+    and the run's log.jsonl; the corpus path the run recorded exists only over there."""
+    newest = list_checkpoints(shipped["run"])[-1]
+    brought = export_model(_run_model(newest), load_checkpoint(newest).vocab, tmp_path / "brought")
+    state = json.loads((newest / "state.json").read_text())
+    state["options"]["corpus"] = ["/elsewhere/train.txt"]
+    (brought / "state.json").write_text(json.dumps(state))
+    records = [json.loads(line) for line in (shipped["run"] / "log.jsonl").read_text().splitlines()]
+    valid = [{"step": 3, "valid_perplexity": 50.0}, {"step": 6, "valid_perplexity": 45.0}]
+    (brought / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records + valid))
+
+    target = make_models.ship_run(brought, "mini", tmp_path / "models", tests=[], corpus_paths=[str(shipped["corpus"])])
+    model, _ = load_language_model(target)
+    for name, tensor in _run_model(newest).state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+    card = (target / "README.md").read_text()
+    assert "- Tokens seen: 144 (6 steps x 4 rows x 6\n  tokens;" in card
+    assert "(validation perplexity 45.0), chosen as the lowest validation perplexity of the run, exported" in card
+
+    valid[0]["valid_perplexity"] = 40.0  # the log says step 3 was better than the step brought back
+    (brought / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records + valid))
+    with pytest.raises(SystemExit, match="the exported step is 6, but step 3 has the lowest validation perplexity"):
+        make_models.ship_run(brought, "mini", tmp_path / "again", tests=[], corpus_paths=[str(shipped["corpus"])])
