@@ -495,7 +495,7 @@ run that starts from these weights (the optimizer starts afresh; new words of `-
     python -m elmo.datasets prepare {CORPUS.get(name, name)} --out data/{name}/corpus
     elmo train --init-from {name} --corpus data/{name}/corpus/train.txt --tokenizer {options['tokenizer']} \\
         --valid data/{name}/corpus/valid.txt --out runs/{name}-continued --max-steps 10000 \\
-        {' '.join(flags[2:])}
+        {' '.join(flags[2:] if flags[0] == '--config' else flags)}
 
 For raw text of your own, give `--tokenizer {tokenizer}` (how this model splits text).
 """)

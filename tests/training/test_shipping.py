@@ -224,6 +224,7 @@ def test_a_run_exported_on_another_machine_ships_its_weights_and_its_records(shi
     brought = export_model(_run_model(newest), load_checkpoint(newest).vocab, tmp_path / "brought")
     state = json.loads((newest / "state.json").read_text())
     state["options"]["corpus"] = ["/elsewhere/train.txt"]
+    state["options"]["config"] = None  # as in a run started --init-from a model: it takes that model's shape
     (brought / "state.json").write_text(json.dumps(state))
     records = [json.loads(line) for line in (shipped["run"] / "log.jsonl").read_text().splitlines()]
     valid = [{"step": 3, "valid_perplexity": 50.0}, {"step": 6, "valid_perplexity": 45.0}]
@@ -236,6 +237,7 @@ def test_a_run_exported_on_another_machine_ships_its_weights_and_its_records(shi
     card = (target / "README.md").read_text()
     assert "- Tokens seen: 144 (6 steps x 4 rows x 6\n  tokens;" in card
     assert "(validation perplexity 45.0), chosen as the lowest validation perplexity of the run, exported" in card
+    assert "--max-steps 10000 \\\n        --batch-size 4 --unroll-steps 6" in card  # the card's continuing command
 
     valid[0]["valid_perplexity"] = 40.0  # the log says step 3 was better than the step brought back
     (brought / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records + valid))

@@ -1,0 +1,63 @@
+#!/bin/bash
+# One GPU lease (a machine lent for minutes, reached through a copy of the working tree of at most 64 MiB, that
+# gives back at most 8 files of 16 MiB): continue the shipped en on en-large at 1,024 rows a step, stop by wall
+# time (SIGTERM: the trainer checkpoints), bring back the best validated checkpoint exported (softmax float32 split
+# into parts under 16 MiB) with its state.json and the run's log.jsonl, for
+# `scripts/make_models.py --ship-from DIR --corpus ...` after `cat softmax.part-* > softmax.safetensors`
+# (docs/training.md, "Training on a lent GPU"). It reads, in .gpu/ (git-ignored, carried):
+#   xz -T2 -6 -c en-large/train.txt > .gpu/train.txt.xz; cp en-large/valid.txt en-large/test.txt .gpu/
+# Try it here on CPU: DEV_TRY=1 TRAIN_SECONDS=170 ROWS=64 STEPS=12 EVERY=5 OUT=/tmp/gpu-try PY=.venv/bin/python \
+#   scripts/gpu_lease_train.sh
+mkdir -p /tmp/meta/elmo-0.1.0.dist-info && printf 'Metadata-Version: 2.1\nName: elmo\nVersion: 0.1.0\n' \
+  > /tmp/meta/elmo-0.1.0.dist-info/METADATA
+export PYTHONPATH=$PWD/src:/tmp/meta PYTHONUNBUFFERED=1
+PY=${PY:-python3}; OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+TRAIN_SECONDS=${TRAIN_SECONDS:-470}; ROWS=${ROWS:-1024}; STEPS=${STEPS:-2400}; EVERY=${EVERY:-200}
+C=/tmp/corpus; RUN=/tmp/run-en-gpu; mkdir -p $C; rm -rf $RUN /tmp/model
+section() { echo; echo "=== $1 ($(date +%T))"; }
+section machine
+nvidia-smi --query-gpu=name,memory.total --format=csv 2>&1; nproc
+$PY -c "import torch; print(torch.__version__, torch.cuda.is_available())"
+$PY -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu/train.txt.xz'), open('$C/train.txt', 'wb'))"
+cp .gpu/valid.txt .gpu/test.txt $C/; wc -lc $C/*.txt
+if [ -z "$DEV_TRY" ]; then  # the char CNN's CUDA path against float64 Conv1d, beside the run (tiny)
+  (timeout 120 $PY -m pytest -p no:cacheprovider -q tests/test_char_cnn.py > $OUT/char_cnn_tests.txt 2>&1 &)
+fi
+section train
+timeout -s TERM $TRAIN_SECONDS $PY -m elmo.training train --init-from en --corpus $C/train.txt \
+  --tokenizer whitespace --valid $C/valid.txt --min-count 10 --out $RUN --batch-size $ROWS --unroll-steps 20 \
+  --optimizer adam --lr 1.5e-3 --lr-decay-steps $STEPS --max-steps $STEPS --negatives 4096 --state-reset 0.1 \
+  --dropout 0.1 --checkpoint-every $EVERY --valid-every $EVERY --valid-batch-size 256 --keep-checkpoints 30 \
+  --log-every 20 --quiet 2>&1 | tail -40
+echo "train rc ${PIPESTATUS[0]}"
+section choose
+BEST=$($PY - $RUN <<'PY'
+import json, sys
+from pathlib import Path
+run = Path(sys.argv[1])
+records = []
+for line in (run / "log.jsonl").read_text().splitlines():
+    try:
+        records.append(json.loads(line))
+    except ValueError:
+        break
+kept = {int(p.name[5:]): p for p in (run / "checkpoints").glob("step-*") if (p / "state.json").is_file()}
+valid = {r["step"]: r["valid_perplexity"] for r in records if "valid_perplexity" in r and r["step"] in kept}
+for step, value in sorted(valid.items()):
+    print(f"step {step}: valid {value:.2f}", file=sys.stderr)
+rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+if rates:
+    print(f"tokens/s: median {sorted(rates)[len(rates) // 2]:,.0f} over {len(rates)} records", file=sys.stderr)
+print(kept[min(valid, key=valid.get)] if valid else kept[max(kept)])
+PY
+)
+echo "best: $BEST"
+section export
+$PY -m elmo.training export "$BEST" --out /tmp/model --tokenizer english 2>&1 | tail -3
+ls -la /tmp/model
+cp /tmp/model/weights.hdf5 $OUT/
+split -b 15M -d /tmp/model/softmax.safetensors $OUT/softmax.part-
+(cd /tmp/model && sha256sum softmax.safetensors > softmax.sha256)
+cp "$BEST/state.json" $RUN/log.jsonl /tmp/model/
+tar -C /tmp/model -cf $OUT/small.tar options.json vocab.txt tokenizer.json softmax.sha256 state.json log.jsonl
+ls -la $OUT; cat $OUT/char_cnn_tests.txt 2>/dev/null | tail -3
