@@ -30,42 +30,24 @@ import argparse
 import resource
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+from _timing import best_rate, matmul_peak
 
 from elmo import BiLM, BiLMConfig, load_bilm, save_bilm
 from elmo.embedder import Embedder
 from elmo.modules import prepacked
 
 
-def synchronize(device: torch.device) -> None:
-    """Waits for the device's queued work, so that a timer read after it counts that work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def best_rate(product: Callable[[], object], flops: float, seconds: float, device: torch.device) -> float:
-    product()
-    best, deadline = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        synchronize(device)
-        start = time.perf_counter()
-        product()
-        synchronize(device)
-        best = max(best, flops / (time.perf_counter() - start) / 1e9)
-    return best
-
-
 def matmul_peaks(device: torch.device, seconds: float = 3.0) -> dict[str, float]:
     """Best fp32 GEMM rates (GFLOP/s) on square matrices with the thread setting in force: torch.mm, and on a CPU
     oneDNN's."""
-    size = 8192 if device.type == "cuda" else 2048
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    peaks = {"torch.mm": best_rate(lambda: torch.mm(a, b), 2 * size**3, seconds, device)}
+    peaks = {"torch.mm": matmul_peak(device, seconds)}
     if prepacked.HAS_ONEDNN and device.type == "cpu":
+        size = 2048
+        a, b = torch.randn(size, size), torch.randn(size, size)
         packed = torch.ops.mkldnn._reorder_linear_weight(b)
         peaks["oneDNN"] = best_rate(lambda: prepacked.prepacked_product(a, packed), 2 * size**3, seconds, device)
     return peaks

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _timing import matmul_peak, synchronize
 
 from elmo.config import BiLMConfig
 
@@ -64,26 +65,6 @@ def forward_flops(config: BiLMConfig, char_ids: torch.Tensor, n_tokens: int, n_n
     per_token = lstm.n_layers * per_layer
     per_token += 2 * lstm.projection_dim * (min(n_negatives, vocab_size) + 1)  # sampled softmax
     return len(char_ids) * per_distinct + 2 * n_tokens * per_token  # two directions
-
-
-def synchronize(device: torch.device) -> None:
-    """Waits for the device's queued work, so that a timer read after it counts that work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def matmul_peak_gflops(device: torch.device, repeats: int = 5) -> float:
-    size = 8192 if device.type == "cuda" else 2048
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        torch.mm(a, b)
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best / 1e9
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -202,7 +183,7 @@ def main() -> None:
                         print(f"{config}, {batch_size} rows, {path} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
                         continue
                     results[path] = json.loads(done.stdout.splitlines()[-1])
-                peak = matmul_peak_gflops(device)
+                peak = matmul_peak(device)
                 for path, result in results.items():
                     versus = result["tokens_per_s"] / results["step-loop"]["tokens_per_s"] if "step-loop" in results \
                         else float("nan")
