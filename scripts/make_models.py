@@ -203,10 +203,11 @@ def exported_run(directory: Path) -> Chosen:
     try:
         state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
         step, options = int(state["step"]), state["options"]
+        config = BiLMConfig.from_options(state["model_options"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise SystemExit(f"{directory}/{STATE_FILE}: not the exported checkpoint's state ({error})") from None
     model, vocab = load_language_model(directory)
-    if model.config.to_options() != BiLMConfig.from_options(state["model_options"]).to_options():
+    if model.config.to_options() != config.to_options():
         raise SystemExit(f"{directory}: weights.hdf5 has another shape than the step {step:,} its {STATE_FILE} names")
     logged = {record["step"]: record["valid_perplexity"] for record in read_log(directory)
               if record.get("valid_perplexity") is not None}
