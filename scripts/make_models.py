@@ -33,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,16 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def logged_validation(run_dir: Path) -> dict[int, float]:
+    """Step -> validation perplexity, as the run's ``log.jsonl`` recorded them."""
+    return {record["step"]: record["valid_perplexity"] for record in read_log(run_dir)
+            if record.get("valid_perplexity") is not None}
+
+
+def _by_step(scores: Iterable[tuple[int, float]]) -> str:
+    return ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
+
+
 def kept_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """``(step, directory)`` of a run's complete checkpoints, oldest first, found without writing anything
     (``list_checkpoints`` also removes a killed run's partial directories, which in a live run would be the
@@ -156,8 +167,7 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     """The kept checkpoint of lowest validation perplexity: the log's figure for a checkpoint at a validation
     step, computed now on the run's ``valid`` text for the others; the newest when the run has none. Reads
     only, so a run that is still training can be shipped; a checkpoint it deletes meanwhile is passed over."""
-    logged = {record["step"]: record["valid_perplexity"] for record in read_log(run_dir)
-              if record.get("valid_perplexity") is not None}
+    logged = logged_validation(run_dir)
     best: tuple[float, Path, Checkpoint, str] | None = None
     scores: list[tuple[int, float]] = []
     newest: tuple[Path, Checkpoint] | None = None
@@ -188,7 +198,7 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     if best is None:
         return Chosen.of_checkpoint(*newest, None, "the newest checkpoint (the run has no validation text)")
     perplexity, directory, checkpoint, source = best
-    steps = ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
+    steps = _by_step(scores)
     how = f"the lowest validation perplexity of the checkpoints kept (step {steps}; {source})"
     best_logged = min(logged.items(), key=lambda item: item[1]) if logged else None
     if best_logged is not None and best_logged[1] < perplexity:
@@ -209,11 +219,10 @@ def exported_run(directory: Path) -> Chosen:
     model, vocab = load_language_model(directory)
     if model.config.to_options() != config.to_options():
         raise SystemExit(f"{directory}: weights.hdf5 has another shape than the step {step:,} its {STATE_FILE} names")
-    logged = {record["step"]: record["valid_perplexity"] for record in read_log(directory)
-              if record.get("valid_perplexity") is not None}
+    logged = logged_validation(directory)
     if not logged:
         return Chosen(directory, step, options, vocab, model, None, "the run's step exported where it trained")
-    steps = ", ".join(f"{logged_step:,}: {value:.1f}" for logged_step, value in sorted(logged.items()))
+    steps = _by_step(logged.items())
     how = f"the lowest validation perplexity of the run, exported where it trained (step {steps})"
     best_step = min(logged, key=logged.__getitem__)
     if best_step != step:
