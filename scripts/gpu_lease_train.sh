@@ -9,7 +9,6 @@
 # (en-large's xz: 26.3 MB; zh-large's likewise). Both models and a corpus are over the 64 MiB a call carries:
 # take the other model out of the git index for the call (git rm -r --cached src/elmo/models/zh, its path in
 # .git/info/exclude; git reset and the line removed afterwards).
-# PREFETCH_BENCH=1 first runs benchmarks/train_prefetch.py (30 steps with the batches built ahead, 30 without).
 # Try it here on CPU: DEV_TRY=1 TRAIN_SECONDS=170 ROWS=64 STEPS=12 EVERY=5 OUT=/tmp/gpu-try PY=.venv/bin/python \
 #   scripts/gpu_lease_train.sh
 mkdir -p /tmp/meta/elmo-0.1.0.dist-info && printf 'Metadata-Version: 2.1\nName: elmo\nVersion: 0.1.0\n' \
@@ -30,12 +29,6 @@ $PY -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu/train.txt.xz'), 
 cp .gpu/valid.txt .gpu/test.txt $C/; wc -lc $C/*.txt
 if [ -z "$DEV_TRY" ]; then  # the char CNN's CUDA path against float64 Conv1d, beside the run (tiny)
   (timeout 120 $PY -m pytest -p no:cacheprovider -q tests/test_char_cnn.py > $OUT/char_cnn_tests.txt 2>&1 &)
-fi
-if [ -n "$PREFETCH_BENCH" ]; then  # the next batch built during each step, or not: side by side, before the run
-  section prefetch
-  head -60000 $C/train.txt > /tmp/head.txt
-  timeout 150 $PY benchmarks/train_prefetch.py --corpus /tmp/head.txt --init-from $MODEL --batch-size $ROWS \
-    --negatives 4096 --steps 30 --repeats 1 2>&1 | tail -5 | tee $OUT/prefetch.txt
 fi
 section train
 timeout -s TERM $TRAIN_SECONDS $PY -m elmo.training train --init-from $MODEL --corpus $C/train.txt \

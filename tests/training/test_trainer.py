@@ -96,23 +96,6 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
                  max_steps=1).validate()
 
 
-def test_batches_built_ahead_on_a_thread_give_the_same_run_and_a_stop_between_steps_resumes_exactly(
-    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
-):
-    """The thread has read the batch after the last one trained when the run stops: the checkpoint must hold the
-    rows' positions before it, or the resumed run skips a batch."""
-    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=14, state_reset=0.2)
-    train(options, tmp_path / "plain", progress=False, prefetch=False)
-    options.max_steps = 6
-    train(options, tmp_path / "ahead", progress=False, prefetch=True)
-    options.max_steps = 14
-    train(options, tmp_path / "ahead", resume=True, progress=False, prefetch=True)
-    assert _losses(tmp_path / "ahead") == _losses(tmp_path / "plain")
-    plain = load_file(str(list_checkpoints(tmp_path / "plain")[-1] / "model.safetensors"))
-    ahead = load_file(str(list_checkpoints(tmp_path / "ahead")[-1] / "model.safetensors"))
-    assert all(torch.equal(tensor, ahead[name]) for name, tensor in plain.items())
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 @pytest.mark.parametrize(("optimizer", "learning_rate"), [("adagrad", 0.2), ("adam", 1e-3)])
 def test_training_on_cuda_takes_the_cpus_losses(tmp_path: Path, synthetic_corpus: Path, vocab_file: Path,

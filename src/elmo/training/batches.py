@@ -5,7 +5,6 @@ The input side is characters, so every distinct token of a batch (both direction
 gathered; the targets are word ids (``-1`` where a row has run out, in evaluation only).
 """
 
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
@@ -109,34 +108,3 @@ class Batcher:
         char_ids = torch.from_numpy(np.stack([_char_ids(token, self.max_characters) for token in distinct])).long()
         return ModelInputs(char_ids, *(torch.tensor(ids, dtype=torch.long) for ids in
                                        (forward_tokens, backward_tokens, forward_targets, backward_targets)))
-
-
-class PrefetchingBatcher:
-    """A :class:`Batcher` whose next batch is built on a thread while the caller's step runs. On a GPU the step
-    otherwise waits for the CPU to build each batch (73 ms of a 1,024-row step; docs/performance.md).
-
-    ``positions()`` are those after the batches handed out, not after the one built ahead, so a checkpoint taken
-    between steps resumes exactly as with a plain :class:`Batcher`.
-    """
-
-    def __init__(self, batcher: Batcher) -> None:
-        self.batcher = batcher
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-batches")
-        self.ahead: Future[ModelInputs | None] | None = None
-        self.handed_out = batcher.positions()
-
-    def positions(self) -> list[RowPosition]:
-        return [RowPosition.from_json(position.to_json()) for position in self.handed_out]
-
-    def next_batch(self) -> ModelInputs | None:
-        batch = self.ahead.result() if self.ahead is not None else self.batcher.next_batch()
-        self.handed_out = self.batcher.positions()  # the thread is idle here: nothing is being read
-        self.ahead = self.executor.submit(self.batcher.next_batch) if batch is not None else None
-        return batch
-
-    def close(self) -> None:
-        """Waits for the batch being built (its result or error is not wanted any more), then closes the files."""
-        if self.ahead is not None:
-            wait([self.ahead])
-        self.executor.shutdown()
-        self.batcher.close()

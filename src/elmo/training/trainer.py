@@ -33,7 +33,7 @@ from tqdm import tqdm
 from elmo.bilm import BiLMState
 from elmo.extras import require
 from elmo.memory import FreedMemoryTrimmer
-from elmo.training.batches import Batcher, PrefetchingBatcher
+from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -216,12 +216,9 @@ def _shaped(model: LanguageModel, options: TrainingOptions) -> LanguageModel:
     return model if options.config is None else widen_lstm(model, resolve_config(options.config))
 
 
-def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True,
-          prefetch: bool | None = None) -> int:
+def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True) -> int:
     """Train (or, with ``resume``, continue the run in ``out_dir`` from its newest checkpoint, with
-    ``options``' ``max_steps``/``epochs``); returns the number of steps done. ``prefetch``: build the next batch on
-    a thread during each step (same batches, same results); None: where the steps run on a GPU, whose steps would
-    wait for the CPU's batches, while on a CPU the thread would take a core from the step."""
+    ``options``' ``max_steps``/``epochs``); returns the number of steps done."""
     require("train", "elmo.training.train")  # matplotlib draws perplexity.png at the first checkpoint
     out_dir = Path(out_dir)
     processes = Processes.from_environment()
@@ -261,11 +258,9 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     communicated = CommunicatedBytes()
     trimmer = FreedMemoryTrimmer()  # each step's tensors have other sizes: glibc's heap would hold them otherwise
 
-    plain = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
-                    model.config.char_cnn.max_characters_per_token,
-                    None if positions is None else positions[rows.start : rows.stop])
-    use_thread = prefetch if prefetch is not None else processes.device.type == "cuda"
-    batcher = PrefetchingBatcher(plain) if use_thread else plain
+    batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
+                      model.config.char_cnn.max_characters_per_token,
+                      None if positions is None else positions[rows.start : rows.stop])
     log = RunLog(out_dir, step) if processes.is_writer else None
     if log is not None and checkpoint is None:
         vocab.save(out_dir / "vocab.txt")
@@ -369,8 +364,8 @@ def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: 
 
 
 def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: Vocabulary,
-          optimizer: torch.optim.Optimizer, step: int, batcher: Batcher | PrefetchingBatcher, state: BiLMState,
-          processes: Processes, log: RunLog | None, interval: IntervalMeter) -> None:
+          optimizer: torch.optim.Optimizer, step: int, batcher: Batcher, state: BiLMState, processes: Processes,
+          log: RunLog | None, interval: IntervalMeter) -> None:
     """A checkpoint of ``step``; never of weights that are not finite (they would replace good checkpoints)."""
     model_state = {name: tensor.cpu() for name, tensor in model.state_dict().items()}
     nonfinite = nonfinite_tensors(model_state)
