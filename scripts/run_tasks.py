@@ -24,6 +24,7 @@ reader follows a figure of docs/results.md from the data to the table in one fil
 """
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -242,6 +243,27 @@ def run_dir(work: Path, task: Task, method: str, seed: int) -> Path:
     return work / "runs" / task.name / method / f"seed-{seed}"
 
 
+@functools.cache
+def current_fingerprint(model: str) -> str:
+    """``elmo.fingerprint`` of the biLM ``model`` names, once per process."""
+    from elmo.tasks.pipeline import bilm_fingerprint
+
+    return bilm_fingerprint(model)
+
+
+def read_current_bilm(run: Path) -> bool:
+    """Whether the task model in ``run`` read no frozen biLM or the one its spec names as that biLM is now: the
+    shipped models change, and a run on the old weights is not a result of the new ones."""
+    spec = json.loads((run / "task.json").read_text(encoding="utf-8"))
+    return spec.get("elmo") is None or spec.get("bilm_fingerprint") == current_fingerprint(spec["model"])
+
+
+def probe_is_current(out: Path, model: str) -> bool:
+    """Whether the probe result ``out`` exists and was computed with ``model``'s weights as they are now."""
+    return out.is_file() and \
+        json.loads(out.read_text(encoding="utf-8")).get("model_fingerprint") == current_fingerprint(model)
+
+
 def train_job(argv: list[str]) -> tuple[str, int]:
     import torch
 
@@ -250,7 +272,9 @@ def train_job(argv: list[str]) -> tuple[str, int]:
     torch.set_num_threads(1)
     out = Path(argv[argv.index("--out") + 1])
     if (out / "metrics.json").is_file():
-        return str(out), 0
+        if read_current_bilm(out):
+            return str(out), 0
+        (out / "metrics.json").unlink()  # so that a run killed before its end is not taken for a finished one
     code = main(argv)
     log(f"{out.relative_to(out.parents[2])}: exit {code}")
     return str(out), code
@@ -268,7 +292,7 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / f"pos-{language}.json"
-    if out.is_file():
+    if probe_is_current(out, model):
         return str(out)
     started = time.perf_counter()
     lines = probes.brown_pos_lines() if language == "en" else probes.peoples_daily_pos_lines()
@@ -281,7 +305,8 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
                             Path(work) / "features" / f"pos-{language}" / f"{name}.h5")
         layers[name] = load_layers(path, len(part))
     accuracy = probes.pos_probe(train, test, layers["train"], layers["test"])
-    result = {"accuracy": accuracy, "train_lines": len(train), "test_lines": len(test),
+    result = {"accuracy": accuracy, "model_fingerprint": embedder.fingerprint, "train_lines": len(train),
+              "test_lines": len(test),
               "train_tokens": sum(len(line.words) for line in train),
               "test_tokens": sum(len(line.words) for line in test),
               "tags": len({tag for line in train for tag in line.tags}), "seconds": time.perf_counter() - started}
@@ -303,7 +328,7 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / "wsd-en.json"
-    if out.is_file():
+    if probe_is_current(out, model):
         return str(out)
     started = time.perf_counter()
     instances = probes.wordnet_instances(get_tokenizer("english"))
@@ -313,7 +338,8 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
     instances = [i for i in instances if (i.lemma, i.pos) in keep]
     scored = probes.scored_instances(instances)
     model_dir = ModelDir.find(model)
-    path = cache_layers(Embedder(model_dir.load_bilm()), [list(i.tokens) for i in instances],
+    embedder = Embedder(model_dir.load_bilm())
+    path = cache_layers(embedder, [list(i.tokens) for i in instances],
                         Path(work) / "features" / "wsd-en" / "examples.h5")
     layers = load_layers(path, len(instances))
     accuracy = {}
@@ -321,7 +347,8 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
         vectors = np.stack([array[layer, i.position] for array, i in zip(layers, instances, strict=True)])
         accuracy[f"layer_{layer}"] = probes.sense_1nn_accuracy(instances, vectors.astype(np.float32), scored)
     accuracy["most_frequent_sense"] = probes.most_frequent_sense_accuracy(instances, scored)
-    result = {"accuracy": accuracy, "lemmas": len(keep), "lemmas_available": len(all_lemmas),
+    result = {"accuracy": accuracy, "model_fingerprint": embedder.fingerprint, "lemmas": len(keep),
+              "lemmas_available": len(all_lemmas),
               "instances": len(instances), "scored": len(scored), "seconds": time.perf_counter() - started}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -335,8 +362,11 @@ def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...]) -> dict
     results: dict = {}
     for task in tasks:
         for method in (*METHODS, PASSAGE_ONLY):
-            runs = [json.loads((run_dir(work, task, method, seed) / "metrics.json").read_text())
-                    for seed in seeds if (run_dir(work, task, method, seed) / "metrics.json").is_file()]
+            done = [run_dir(work, task, method, seed) for seed in seeds
+                    if (run_dir(work, task, method, seed) / "metrics.json").is_file()]
+            for stale in [run for run in done if not read_current_bilm(run)]:
+                log(f"{stale}: left out, trained on the layers of a biLM that is not the current {task.language}")
+            runs = [json.loads((run / "metrics.json").read_text()) for run in done if read_current_bilm(run)]
             if runs:
                 results.setdefault(task.name, {})[method] = runs
     return results

@@ -2,6 +2,7 @@
 formats, the feature cache reused, predictions written in the input's format, bad input named."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 from elmo.cli import main
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import read_labelled, read_tagged, write_labelled, write_tagged
+from elmo.weights import load_bilm, save_bilm
 
 SENTENCES = [(["mr", "ann", "saw", "the", "cat"], ["O", "B-PER", "O", "O", "O"]),
              (["the", "cat", "saw", "mr", "bob"], ["O", "O", "O", "O", "B-PER"]),
@@ -49,6 +51,31 @@ def test_tagger_trains_caches_layers_and_predicts(tmp_path: Path, fixture_dir: P
     rows = read_tagged(predicted)
     assert [tokens for tokens, _ in rows] == [["mr", "bob", "ran"], ["the", "cat"]]
     assert all(tag in ("O", "B-PER") for _, tags in rows for tag in tags)
+
+
+def test_predict_refuses_a_biLM_whose_weights_changed_since_the_task_model_was_trained(tmp_path: Path,
+                                                                                     fixture_dir: Path, capsys):
+    """A shipped name can hold other weights after an upgrade; the old task model would read layers it was never
+    trained on and predict nonsense without a word."""
+    model = tmp_path / "bilm"
+    model.mkdir()
+    for name in ("options.json", "lm_weights.hdf5"):
+        shutil.copy(fixture_dir / name, model / name)
+    out = tmp_path / "tagger"
+    assert main(["task", "train", "tagger", *_files(tmp_path, write_tagged, SENTENCES, "bio"), "--model", str(model),
+                 "--out", str(out), "--epochs", "1", "--quiet"]) == 0
+    unlabelled = tmp_path / "input.txt"
+    unlabelled.write_text("mr\nbob\nran\n", encoding="utf-8")
+    predict = ["task", "predict", str(out), "--input", str(unlabelled), "--output", str(tmp_path / "predicted.bio")]
+    assert main(predict) == 0
+
+    bilm = load_bilm(model / "options.json", model / "lm_weights.hdf5")
+    with torch.no_grad():
+        next(bilm.parameters()).add_(1e-3)
+    save_bilm(bilm, model / "options.json", model / "lm_weights.hdf5")
+    capsys.readouterr()
+    assert main(predict) == 2
+    assert "trained on the layers of another biLM" in capsys.readouterr().err
 
 
 def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import embed_examples, load_static, read_examples, train_and_test
+    from elmo.tasks.pipeline import bilm_fingerprint, embed_examples, load_static, read_examples, train_and_test
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
 
@@ -56,7 +56,8 @@ def _train(args: argparse.Namespace) -> int:
     spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
-                    encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads)
+                    encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
+                    bilm_fingerprint=None if layers is None else bilm_fingerprint(args.model))
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -69,7 +70,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import load_static, model_tokenizer
+    from elmo.tasks.pipeline import bilm_fingerprint, load_static, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
@@ -90,7 +91,8 @@ def _train_qa(args: argparse.Namespace) -> int:
     spec = TaskSpec("qa", (), elmo, args.model, n_layers, elmo_dim, static_name, static.dim if static is not None
                     else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
-                    encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads)
+                    encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
+                    bilm_fingerprint=None if layers is None else bilm_fingerprint(args.model))
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)

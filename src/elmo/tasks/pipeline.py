@@ -71,6 +71,15 @@ def embed_examples(model: str, splits: Mapping[str, Sequence[Example]], cache_di
     return layers
 
 
+def bilm_fingerprint(model: str) -> str:
+    """``elmo.fingerprint`` of the biLM ``model`` names (a directory or a shipped name) now: what a task spec
+    records of the biLM its frozen features came from."""
+    from elmo.fingerprint import model_fingerprint
+    from elmo.model_dir import ModelDir
+
+    return model_fingerprint(ModelDir.find(model).load_bilm())
+
+
 def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
                    static: StaticVectors | None, options: TrainOptions) -> tuple[Labeller, dict]:
     """Fits on ``train`` with early stopping on ``dev``, scores ``test`` once; returns the model and a
@@ -93,9 +102,7 @@ def predict_examples(spec: TaskSpec, model: Labeller, examples: Sequence[Example
     """Tag names per token (tagger) or a label name per example (classifier), embedding on the fly."""
     layers = None
     if spec.elmo is not None and not spec.fine_tune:
-        from elmo.embedder import Embedder
-
-        embedder = Embedder.load(spec.bilm_model, tokenizer="whitespace")
+        embedder = spec.load_embedder()
         layers = [array.astype(np.float16) for array in
                   embedder.iter_embed([list(example.words) for example in examples], "all", batch_size)]
     items = items_for(spec, examples, layers, static, with_targets=False)

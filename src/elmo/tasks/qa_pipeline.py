@@ -115,9 +115,7 @@ def answer_questions(spec: TaskSpec, model: SpanQA, examples: Sequence[QAExample
     """The answer text of each question, embedding questions and passages on the fly."""
     layers = None
     if spec.elmo is not None:
-        from elmo.embedder import Embedder
-
-        embedder = Embedder.load(spec.bilm_model, tokenizer="whitespace")
+        embedder = spec.load_embedder()
         layers = {part: [array.astype(np.float16) for array in
                          embedder.iter_embed([list(s.words) for s in sentences], "all", batch_size)]
                   for part, sentences in as_sentences(examples).items()}

@@ -8,6 +8,7 @@ into words (the biLM's tokenizer, or jieba over characters for character tagging
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -20,6 +21,9 @@ from elmo.tasks.encoders import BILSTM, EncoderChoice, EncoderKind
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
+
+if TYPE_CHECKING:
+    from elmo.embedder import Embedder
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,10 @@ class TaskSpec:
       (``elmo.tasks.qa_model``); a QA model has no labels.
     - ``encoder``: ``bilstm`` or ``transformer`` (``elmo.tasks.encoders``), with the Transformer's
       ``encoder_layers`` and ``encoder_heads``; a task.json written before the choice existed reads as bilstm.
+    - ``bilm_fingerprint``: ``elmo.fingerprint`` of the frozen biLM whose layers the model was trained on. A
+      shipped name (``en``) may hold other weights after an upgrade, and a model fed another biLM's layers
+      predicts nonsense without an error, so ``load_embedder`` refuses another biLM. None: no frozen ELMo, or a
+      task.json written before the fingerprint was recorded (not checked).
     """
 
     kind: TaskKind
@@ -60,6 +68,7 @@ class TaskSpec:
     encoder: EncoderKind = BILSTM.kind
     encoder_layers: int = BILSTM.layers
     encoder_heads: int = BILSTM.heads
+    bilm_fingerprint: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
@@ -78,6 +87,20 @@ class TaskSpec:
         if self.model is None:
             raise ValueError("this task model reads no ELMo: its spec names no biLM model")
         return self.model
+
+    def load_embedder(self) -> "Embedder":
+        """The biLM whose layers this model reads, over words already split (whitespace); refused when its
+        weights are not those the model was trained on."""
+        from elmo.embedder import Embedder
+
+        embedder = Embedder.load(self.bilm_model, tokenizer="whitespace")
+        if self.bilm_fingerprint is not None and embedder.fingerprint != self.bilm_fingerprint:
+            raise ValueError(
+                f"this task model was trained on the layers of another biLM than the one {self.bilm_model!r} "
+                f"names now (fingerprint {self.bilm_fingerprint[:12]}..., found {embedder.fingerprint[:12]}...; "
+                "a shipped model upgraded with the package?): train the task model again on this biLM, or point "
+                "\"model\" in its task.json at a directory with the weights it was trained on")
+        return embedder
 
     def build(self) -> SequenceTagger | SentenceClassifier | SpanQA:
         return self.build_qa() if self.kind == "qa" else self.build_labeller()
