@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import elmo.embed_job.job as job
 from elmo.cli import main
 from elmo.embed_job import EmbeddedLine, VectorShape, lines_to_table
 from elmo.embedder import Embedder
@@ -152,9 +153,11 @@ def test_lines_to_table_round_trips_and_checks_shapes():
 RESUME_LINES = [f"line {i} : the bank of the river {'and more words ' * (i % 5)}" for i in range(70)]
 
 
+@pytest.mark.parametrize("on_thread", [False, True], ids=["in-line", "on-a-thread"])
 @pytest.mark.parametrize(("name", "options"), [("out.parquet", []), ("out.npy", ["--pooling", "last"])])
-def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, options, tmp_path, fixture_dir, capsys,
-                                                                       monkeypatch, interrupt_after):
+def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, options, on_thread, tmp_path, fixture_dir,
+                                                                       capsys, monkeypatch, interrupt_after):
+    monkeypatch.setattr(job, "spare_core", lambda embedder: on_thread)  # both ways the chunks can be stored
     (tmp_path / "in.txt").write_text("\n".join(RESUME_LINES) + "\n")
     command = ["embed", str(tmp_path / "in.txt"), str(tmp_path / name), "--model", str(fixture_dir), "--quiet",
                "--batch-size", "2", *options]  # a chunk of 2 * 16 = 32 lines
@@ -166,11 +169,13 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
     chunk = {"out.parquet": "arrow", "out.npy": "npy"}[name]  # Parquet's chunks are Arrow IPC files
     assert sorted(path.name for path in (tmp_path / f"{name}.partial").iterdir()) == [
         f"chunk-000000.{chunk}", f"chunk-000001.{chunk}", "settings.json"]
+    assert not list(tmp_path.glob(f".{name}.*"))  # the output being built beside it is dropped
+    (tmp_path / f".{name}.killed.partial").write_bytes(b"PAR1")  # as a SIGKILL would leave it
     assert main([*command, "--resume", "--dtype", "float16"]) == 2
     assert "made with another dtype" in capsys.readouterr().err
     assert main([*command, "--resume"]) == 0
     assert "resumed after line 44" in capsys.readouterr().out
-    assert not (tmp_path / f"{name}.partial").exists()
+    assert not (tmp_path / f"{name}.partial").exists() and not list(tmp_path.glob(f".{name}.*"))
     fresh = Embedder.load(str(fixture_dir)).embed(RESUME_LINES, "all")
     if name.endswith(".npy"):
         got = list(np.load(tmp_path / name))
@@ -182,6 +187,19 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
         fresh = [array[2] for array in fresh]
     for got_array, fresh_array in zip(got, fresh, strict=True):  # a cold token cache changes float32 rounding only
         np.testing.assert_allclose(got_array, fresh_array, atol=1e-5, rtol=0)
+
+
+def test_chunks_go_to_a_thread_only_where_the_model_leaves_this_process_a_core(fixture_dir, monkeypatch):
+    embedder = Embedder.load(str(fixture_dir))
+    monkeypatch.setattr(job.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    for threads, spare in ((4, False), (3, True), (1, True)):
+        monkeypatch.setattr(job.torch, "get_num_threads", lambda threads=threads: threads)
+        assert job.spare_core(embedder) is spare, threads
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun: two processes on these 4 cores
+    assert job.spare_core(embedder) is True  # 1 thread of its 2
+    monkeypatch.setattr(job.torch, "get_num_threads", lambda: 2)
+    assert job.spare_core(embedder) is False
 
 
 # --- every mistake is named before the model loads, and leaves no file -----------------------------------------

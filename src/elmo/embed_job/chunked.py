@@ -1,17 +1,26 @@
 """Resumable writing for formats that cannot be appended to in place (Parquet, npy): the lines go into
 ``OUTPUT.partial/``, a directory of chunk files, each written whole under a temporary name and renamed
-(``chunk-000000.EXT``, ...), beside ``settings.json``. Joining the chunks into the output happens once every
-line is there, again under a temporary name renamed onto OUTPUT, so a file at OUTPUT is always whole.
+(``chunk-000000.EXT``, ...), beside ``settings.json``. The output is built from the chunks as they come, under a
+temporary name beside it, and renamed onto OUTPUT once every line is in, so a file at OUTPUT is always whole.
 
-A kill anywhere loses at most the chunk being written. A resumed run keeps the chunks when the settings
-match (refuses when they do not, as for HDF5) and starts over, saying why, when a chunk cannot be read.
+With ``on_thread``, each chunk is written and added to the output on a thread while the model embeds the next
+lines, so memory holds at most two chunks' vectors. That pays where the model leaves the CPU a core (it runs on a
+GPU, or on fewer threads than there are cores) and costs where it does not (docs/scale.md); without it, the
+same steps run one after another.
+
+A kill anywhere loses at most the chunk being written (and the output being built, which a resumed run builds
+again from the chunks). A resumed run keeps the chunks when the settings match (refuses when they do not, as
+for HDF5) and starts over, saying why, when a chunk cannot be read.
 """
 
 import glob
 import json
 import logging
+import os
 import shutil
+import tempfile
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
@@ -24,17 +33,28 @@ _SETTINGS = "settings.json"
 
 
 class ChunkedWriter(ABC):
-    chunk_extension: str  # of the chunk files (the output's own format or a faster one the join converts)
+    chunk_extension: str  # of the chunk files (the output's own format or a faster one to build it from)
 
-    def __init__(self, target: Target, resume: bool) -> None:
+    def __init__(self, target: Target, resume: bool, on_thread: bool = False) -> None:
         self.target = target
+        self.on_thread = on_thread
         self.partial = partial_path(target.output)
         self.chunks: list[Path] = []
         resumed = self._resumed() if resume else None
         if resumed is None:
             self._start_over()
-        self.done = resumed or 0
+        self.done = resumed or 0  # lines in chunks on disk
         self._pending: list[EmbeddedLine] = []
+        output = target.output
+        for leftover in output.parent.glob(f".{glob.escape(output.name)}.*.partial"):  # from a run that was killed
+            leftover.unlink(missing_ok=True)
+        descriptor, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
+        os.close(descriptor)
+        self._building = Path(name)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-embed-writer")
+        self._in_hand: Future[int] | None = self._thread.submit(self._begin, list(self.chunks))
+        if not on_thread:
+            self._wait()
 
     @abstractmethod
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
@@ -45,8 +65,35 @@ class ChunkedWriter(ABC):
         """How many lines the chunk at ``path`` holds (reads only its header; raises if it is damaged)."""
 
     @abstractmethod
-    def _join(self, chunks: list[Path], path: Path) -> None:
-        """Write the output at ``path`` from the chunks, in order."""
+    def _open_output(self, path: Path) -> None:
+        """Start the output at ``path``, to which ``_append`` adds the chunks in order."""
+
+    @abstractmethod
+    def _append(self, chunk: Path) -> None:
+        """Add the lines of the chunk at ``path`` to the output being built."""
+
+    @abstractmethod
+    def _close_output(self, complete: bool) -> None:
+        """Close the output being built: whole when ``complete`` (every chunk appended), else only released."""
+
+    def _begin(self, chunks: list[Path]) -> int:
+        self._open_output(self._building)
+        for chunk in chunks:  # those of an interrupted run
+            self._append(chunk)
+        return 0
+
+    def _store(self, lines: list[EmbeddedLine], chunk: Path) -> int:
+        with atomic_path(chunk) as temporary:
+            self._write_chunk(lines, temporary)
+        self._append(chunk)
+        return len(lines)
+
+    def _wait(self) -> None:
+        """Until the thread's work is done; its lines are then on disk (its error, if any, is raised here)."""
+        if self._in_hand is not None:
+            stored = self._in_hand.result()  # an interrupt here leaves the work in hand for ``close`` to wait for
+            self._in_hand = None
+            self.done += stored
 
     def _start_over(self) -> None:
         if self.partial.is_dir():
@@ -94,23 +141,37 @@ class ChunkedWriter(ABC):
         self._pending.append(line)
 
     def flush(self) -> None:
+        """Stores the lines added since the last flush, or with ``on_thread`` hands them to the thread once the
+        chunk before them is stored."""
         if not self._pending:
             return
+        self._wait()
         chunk = self.partial / self._chunk_name(len(self.chunks))
-        with atomic_path(chunk) as temporary:
-            self._write_chunk(self._pending, temporary)
         self.chunks.append(chunk)
-        self.done += len(self._pending)
+        self._in_hand = self._thread.submit(self._store, self._pending, chunk)
         self._pending = []
+        if not self.on_thread:
+            self._wait()
 
     def finish(self) -> None:
         self.flush()
-        output = self.target.output
-        for leftover in output.parent.glob(f".{glob.escape(output.name)}.*.partial"):  # from a join that was killed
-            leftover.unlink(missing_ok=True)
-        with atomic_path(self.target.output) as temporary:
-            self._join(self.chunks, temporary)
+        self._wait()
+        self._thread.shutdown()
+        self._close_output(complete=True)
+        os.replace(self._building, self.target.output)
         shutil.rmtree(self.partial)
 
     def close(self) -> None:
+        """Waits for the chunk in the thread's hands (so that ``done`` counts it), then drops the output being
+        built; the chunks stay for a resumed run."""
         self._pending = []
+        try:
+            self._wait()
+        except Exception as error:  # the run is ending on another error already; this one is only reported
+            log.warning(f"the last chunk of {self.partial} was not stored ({type(error).__name__}: {error})")
+        finally:
+            self._thread.shutdown()
+            try:
+                self._close_output(complete=False)
+            finally:
+                self._building.unlink(missing_ok=True)

@@ -10,8 +10,10 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from elmo.config import BiLMConfig
@@ -28,7 +30,6 @@ from elmo.pooling import Pooling, check_pooling, pool
 
 log = logging.getLogger(__name__)
 
-_CORE_WRITERS: dict[str, type[Writer]] = {"hdf5": Hdf5Writer, "npy": NpyWriter}
 _FORMAT_NAMES = {"hdf5": "HDF5", "parquet": "Parquet", "npy": "npy"}
 
 
@@ -94,13 +95,28 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     return Job(source, options, target, parts)
 
 
-def writer_class(format: str) -> Callable[[Target, bool], Writer]:
-    """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for."""
+def writer_class(format: str, on_thread: bool = False) -> Callable[[Target, bool], Writer]:
+    """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for.
+    ``on_thread``: Parquet and npy store their chunks on a thread (``elmo.embed_job.chunked``)."""
     if format == "parquet":
         from elmo.embed_job.parquet import ParquetWriter
 
-        return ParquetWriter
-    return _CORE_WRITERS[format]
+        return partial(ParquetWriter, on_thread=on_thread)
+    if format == "npy":
+        return partial(NpyWriter, on_thread=on_thread)
+    return Hdf5Writer
+
+
+def spare_core(embedder: Embedder) -> bool:
+    """Whether a writer's thread would run beside the model instead of taking a core from it: the model runs on
+    a GPU, or on fewer CPU threads than this process's share of the cores (torchrun's processes on one machine
+    share them). On 2 cores a thread beside a 1-thread model paid and one beside a 2-thread model cost
+    (benchmarks/writer_overhead.py; docs/scale.md)."""
+    if embedder.device.type != "cpu":
+        return True
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return torch.get_num_threads() < cores // max(processes_here, 1)
 
 
 def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool = False) -> None:
@@ -143,7 +159,7 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         report.already_whole = True
     else:
         target.output.parent.mkdir(exist_ok=True)
-        writer = writer_class(target.settings["format"])(target, resume)
+        writer = writer_class(target.settings["format"], spare_core(embedder))(target, resume)
         report.resumed_from = writer.done
         try:
             _embed_lines(job, embedder, writer, report, progress)

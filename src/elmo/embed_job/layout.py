@@ -78,7 +78,8 @@ class Writer(Protocol):
     def add(self, line: EmbeddedLine) -> None: ...
 
     def flush(self) -> None:
-        """Make every line added so far durable: an interrupt after this loses none of them."""
+        """Make every line added so far durable (an interrupt after this loses none of them), now or, for a
+        writer that stores on a thread, by the time ``close`` or ``finish`` returns."""
 
     def finish(self) -> None:
         """Complete the output and move it to ``target.output`` in one rename."""

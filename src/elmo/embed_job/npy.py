@@ -12,6 +12,8 @@ from elmo.embed_job.layout import EmbeddedLine
 
 class NpyWriter(ChunkedWriter):
     chunk_extension = "npy"
+    _output: np.memmap | None = None
+    _rows = 0  # lines in the output so far
 
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
         with path.open("wb") as handle:
@@ -20,16 +22,23 @@ class NpyWriter(ChunkedWriter):
     def _count(self, path: Path) -> int:
         return np.load(path, mmap_mode="r").shape[0]
 
-    def _join(self, chunks: list[Path], path: Path) -> None:
+    def _open_output(self, path: Path) -> None:
         shape = self.target.shape
         row = (shape.dim,) if shape.n_layers is None else (shape.n_layers, shape.dim)
-        joined = np.lib.format.open_memmap(path, mode="w+", dtype=shape.dtype, shape=(self.target.lines, *row))
-        start = 0
-        for chunk in chunks:  # one chunk in memory at a time
-            rows = np.load(chunk)
-            joined[start : start + len(rows)] = rows
-            start += len(rows)
-        if start != self.target.lines:
-            raise ValueError(f"the chunks hold {start} lines; expected {self.target.lines}")
-        joined.flush()
-        del joined
+        self._output = np.lib.format.open_memmap(path, mode="w+", dtype=shape.dtype, shape=(self.target.lines, *row))
+        self._rows = 0
+
+    def _append(self, chunk: Path) -> None:
+        assert self._output is not None, "_open_output comes first"
+        rows = np.load(chunk)  # one chunk in memory at a time
+        self._output[self._rows : self._rows + len(rows)] = rows
+        self._rows += len(rows)
+
+    def _close_output(self, complete: bool) -> None:
+        if self._output is None:
+            return
+        output, self._output = self._output, None
+        if complete and self._rows != self.target.lines:
+            raise ValueError(f"the chunks hold {self._rows} lines; expected {self.target.lines}")
+        output.flush()
+        del output

@@ -1,7 +1,8 @@
 """Parquet output: the table of ``elmo.embed_job.arrow``, one row per line, one row group per chunk.
 
-The chunks of a run are Arrow IPC files, not Parquet: the join reads them back memory-mapped, so the vectors
-are encoded as Parquet once, at the join, instead of encoded for a chunk, decoded and encoded again.
+The chunks of a run are Arrow IPC files, not Parquet: the output is built from them, read back memory-mapped
+while they are still in the page cache, so the vectors are encoded as Parquet once instead of encoded for a
+chunk, decoded and encoded again.
 """
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from elmo.embed_job.layout import EmbeddedLine
 
 class ParquetWriter(ChunkedWriter):
     chunk_extension = "arrow"
+    _output: pq.ParquetWriter | None = None
 
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
         table = lines_to_table(lines, self.target.shape, self.target.with_ids)
@@ -27,9 +29,16 @@ class ParquetWriter(ChunkedWriter):
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(k).num_rows for k in range(reader.num_record_batches))
 
-    def _join(self, chunks: list[Path], path: Path) -> None:
+    def _open_output(self, path: Path) -> None:
         schema = arrow_schema(self.target.shape, self.target.with_ids)
-        with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:
-            for chunk in chunks:  # mapped, not read into memory
-                with pa.memory_map(str(chunk)) as source:
-                    writer.write_table(pa.ipc.open_file(source).read_all())
+        self._output = pq.ParquetWriter(path, schema, **parquet_options(schema))
+
+    def _append(self, chunk: Path) -> None:
+        assert self._output is not None, "_open_output comes first"
+        with pa.memory_map(str(chunk)) as source:  # mapped, not read into memory
+            self._output.write_table(pa.ipc.open_file(source).read_all())
+
+    def _close_output(self, complete: bool) -> None:
+        if self._output is not None:
+            output, self._output = self._output, None
+            output.close()

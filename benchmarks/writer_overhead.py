@@ -1,0 +1,108 @@
+"""What `elmo embed`'s writers add to a run, measured in one process: `elmo embed`'s own loop (read, tokenize,
+embed a chunk of lines at a time) with each format's writer (Parquet's chunks stored in line and on a thread),
+against the same loop with a writer that discards the lines, alternating so that a shared host's drift falls on
+all of them.
+
+    python benchmarks/writer_overhead.py --input data/en/train.txt --lines 20000 [--model en] [--repeats 2]
+
+Overhead = a run's seconds / the discarding run's seconds of the same repeat - 1. Each run gets a freshly loaded
+model (the token cache starts cold in every run) and its own output; loading is not timed. Whole-command runs
+(benchmarks/embed_scale.py) compare against a bare run made minutes apart, which on a shared host moves by
+more than the writers cost.
+"""
+
+import argparse
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from elmo.embed_job.job import EmbedOptions, _embed_lines, plan, spare_core, writer_class  # `elmo embed`'s loop
+from elmo.embed_job.layout import EmbeddedLine, Target
+from elmo.embed_job.settings import with_model
+from elmo.embed_job.source import EmbedReport, Source
+from elmo.embedder import Embedder
+
+# name: (output file, options, chunks stored on a thread)
+RUNS = {"hdf5": ("out.hdf5", EmbedOptions(), False),
+        "parquet": ("out.parquet", EmbedOptions(), False),
+        "parquet, on a thread": ("out.parquet", EmbedOptions(), True),
+        "parquet float16": ("f16.parquet", EmbedOptions(dtype="float16"), False),
+        "parquet float16, thread": ("f16.parquet", EmbedOptions(dtype="float16"), True),
+        "parquet mean-pooled": ("mean.parquet", EmbedOptions(pooling="mean"), False)}
+
+
+class DiscardingWriter:
+    """A writer that keeps nothing: the loop's own time."""
+
+    def __init__(self, target: Target, resume: bool) -> None:
+        self.done = 0
+
+    def add(self, line: EmbeddedLine) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def timed_run(text: Path, output: Path, options: EmbedOptions, model: str, discard: bool,
+              on_thread: bool = False) -> tuple[float, int]:
+    """Seconds of `elmo embed`'s loop and finish, and the tokens embedded."""
+    embedder = Embedder.load(model)
+    job = plan(Source(text, str(text)), output, options, embedder.bilm.config, embedder.tokenizer_name)
+    target = replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint))
+    job = replace(job, target=target)
+    report = EmbedReport(lines=target.lines)
+    start = time.perf_counter()
+    writer = (DiscardingWriter(target, False) if discard
+              else writer_class(target.settings["format"], on_thread)(target, False))
+    _embed_lines(job, embedder, writer, report, progress=False)
+    writer.finish()
+    seconds = time.perf_counter() - start
+    output.unlink(missing_ok=True)
+    return seconds, report.tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", required=True, help="text, one sentence a line")
+    parser.add_argument("--lines", type=int, default=20_000)
+    parser.add_argument("--model", default="en")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    writer_class("parquet")  # pyarrow's import is start-up, not writing
+
+    overheads: dict[str, list[float]] = {name: [] for name in RUNS}
+    discarding: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="writer-overhead-") as scratch:
+        text = Path(scratch) / "in.txt"
+        with open(args.input, encoding="utf-8") as source:
+            lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
+        text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        for _ in range(args.repeats):
+            base, tokens = timed_run(text, Path(scratch) / "none.hdf5", EmbedOptions(), args.model, discard=True)
+            discarding.append(base)
+            for name, (file_name, options, on_thread) in RUNS.items():
+                seconds, _ = timed_run(text, Path(scratch) / file_name, options, args.model, False, on_thread)
+                overheads[name].append(seconds / base - 1)
+    print(f"{len(lines)} lines, {tokens} tokens, model {args.model}, {args.threads} threads (elmo embed would "
+          f"store on a thread: {spare_core(Embedder.load(args.model))}); the loop without "
+          f"writing: {', '.join(f'{s:.1f}' for s in discarding)} s ({tokens / min(discarding):,.0f} tokens/s at best)")
+    print(f"{'writer':22} {'overhead per repeat':>24} {'median':>8}")
+    for name, values in overheads.items():
+        print(f"{name:22} {', '.join(f'{v:+.1%}' for v in values):>24} {statistics.median(values):+8.1%}")
+
+
+if __name__ == "__main__":
+    main()
