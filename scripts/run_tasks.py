@@ -251,7 +251,7 @@ def current_fingerprint(model: str) -> str:
     return bilm_fingerprint(model)
 
 
-def read_current_bilm(run: Path) -> bool:
+def trained_on_current_bilm(run: Path) -> bool:
     """Whether the task model in ``run`` read no frozen biLM or the one its spec names as that biLM is now: the
     shipped models change, and a run on the old weights is not a result of the new ones."""
     spec = json.loads((run / "task.json").read_text(encoding="utf-8"))
@@ -272,7 +272,7 @@ def train_job(argv: list[str]) -> tuple[str, int]:
     torch.set_num_threads(1)
     out = Path(argv[argv.index("--out") + 1])
     if (out / "metrics.json").is_file():
-        if read_current_bilm(out):
+        if trained_on_current_bilm(out):
             return str(out), 0
         (out / "metrics.json").unlink()  # so that a run killed before its end is not taken for a finished one
     code = main(argv)
@@ -364,9 +364,9 @@ def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...]) -> dict
         for method in (*METHODS, PASSAGE_ONLY):
             done = [run_dir(work, task, method, seed) for seed in seeds
                     if (run_dir(work, task, method, seed) / "metrics.json").is_file()]
-            for stale in [run for run in done if not read_current_bilm(run)]:
+            for stale in [run for run in done if not trained_on_current_bilm(run)]:
                 log(f"{stale}: left out, trained on the layers of a biLM that is not the current {task.language}")
-            runs = [json.loads((run / "metrics.json").read_text()) for run in done if read_current_bilm(run)]
+            runs = [json.loads((run / "metrics.json").read_text()) for run in done if trained_on_current_bilm(run)]
             if runs:
                 results.setdefault(task.name, {})[method] = runs
     return results

@@ -110,8 +110,8 @@ def writer_class(format: str, on_thread: bool = False) -> Callable[[Target, bool
 def spare_core(embedder: Embedder) -> bool:
     """Whether a writer's thread would run beside the model instead of taking a core from it: the model runs on
     a GPU, or on fewer CPU threads than this process's share of the cores (torchrun's processes on one machine
-    share them). On 2 cores a thread beside a 1-thread model paid and one beside a 2-thread model cost
-    (benchmarks/writer_overhead.py; docs/scale.md)."""
+    share them). On 2 cores a thread beside a 1-thread model took Parquet's overhead from 22 % to 0 %; beside a
+    2-thread model it gained nothing (benchmarks/writer_overhead.py; docs/scale.md)."""
     if embedder.device.type != "cpu":
         return True
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
