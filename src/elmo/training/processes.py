@@ -19,17 +19,25 @@ class Processes:
     rank: int
     world_size: int
     device: torch.device
+    started_group: bool = False  # this object started the process group, so ``close`` ends it
 
     @classmethod
     def from_environment(cls) -> "Processes":
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         device = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-        if world_size > 1 and not dist.is_initialized():
+        started = world_size > 1 and not dist.is_initialized()
+        if started:
             dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        return cls(dist.get_rank() if world_size > 1 else 0, world_size, device)
+        return cls(dist.get_rank() if world_size > 1 else 0, world_size, device, started)
+
+    def close(self) -> None:
+        """Ends the process group this object started. Left to the interpreter's exit, a gloo group's threads
+        were torn down while still running and aborted a process (SIGABRT) after its training had finished."""
+        if self.started_group and dist.is_initialized():
+            dist.destroy_process_group()
 
     @property
     def is_writer(self) -> bool:

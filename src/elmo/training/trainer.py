@@ -220,8 +220,14 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
     """Train (or, with ``resume``, continue the run in ``out_dir`` from its newest checkpoint, with
     ``options``' ``max_steps``/``epochs``); returns the number of steps done."""
     require("train", "elmo.training.train")  # matplotlib draws perplexity.png at the first checkpoint
-    out_dir = Path(out_dir)
     processes = Processes.from_environment()
+    try:
+        return _train(options, Path(out_dir), resume, progress, processes)
+    finally:
+        processes.close()
+
+
+def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool, processes: Processes) -> int:
     checkpoint: Checkpoint | None = None
     if resume:
         checkpoint = _load_for_resume(out_dir, processes)
