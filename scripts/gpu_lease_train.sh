@@ -6,7 +6,7 @@
 # `scripts/make_models.py --ship-from DIR --corpus ...` after `cat softmax.part-* > softmax.safetensors`
 # (docs/training.md, "Training on a lent GPU"). It reads, in .gpu/ (git-ignored, carried):
 #   xz -T2 -6 -c en-large/train.txt > .gpu/train.txt.xz; cp en-large/valid.txt en-large/test.txt .gpu/
-# (en-large's xz: 26.3 MB; zh-large's likewise). Both models and a corpus are over the 64 MiB a call carries:
+# (en-large's xz: 26.3 MB; zh-large's: 17.4 MB). Both models and a corpus are over the 64 MiB a call carries:
 # take the other model out of the git index for the call (git rm -r --cached src/elmo/models/zh, its path in
 # .git/info/exclude; git reset and the line removed afterwards).
 # Try it here on CPU: DEV_TRY=1 TRAIN_SECONDS=170 ROWS=64 STEPS=12 EVERY=5 OUT=/tmp/gpu-try PY=.venv/bin/python \
