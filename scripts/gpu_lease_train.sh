@@ -9,6 +9,7 @@
 # (en-large's xz: 26.3 MB; zh-large's: 17.4 MB). Both models and a corpus are over the 64 MiB a call carries:
 # take the other model out of the git index for the call (git rm -r --cached src/elmo/models/zh, its path in
 # .git/info/exclude; git reset and the line removed afterwards).
+# RESUME=1 (same MODEL and STEPS, the machine still warm): continues the run the first call stopped, then exports.
 # Try it here on CPU: DEV_TRY=1 TRAIN_SECONDS=170 ROWS=64 STEPS=12 EVERY=5 OUT=/tmp/gpu-try PY=.venv/bin/python \
 #   scripts/gpu_lease_train.sh
 mkdir -p /tmp/meta/elmo-0.1.0.dist-info && printf 'Metadata-Version: 2.1\nName: elmo\nVersion: 0.1.0\n' \
@@ -20,23 +21,33 @@ MODEL=${MODEL:-en}; LR=${LR:-1.5e-3}
 # How users' text is split (tokenizer.json), and the new words' count that adds none (en: one) to the shipped
 # vocabulary (both were built from these corpora with --min-count 6; en-large's tokens changed a little since).
 case $MODEL in en) EXPORT_TOKENIZER=english; MIN_COUNT=10;; zh) EXPORT_TOKENIZER=jieba; MIN_COUNT=6;; esac
-C=/tmp/corpus; RUN=/tmp/run-$MODEL-gpu; mkdir -p $C; rm -rf $RUN /tmp/model
+C=/tmp/corpus; RUN=/tmp/run-$MODEL-gpu; mkdir -p $C; rm -rf /tmp/model
+[ -n "$RESUME" ] || rm -rf $RUN
 section() { echo; echo "=== $1 ($(date +%T))"; }
 section machine
 nvidia-smi --query-gpu=name,memory.total --format=csv 2>&1; nproc
 $PY -c "import torch; print(torch.__version__, torch.cuda.is_available())"
-$PY -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu/train.txt.xz'), open('$C/train.txt', 'wb'))"
-cp .gpu/valid.txt .gpu/test.txt $C/; wc -lc $C/*.txt
-if [ -z "$DEV_TRY" ]; then  # the char CNN's CUDA path against float64 Conv1d, beside the run (tiny)
+if [ -z "$RESUME" ]; then
+  $PY -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu/train.txt.xz'), open('$C/train.txt', 'wb'))"
+  cp .gpu/valid.txt .gpu/test.txt $C/
+fi
+wc -lc $C/*.txt
+if [ -z "$DEV_TRY$RESUME" ]; then  # the char CNN's CUDA path against float64 Conv1d, beside the run (tiny)
   (timeout 120 $PY -m pytest -p no:cacheprovider -q tests/test_char_cnn.py > $OUT/char_cnn_tests.txt 2>&1 &)
 fi
 section train
+if [ -n "$RESUME" ]; then  # a second call on the still-warm machine: the same run, on to STEPS
+  timeout -s TERM $TRAIN_SECONDS $PY -m elmo.training train --resume $RUN --max-steps $STEPS --quiet 2>&1 | tail -40
+  rc=${PIPESTATUS[0]}
+else
 timeout -s TERM $TRAIN_SECONDS $PY -m elmo.training train --init-from $MODEL --corpus $C/train.txt \
   --tokenizer whitespace --valid $C/valid.txt --min-count $MIN_COUNT --out $RUN --batch-size $ROWS \
   --unroll-steps 20 --optimizer adam --lr $LR --lr-decay-steps $STEPS --max-steps $STEPS --negatives 4096 --state-reset 0.1 \
   --dropout 0.1 --checkpoint-every $EVERY --valid-every $EVERY --valid-batch-size 256 --keep-checkpoints 30 \
   --log-every 20 --quiet 2>&1 | tail -40
-echo "train rc ${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+fi
+echo "train rc $rc"
 section choose
 BEST=$($PY - $RUN <<'PY'
 import json, sys
