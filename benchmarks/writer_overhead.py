@@ -32,7 +32,8 @@ RUNS = {"hdf5": ("out.hdf5", EmbedOptions(), False),
         "parquet, on a thread": ("out.parquet", EmbedOptions(), True),
         "parquet float16": ("f16.parquet", EmbedOptions(dtype="float16"), False),
         "parquet float16, thread": ("f16.parquet", EmbedOptions(dtype="float16"), True),
-        "parquet mean-pooled": ("mean.parquet", EmbedOptions(pooling="mean"), False)}
+        "parquet mean-pooled": ("mean.parquet", EmbedOptions(pooling="mean"), False),
+        "parquet pooled, thread": ("mean.parquet", EmbedOptions(pooling="mean"), True)}
 
 
 class DiscardingWriter:
