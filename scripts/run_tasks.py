@@ -364,9 +364,10 @@ def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...]) -> dict
         for method in (*METHODS, PASSAGE_ONLY):
             done = [run_dir(work, task, method, seed) for seed in seeds
                     if (run_dir(work, task, method, seed) / "metrics.json").is_file()]
-            for stale in [run for run in done if not trained_on_current_bilm(run)]:
+            current = [run for run in done if trained_on_current_bilm(run)]
+            for stale in sorted(set(done) - set(current)):
                 log(f"{stale}: left out, trained on the layers of a biLM that is not the current {task.language}")
-            runs = [json.loads((run / "metrics.json").read_text()) for run in done if trained_on_current_bilm(run)]
+            runs = [json.loads((run / "metrics.json").read_text()) for run in current]
             if runs:
                 results.setdefault(task.name, {})[method] = runs
     return results

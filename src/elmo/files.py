@@ -1,5 +1,6 @@
 """Writes that leave either the old file or the new one, never half of one (a run may be killed anywhere)."""
 
+import glob
 import os
 import shutil
 import tempfile
@@ -12,10 +13,7 @@ from pathlib import Path
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` for a writer that wants a file name; renamed onto ``path`` only if
     the block finishes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(descriptor)
-    temporary = Path(name)
+    temporary = new_partial_file(path)
     try:
         yield temporary
         os.replace(temporary, path)
@@ -38,6 +36,20 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.replace(name, path)
     finally:
         Path(name).unlink(missing_ok=True)
+
+
+def new_partial_file(final: Path) -> Path:
+    """An empty file beside ``final`` (``.NAME.*.partial``) to fill and then rename onto it."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    os.close(descriptor)
+    return Path(name)
+
+
+def remove_partial_files_of(final: Path) -> None:
+    """The ``new_partial_file`` files of ``final`` that a killed run left beside it."""
+    for leftover in final.parent.glob(f".{glob.escape(final.name)}.*.partial"):
+        leftover.unlink(missing_ok=True)
 
 
 def new_partial_directory(final: Path) -> Path:

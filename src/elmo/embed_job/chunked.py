@@ -13,19 +13,23 @@ again from the chunks). A resumed run keeps the chunks when the settings match (
 for HDF5) and starts over, saying why, when a chunk cannot be read.
 """
 
-import glob
 import json
 import logging
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
-from elmo.files import atomic_path, remove_stale_partials, write_text_atomic
+from elmo.files import (
+    atomic_path,
+    new_partial_file,
+    remove_partial_files_of,
+    remove_stale_partials,
+    write_text_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +49,8 @@ class ChunkedWriter(ABC):
             self._start_over()
         self.done = resumed or 0  # lines in chunks on disk
         self._pending: list[EmbeddedLine] = []
-        output = target.output
-        for leftover in output.parent.glob(f".{glob.escape(output.name)}.*.partial"):  # from a run that was killed
-            leftover.unlink(missing_ok=True)
-        descriptor, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
-        os.close(descriptor)
-        self._building = Path(name)
+        remove_partial_files_of(target.output)  # an output a killed run was building
+        self._building = new_partial_file(target.output)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-embed-writer")
         self._in_hand: Future[int] | None = self._thread.submit(self._begin, list(self.chunks))
         if not on_thread:
