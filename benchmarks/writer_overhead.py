@@ -4,6 +4,12 @@ against the same loop with a writer that discards the lines, alternating so that
 all of them.
 
     python benchmarks/writer_overhead.py --input data/en/train.txt --lines 20000 [--model en] [--repeats 2]
+        [--writers hdf5 parquet] [--scratch /dev/shm]
+
+``--scratch`` puts the outputs (and Parquet's chunks) on another file system: in memory (tmpfs) the disk's
+part of a writer's cost drops out. ``--chunks-in DIR`` adds a row, ``parquet, chunks in DIR``: Parquet with its
+chunk files (the copy that lets a killed run resume) in DIR and its output where the others' are, paired with the
+other rows in each repeat (an experiment: ``elmo embed`` keeps the chunks beside the output).
 
 Overhead = a run's seconds / the discarding run's seconds of the same repeat - 1. Each run gets a freshly loaded
 model (the token cache starts cold in every run) and its own output; loading is not timed. Whole-command runs
@@ -12,14 +18,17 @@ more than the writers cost.
 """
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from elmo.embed_job import chunked
 from elmo.embed_job.job import EmbedOptions, _embed_lines, plan, spare_core, writer_class  # `elmo embed`'s loop
 from elmo.embed_job.layout import EmbeddedLine, Target
 from elmo.embed_job.settings import with_model
@@ -29,11 +38,11 @@ from elmo.embedder import Embedder
 # name: (output file, options, chunks stored on a thread)
 RUNS = {"hdf5": ("out.hdf5", EmbedOptions(), False),
         "parquet": ("out.parquet", EmbedOptions(), False),
-        "parquet, on a thread": ("out.parquet", EmbedOptions(), True),
-        "parquet float16": ("f16.parquet", EmbedOptions(dtype="float16"), False),
-        "parquet float16, thread": ("f16.parquet", EmbedOptions(dtype="float16"), True),
-        "parquet mean-pooled": ("mean.parquet", EmbedOptions(pooling="mean"), False),
-        "parquet pooled, thread": ("mean.parquet", EmbedOptions(pooling="mean"), True)}
+        "parquet-thread": ("out.parquet", EmbedOptions(), True),
+        "parquet-f16": ("f16.parquet", EmbedOptions(dtype="float16"), False),
+        "parquet-f16-thread": ("f16.parquet", EmbedOptions(dtype="float16"), True),
+        "parquet-mean": ("mean.parquet", EmbedOptions(pooling="mean"), False),
+        "parquet-mean-thread": ("mean.parquet", EmbedOptions(pooling="mean"), True)}
 
 
 class DiscardingWriter:
@@ -73,6 +82,17 @@ def timed_run(text: Path, output: Path, options: EmbedOptions, model: str, disca
     return seconds, report.tokens
 
 
+@contextlib.contextmanager
+def chunks_in(folder: Path) -> Iterator[None]:
+    """Chunked writers made inside put their chunk directory in ``folder`` instead of beside the output."""
+    beside_output = chunked.partial_path
+    chunked.partial_path = lambda output: folder / beside_output(Path(output)).name
+    try:
+        yield
+    finally:
+        chunked.partial_path = beside_output
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", required=True, help="text, one sentence a line")
@@ -80,13 +100,20 @@ def main() -> None:
     parser.add_argument("--model", default="en")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--writers", nargs="+", choices=list(RUNS), default=list(RUNS), metavar="WRITER",
+                        help=f"the writers to time (default all: {', '.join(RUNS)})")
+    parser.add_argument("--scratch", type=Path, help="folder for the outputs (default: the system's temporary folder)")
+    parser.add_argument("--chunks-in", type=Path, help="also time Parquet with its chunk files in this folder")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     writer_class("parquet")  # pyarrow's import is start-up, not writing
 
-    overheads: dict[str, list[float]] = {name: [] for name in RUNS}
+    elsewhere = f"parquet, chunks in {args.chunks_in}"
+    overheads: dict[str, list[float]] = {name: [] for name in args.writers}
+    if args.chunks_in:
+        overheads[elsewhere] = []
     discarding: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="writer-overhead-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="writer-overhead-", dir=args.scratch) as scratch:
         text = Path(scratch) / "in.txt"
         with open(args.input, encoding="utf-8") as source:
             lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
@@ -94,9 +121,14 @@ def main() -> None:
         for _ in range(args.repeats):
             base, tokens = timed_run(text, Path(scratch) / "none.hdf5", EmbedOptions(), args.model, discard=True)
             discarding.append(base)
-            for name, (file_name, options, on_thread) in RUNS.items():
+            for name in args.writers:
+                file_name, options, on_thread = RUNS[name]
                 seconds, _ = timed_run(text, Path(scratch) / file_name, options, args.model, False, on_thread)
                 overheads[name].append(seconds / base - 1)
+            if args.chunks_in:
+                with chunks_in(args.chunks_in):
+                    seconds, _ = timed_run(text, Path(scratch) / "elsewhere.parquet", EmbedOptions(), args.model, False)
+                overheads[elsewhere].append(seconds / base - 1)
     print(f"{len(lines)} lines, {tokens} tokens, model {args.model}, {args.threads} threads (elmo embed would "
           f"store on a thread: {spare_core(Embedder.load(args.model))}); the loop without "
           f"writing: {', '.join(f'{s:.1f}' for s in discarding)} s ({tokens / min(discarding):,.0f} tokens/s at best)")
