@@ -387,14 +387,12 @@ def mean_std(scores: list[float]) -> dict[str, float | None]:
 
 def summary_json(results: dict, tasks: tuple[Task, ...]) -> dict:
     """``{task: {method: {metric, mean, std, runs}}}``, scores as fractions. QA runs record percentages (F1,
-    the dev metric, and exact match); here they are fractions too, exact match under ``exact-match``."""
+    the dev metric, and exact match); here they are fractions too, exact match under ``exact-match``. A method
+that does not apply to a task (GloVe in Chinese) has no entry."""
     out: dict = {}
     for task in tasks:
         for method in (*METHODS, PASSAGE_ONLY):
             runs = results.get(task.name, {}).get(method, [])
-            if method == "glove" and task.language == "zh":
-                out.setdefault(task.name, {})[method] = {"absent": "GloVe 6B is English-only"}
-                continue
             if not runs:
                 continue
             scale = 0.01 if task.kind == "qa" else 1.0
@@ -471,11 +469,11 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
         shown_commands = []
         for method in METHODS:
             entry = summary.get(task.name, {}).get(method)
+            if method not in task.methods(seeds[0], seeds[0]):
+                lines.append(f"| {method} | absent: GloVe 6B is English-only | | | | |")
+                continue
             if entry is None:
                 lines.append(f"| {method} | not run | | | | |")
-                continue
-            if "absent" in entry:
-                lines.append(f"| {method} | absent: {entry['absent']} | | | | |")
                 continue
             runs = results[task.name][method]
             dev = statistics.fmean(run["dev"] for run in runs)
