@@ -15,8 +15,9 @@ Steps, each resumable (a finished piece is kept and skipped on a rerun):
    seed 0 of everything first, so a cut-short run still covers every task;
 5. the layer probes (POS on Brown and People's Daily, WordNet word senses);
 6. the report: the tables of the tasks run this time go into docs/results.md (the labelling tasks and probes
-   between one pair of markers, each QA task between its own), and their entries replace those of the same tasks in
-   results.json and results-detail.json; the other tasks' entries are kept.
+   between one pair of markers, written only when the run covers all of those tasks; each QA task between its
+   own), and their entries replace those of the same tasks in results.json and results-detail.json; the other
+   tasks' entries are kept.
 Two worker processes, one thread each (the machine has 2 cores).
 
 Past 350 lines on purpose: one script per pipeline, its six steps as sections in the order they run, so a
@@ -388,7 +389,7 @@ def mean_std(scores: list[float]) -> dict[str, float | None]:
 def summary_json(results: dict, tasks: tuple[Task, ...]) -> dict:
     """``{task: {method: {metric, mean, std, runs}}}``, scores as fractions. QA runs record percentages (F1,
     the dev metric, and exact match); here they are fractions too, exact match under ``exact-match``. A method
-that does not apply to a task (GloVe in Chinese) has no entry."""
+    that does not apply to a task (GloVe in Chinese) has no entry."""
     out: dict = {}
     for task in tasks:
         for method in (*METHODS, PASSAGE_ONLY):
