@@ -216,22 +216,28 @@ def test_resume_refuses_an_input_edited_without_changing_its_size(fixture_dir, t
 KILL = """
 import os, signal, sys
 import h5py
+import elmo.embed_job.hdf5 as hdf5
 from elmo.cli import main
 
-point, calls = sys.argv[1], 0
-create_dataset = h5py.Group.create_dataset
+point, lines = sys.argv[1], 0
+write_dataset, create_dataset = hdf5._write_dataset, h5py.Group.create_dataset
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-def create(self, name, *args, **kwargs):
-    global calls
-    calls += 1
-    if (point, calls) in (("opening", 1), ("mid-chunk", 40)) or (point, name) == ("finishing", "sentence_to_index"):
+def write(out, name, *args):  # a line's dataset
+    global lines
+    lines += 1
+    if (point, lines) in (("opening", 1), ("mid-chunk", 40)):
+        die()
+    return write_dataset(out, name, *args)
+
+def create(self, name, *args, **kwargs):  # the sentence index
+    if (point, name) == ("finishing", "sentence_to_index"):
         die()
     return create_dataset(self, name, *args, **kwargs)
 
-h5py.Group.create_dataset = create
+hdf5._write_dataset, h5py.Group.create_dataset = write, create
 if point == "renaming":
     os.replace = die
 main(sys.argv[2:])

@@ -19,6 +19,7 @@ import logging
 import os
 
 import h5py
+import numpy as np
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 # HDF5 1.8's file format: attributes over 64 KiB (a long line's tokens) need its dense attribute storage,
 # and every HDF5 library since 2008 reads it.
 _LIBVER = ("v108", "v108")
+# A line's tokens: variable-length UTF-8 strings, the type h5py gives ``h5py.string_dtype()``.
+_TOKENS_TYPE = h5py.h5t.py_create(h5py.string_dtype(), logical=True)
 
 
 class Hdf5Writer:
@@ -97,8 +100,7 @@ class Hdf5Writer:
         source = next(self._unwritten)
         if source.index != line.index:
             raise ValueError(f"line {line.index} given where line {source.index} comes next")
-        dataset = self.out.create_dataset(self._key(source.index, source.sentence), data=line.vectors)
-        dataset.attrs.create("tokens", line.tokens, dtype=h5py.string_dtype())
+        dataset = _write_dataset(self.out, self._key(source.index, source.sentence), line.vectors, line.tokens)
         if line.id is not None:
             dataset.attrs["id"] = line.id
         self.done += 1  # only after the dataset is whole: an interrupt before this line redoes it
@@ -120,3 +122,17 @@ class Hdf5Writer:
 
     def close(self) -> None:
         self.out.close()
+
+
+def _write_dataset(out: h5py.File, name: str, vectors: np.ndarray, tokens: list[str]) -> h5py.Dataset:
+    """``out[name] = vectors`` with the attribute ``tokens``, through h5py's low-level calls: the same file as
+    ``create_dataset`` and ``attrs.create`` make, whose checking and converting of their arguments, once per line,
+    was a quarter of the writer's CPU time (docs/scale.md). ``name`` holds no ``/`` (``elmo.embed_job.source``
+    refuses such sentence keys)."""
+    vectors = np.ascontiguousarray(vectors)
+    dataset = h5py.h5d.create(out.id, name.encode(), h5py.h5t.py_create(vectors.dtype),
+                              h5py.h5s.create_simple(vectors.shape))
+    dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, vectors)
+    attribute = h5py.h5a.create(dataset, b"tokens", _TOKENS_TYPE, h5py.h5s.create_simple((len(tokens),)))
+    attribute.write(np.array(tokens, dtype=h5py.string_dtype()))
+    return h5py.Dataset(dataset)
