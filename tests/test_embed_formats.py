@@ -232,3 +232,18 @@ def test_binary_standard_input_is_refused_naming_it(tmp_path, fixture_dir, capsy
     assert main(["embed", "-", str(tmp_path / "out.hdf5"), "--model", str(fixture_dir), "--quiet"]) == 2
     assert "standard input holds a NUL byte at byte 5 (line 1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_each_lines_hdf5_dataset_is_byte_for_byte_what_h5pys_high_level_calls_write(tmp_path, dtype):
+    from elmo.embed_job.hdf5 import _LIBVER, _write_dataset
+
+    rows = np.random.default_rng(0).standard_normal((3, 4, 8)).astype(dtype)
+    lines = [("0", rows, ["the", "bank", "of", "日本語"]), ("1", rows[:, :0], []),
+             ("小米 手机", rows[:, :2], ["小米", "手机"])]  # an empty line; a sentence as the name
+    with h5py.File(tmp_path / "low.h5", "w", libver=_LIBVER) as low, \
+            h5py.File(tmp_path / "high.h5", "w", libver=_LIBVER) as high:
+        for name, vectors, tokens in lines:
+            _write_dataset(low, name, vectors, tokens)
+            high.create_dataset(name, data=vectors).attrs.create("tokens", tokens, dtype=h5py.string_dtype())
+    assert (tmp_path / "low.h5").read_bytes() == (tmp_path / "high.h5").read_bytes()

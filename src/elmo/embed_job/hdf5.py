@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 _LIBVER = ("v108", "v108")
 # A line's tokens: variable-length UTF-8 strings, the type h5py gives ``h5py.string_dtype()``.
 _TOKENS_TYPE = h5py.h5t.py_create(h5py.string_dtype(), logical=True)
+# A line's dataset as ``create_dataset`` makes it: no creation and modification times (the file's bytes then
+# depend on its contents only).
+_DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+_DATASET_CREATION.set_obj_track_times(False)
 
 
 class Hdf5Writer:
@@ -131,7 +135,7 @@ def _write_dataset(out: h5py.File, name: str, vectors: np.ndarray, tokens: list[
     refuses such sentence keys)."""
     vectors = np.ascontiguousarray(vectors)
     dataset = h5py.h5d.create(out.id, name.encode(), h5py.h5t.py_create(vectors.dtype),
-                              h5py.h5s.create_simple(vectors.shape))
+                              h5py.h5s.create_simple(vectors.shape), dcpl=_DATASET_CREATION)
     dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, vectors)
     attribute = h5py.h5a.create(dataset, b"tokens", _TOKENS_TYPE, h5py.h5s.create_simple((len(tokens),)))
     attribute.write(np.array(tokens, dtype=h5py.string_dtype()))
