@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _inputs import first_lines
+
 from elmo.embedder import Embedder
 
 
@@ -48,9 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="embed-scale-") as scratch:
         scratch = Path(scratch)
         text = scratch / "in.txt"
-        with open(args.input, encoding="utf-8") as source:
-            lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
-        text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines = first_lines(args.input, args.lines, text)
         one_line = scratch / "one.txt"
         one_line.write_text(lines[0] + "\n", encoding="utf-8")
 

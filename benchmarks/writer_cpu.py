@@ -12,14 +12,13 @@ model's. Parquet stores its chunks in line here (no thread), so all of its work 
 import argparse
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
+from _inputs import first_lines
 
-from elmo.embed_job.job import EmbedOptions, plan, writer_class
+from elmo.embed_job.job import EmbedOptions, plan, with_embedder, writer_class
 from elmo.embed_job.layout import EmbeddedLine
-from elmo.embed_job.settings import with_model
 from elmo.embed_job.source import Source
 from elmo.embedder import Embedder
 
@@ -40,9 +39,7 @@ def main() -> None:
     embedder = Embedder.load(args.model)
     with tempfile.TemporaryDirectory(prefix="writer-cpu-", dir=args.scratch) as scratch:
         text = Path(scratch) / "in.txt"
-        with open(args.input, encoding="utf-8") as source:
-            lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
-        text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines = first_lines(args.input, args.lines, text)
         sentences = [embedder.tokenize(line) for line in lines]
         start = time.process_time()
         vectors = list(embedder.iter_embed(sentences, "all", 32))
@@ -52,12 +49,13 @@ def main() -> None:
               "(one thread, all layers)")
         for format in args.formats:
             output = Path(scratch) / f"out.{format}"
-            job = plan(Source(text, str(text)), output, EmbedOptions(), embedder.bilm.config, embedder.tokenizer_name)
-            target = replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint))
+            target = with_embedder(plan(Source(text, str(text)), output, EmbedOptions(), embedder.bilm.config,
+                                        embedder.tokenizer_name), embedder).target
+            make_writer = writer_class(format)  # Parquet's import of pyarrow is start-up, not writing
             best = float("inf")
             for _ in range(args.repeats):
                 start = time.process_time()
-                writer = writer_class(format)(target, False)
+                writer = make_writer(target, False)
                 for index, (tokens_of_line, line_vectors) in enumerate(zip(sentences, vectors, strict=True)):
                     writer.add(EmbeddedLine(index, tokens_of_line, line_vectors, None))
                     if index % FLUSH_EVERY == FLUSH_EVERY - 1:

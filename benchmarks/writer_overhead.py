@@ -23,15 +23,21 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import torch
+from _inputs import first_lines
 
 from elmo.embed_job import chunked
-from elmo.embed_job.job import EmbedOptions, _embed_lines, plan, spare_core, writer_class  # `elmo embed`'s loop
+from elmo.embed_job.job import (  # `elmo embed`'s loop
+    EmbedOptions,
+    _embed_lines,
+    plan,
+    spare_core,
+    with_embedder,
+    writer_class,
+)
 from elmo.embed_job.layout import EmbeddedLine, Target
-from elmo.embed_job.settings import with_model
 from elmo.embed_job.source import EmbedReport, Source
 from elmo.embedder import Embedder
 
@@ -68,9 +74,9 @@ def timed_run(text: Path, output: Path, options: EmbedOptions, model: str, disca
               on_thread: bool = False) -> tuple[float, int]:
     """Seconds of `elmo embed`'s loop and finish, and the tokens embedded."""
     embedder = Embedder.load(model)
-    job = plan(Source(text, str(text)), output, options, embedder.bilm.config, embedder.tokenizer_name)
-    target = replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint))
-    job = replace(job, target=target)
+    job = with_embedder(plan(Source(text, str(text)), output, options, embedder.bilm.config,
+                             embedder.tokenizer_name), embedder)
+    target = job.target
     report = EmbedReport(lines=target.lines)
     start = time.perf_counter()
     writer = (DiscardingWriter(target, False) if discard
@@ -115,9 +121,7 @@ def main() -> None:
     discarding: list[float] = []
     with tempfile.TemporaryDirectory(prefix="writer-overhead-", dir=args.scratch) as scratch:
         text = Path(scratch) / "in.txt"
-        with open(args.input, encoding="utf-8") as source:
-            lines = [line.rstrip("\n") for _, line in zip(range(args.lines), source, strict=False)]
-        text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines = first_lines(args.input, args.lines, text)
         for _ in range(args.repeats):
             base, tokens = timed_run(text, Path(scratch) / "none.hdf5", EmbedOptions(), args.model, discard=True)
             discarding.append(base)

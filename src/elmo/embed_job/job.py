@@ -147,12 +147,19 @@ def _check_output_directory(directory: Path) -> None:
         raise ValueError(f"{writable} is not writable; cannot write the parts in it")
 
 
+def with_embedder(job: Job, embedder: Embedder) -> Job:
+    """``job`` with its output's settings naming ``embedder``'s model (``with_model``): an output records the
+    model that made it, so that only the same model resumes it."""
+    return replace(job, target=replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint)))
+
+
 def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = True) -> EmbedReport:
     """Embed the job's lines into its output; ``resume`` keeps what an interrupted run of the same job by the
     same model wrote, and a part of a directory of parts that is already whole is skipped
     (``report.already_whole``). ValueError, naming both fingerprints, when that output was made by another
     model. On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many."""
-    target = replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint))
+    job = with_embedder(job, embedder)
+    target = job.target
     report = EmbedReport(lines=target.lines)
     if job.parts is not None and job.parts.finished(job.options.shard, target.settings):
         report.resumed_from = target.lines
