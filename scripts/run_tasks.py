@@ -193,7 +193,7 @@ def word2vec_job(language: str, corpus: str, out: str, max_lines: int | None) ->
 def embed_job(task: Task, paths: dict[str, str], model: str, cache: str) -> str:
     import torch
 
-    from elmo.tasks.pipeline import embed_examples, read_examples
+    from elmo.tasks.pipeline import embed_examples, features_embedder, read_examples
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -202,7 +202,7 @@ def embed_job(task: Task, paths: dict[str, str], model: str, cache: str) -> str:
     else:
         splits = {name: read_examples(task.kind, path, model, task.segment, task.max_words)
                   for name, path in paths.items()}
-        embed_examples(model, splits, cache)
+        embed_examples(features_embedder(model), splits, cache)
         words = sum(len(example.words) for examples in splits.values() for example in examples)
     log(f"{task.name}: features of {words} words ready in {time.perf_counter() - started:.0f} s")
     return task.name
@@ -210,13 +210,13 @@ def embed_job(task: Task, paths: dict[str, str], model: str, cache: str) -> str:
 
 def embed_qa_job(paths: dict[str, str], model: str, cache: str) -> int:
     """The questions and passages of every split, cached as ``elmo task train qa`` reads them; their words."""
-    from elmo.tasks.pipeline import model_tokenizer
+    from elmo.tasks.pipeline import features_embedder, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa
 
     tokenize = model_tokenizer(model)
     splits = {name: read_qa(path, tokenize) for name, path in paths.items()}
-    embed_qa(model, splits, cache)
+    embed_qa(features_embedder(model), splits, cache)
     return sum(len(e.question_words) + len(e.passage_words) for examples in splits.values() for e in examples)
 
 
@@ -254,9 +254,9 @@ def run_dir(work: Path, task: Task, method: str, seed: int) -> Path:
 @functools.cache
 def current_fingerprint(model: str) -> str:
     """``elmo.fingerprint`` of the biLM ``model`` names, once per process."""
-    from elmo.tasks.pipeline import bilm_fingerprint
+    from elmo.tasks.pipeline import features_embedder
 
-    return bilm_fingerprint(model)
+    return features_embedder(model).fingerprint
 
 
 def trained_on_current_bilm(run: Path) -> bool:

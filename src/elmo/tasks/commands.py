@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import bilm_fingerprint, embed_examples, load_static, read_examples, train_and_test
+    from elmo.tasks.pipeline import embed_examples, features_embedder, load_static, read_examples, train_and_test
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
 
@@ -43,7 +43,7 @@ def _train(args: argparse.Namespace) -> int:
     static = load_static(static_name)
     if args.fine_tune and elmo is None:
         raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
-    layers = None
+    layers = embedder = None
     n_layers = elmo_dim = 0
     if args.fine_tune:
         from elmo.model_dir import ModelDir
@@ -51,13 +51,14 @@ def _train(args: argparse.Namespace) -> int:
         config = ModelDir.find(args.model).load_bilm().config
         n_layers, elmo_dim = config.n_output_layers, config.output_dim
     elif elmo is not None:
-        layers = embed_examples(args.model, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
+        embedder = features_embedder(args.model)
+        layers = embed_examples(embedder, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"][0].shape
     spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if layers is None else bilm_fingerprint(args.model))
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -70,7 +71,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import bilm_fingerprint, load_static, model_tokenizer
+    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
@@ -83,16 +84,17 @@ def _train_qa(args: argparse.Namespace) -> int:
     tokenize = model_tokenizer(args.model)
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
     static = load_static(static_name)
-    layers = None
+    layers = embedder = None
     n_layers = elmo_dim = 0
     if elmo is not None:
-        layers = embed_qa(args.model, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
+        embedder = features_embedder(args.model)
+        layers = embed_qa(embedder, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"]["passage"][0].shape
     spec = TaskSpec("qa", (), elmo, args.model, n_layers, elmo_dim, static_name, static.dim if static is not None
                     else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
                     encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if layers is None else bilm_fingerprint(args.model))
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)

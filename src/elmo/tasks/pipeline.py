@@ -4,6 +4,7 @@ experiment script share, so that every method of a comparison runs through the s
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from elmo.tasks.data import (
 from elmo.tasks.features import cache_layers, load_layers
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, scorer, seed_everything
+
+if TYPE_CHECKING:
+    from elmo.embedder import Embedder
 
 
 def segmenter(name: str | None):
@@ -54,15 +58,19 @@ def load_static(name: str | None) -> StaticVectors | None:
     return StaticVectors.glove() if name == "glove" else StaticVectors.load(name)
 
 
-def embed_examples(model: str, splits: Mapping[str, Sequence[Example]], cache_dir: str | Path,
-                   batch_size: int = 64, progress: bool = False) -> dict[str, list[np.ndarray]]:
-    """Every biLM layer of each split's words, cached in ``cache_dir/{split}.h5`` (reused when it holds the
-    same model, by its fingerprint, and the same words)."""
+def features_embedder(model: str) -> "Embedder":
+    """The embedder whose layers are a task's frozen features: ``model`` (a directory or a shipped name) reading
+    words as given (examples hold words already). Its ``fingerprint`` is what a task spec records of the biLM."""
     from elmo.embedder import Embedder
     from elmo.model_dir import ModelDir
 
-    model_dir = ModelDir.find(model)
-    embedder = Embedder(model_dir.load_bilm(), tokenizer="whitespace")  # examples hold words already
+    return Embedder(ModelDir.find(model).load_bilm(), tokenizer="whitespace")
+
+
+def embed_examples(embedder: "Embedder", splits: Mapping[str, Sequence[Example]], cache_dir: str | Path,
+                   batch_size: int = 64, progress: bool = False) -> dict[str, list[np.ndarray]]:
+    """Every biLM layer of each split's words, cached in ``cache_dir/{split}.h5`` (reused when it holds the
+    same model, by its fingerprint, and the same words)."""
     layers = {}
     for name, examples in splits.items():
         words = [list(example.words) for example in examples]

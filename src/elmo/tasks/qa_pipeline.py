@@ -9,6 +9,7 @@ the best dev epoch kept (dev token F1), the test split scored once.
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,6 +23,9 @@ from elmo.tasks.qa_metrics import score_answers
 from elmo.tasks.qa_model import QABatch, SpanQA
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import FitResult, TrainOptions, fit, seed_everything
+
+if TYPE_CHECKING:
+    from elmo.embedder import Embedder
 
 QA_PARTS = ("question", "passage")
 
@@ -39,12 +43,12 @@ def as_sentences(examples: Sequence[QAExample]) -> dict[str, list[Example]]:
             "passage": [Example.of_words(example.passage_words) for example in examples]}
 
 
-def embed_qa(model: str, splits: Mapping[str, Sequence[QAExample]], cache_dir: str | Path,
+def embed_qa(embedder: "Embedder", splits: Mapping[str, Sequence[QAExample]], cache_dir: str | Path,
              progress: bool = False) -> dict[str, dict[str, list[np.ndarray]]]:
     """Every biLM layer of each split's questions and passages, cached as ``{split}-{part}.h5``."""
     sentences = {f"{name}-{part}": part_sentences for name, examples in splits.items()
                  for part, part_sentences in as_sentences(examples).items()}
-    layers = embed_examples(model, sentences, cache_dir, progress=progress)
+    layers = embed_examples(embedder, sentences, cache_dir, progress=progress)
     return {name: {part: layers[f"{name}-{part}"] for part in QA_PARTS} for name in splits}
 
 
