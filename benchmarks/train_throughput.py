@@ -5,7 +5,9 @@ fp32 matmul peak measured in the same run, and peak RSS, for each preset, batch 
     python benchmarks/train_throughput.py --configs tiny --batch-sizes 64 --threads 2 --baseline-src /tmp/old/src
 
 Paths: ``paired`` (the training kernels: both directions' LSTM layers with their own backward, the sampled softmax's
-own backward) and ``step-loop`` (autograd through each direction's step loop, ``LanguageModel.reference_kernels``).
+own backward) and ``step-loop`` (autograd through each direction's step loop, ``LanguageModel.reference_kernels``);
+``paired-glibc-malloc`` is ``paired`` with glibc returning freed memory on its own (``elmo.memory.keep_freed_memory``
+not called).
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
 the training kernels), so both are measured side by side. Each measurement runs in its own process, so its peak RSS
 is its own; the matmul peak (best of 2048^3 ``torch.mm``) is measured in this process at each thread count.
@@ -36,6 +38,7 @@ from _timing import matmul_peak, synchronize
 from elmo.config import BiLMConfig
 
 PATHS = ("step-loop", "paired")
+GLIBC_MALLOC = "paired-glibc-malloc"  # the paired path with glibc's own trimming (elmo train before keep_freed_memory)
 
 
 def write_corpus(path: Path, n_sentences: int, n_words: int, seed: int) -> None:
@@ -97,8 +100,10 @@ def measure(args: argparse.Namespace) -> dict:
         state = type(state)(state.h.to(device), state.c.to(device))
         trimmer = None
         if args.trim:  # as elmo train does after each step (the baseline's trainer did not)
-            from elmo.memory import FreedMemoryTrimmer
+            from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 
+            if args.path != GLIBC_MALLOC:
+                keep_freed_memory()
             trimmer = FreedMemoryTrimmer()
         flops, seconds = 0.0, 0.0
         for step in range(args.warmup + args.steps):
@@ -132,7 +137,7 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["tiny", "small"], help="preset names or options.json")
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--paths", nargs="+", choices=[*PATHS, "baseline"], default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, "baseline"], default=list(PATHS))
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--negatives", type=int, default=8192)

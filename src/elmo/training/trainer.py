@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.extras import require
-from elmo.memory import FreedMemoryTrimmer
+from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     Checkpoint,
@@ -262,6 +262,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(SOFTMAX_PARAMETERS))
         wrapped = DistributedDataParallel(model)
     communicated = CommunicatedBytes()
+    keep_freed_memory()  # the next step allocates the same sizes again (elmo.memory)
     trimmer = FreedMemoryTrimmer()  # each step's tensors have other sizes: glibc's heap would hold them otherwise
 
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
