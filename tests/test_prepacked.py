@@ -51,6 +51,24 @@ def test_an_in_place_update_of_the_weight_is_seen():
     torch.testing.assert_close(after, 2.0 * before, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "adagrad"])
+def test_a_fused_optimizers_step_is_seen(optimizer):
+    """The fused optimizers update their parameters without counting it in ``_version``: before the fix, every
+    validation of an ``elmo train`` run but the first of each process ran on the weights of that first one."""
+    layer = torch.nn.Linear(16, 32)
+    inputs = torch.randn(3, 16)
+    cache = PrepackedWeight()
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.Adagrad
+    step = make(layer.parameters(), lr=0.1, fused=True)
+    with torch.no_grad():
+        linear(inputs, layer.weight, layer.bias, cache)
+    layer(inputs).square().sum().backward()
+    step.step()
+    with torch.no_grad():
+        after = linear(inputs, layer.weight, layer.bias, cache)
+    torch.testing.assert_close(after, F.linear(inputs, layer.weight, layer.bias).detach(), rtol=1e-6, atol=1e-6)
+
+
 def test_the_bilm_under_no_grad_equals_the_bilm_with_autograd():
     """The whole model: reordered weights everywhere (no_grad) against F.linear and block products (autograd)."""
     torch.manual_seed(0)

@@ -19,11 +19,27 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 HAS_ONEDNN = torch.backends.mkldnn.is_available() and all(
     hasattr(torch.ops.mkldnn, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
 # Without it an in-place update (an optimizer's step) could go unseen and leave a stale copy: no copy is cached.
 HAS_VERSION_COUNTER = hasattr(torch.Tensor, "_version")
+
+
+class _OptimizerSteps:
+    """How many steps any ``torch.optim`` optimizer of this process has taken. The fused Adam and Adagrad (torch
+    2.13 on CPU) update their parameters without counting it in ``_version``, so a copy made before a step is
+    remade after it, whatever the counter says (``elmo train`` validated on stale copies before this)."""
+
+    count = 0
+
+    @classmethod
+    def after_step(cls, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        cls.count += 1
+
+
+register_optimizer_step_post_hook(_OptimizerSteps.after_step)
 
 
 def can_reorder(tensor: torch.Tensor) -> bool:
@@ -32,10 +48,11 @@ def can_reorder(tensor: torch.Tensor) -> bool:
 
 
 class PrepackedWeight:
-    """One weight's reordered copy, remade when the weight changes (another tensor, or an in-place update)."""
+    """One weight's reordered copy, remade when the weight changes (another tensor, an in-place update, or any
+    optimizer's step)."""
 
     def __init__(self) -> None:
-        self.key: tuple[tuple[int, int], ...] | None = None
+        self.key: tuple[int, tuple[tuple[int, int], ...]] | None = None
         self.packed: torch.Tensor | None = None
 
     def get(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -50,7 +67,7 @@ class PrepackedWeight:
         None. It is made again only when one of ``parameters`` has changed since."""
         if not (HAS_VERSION_COUNTER and may_run(inputs, parameters)):
             return None
-        key = tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
+        key = (_OptimizerSteps.count, tuple((parameter.data_ptr(), parameter._version) for parameter in parameters))
         if key != self.key or self.packed is None:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(build())
             self.key = key

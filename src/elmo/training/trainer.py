@@ -262,8 +262,8 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(SOFTMAX_PARAMETERS))
         wrapped = DistributedDataParallel(model)
     communicated = CommunicatedBytes()
-    keep_freed_memory()  # the next step allocates the same sizes again (elmo.memory)
-    trimmer = FreedMemoryTrimmer()  # each step's tensors have other sizes: glibc's heap would hold them otherwise
+    keep_freed_memory()  # most tensors of a step have the last step's sizes: reused, not faulted in (elmo.memory)
+    trimmer = FreedMemoryTrimmer()  # the char CNN's vary with the batch's words: the trimmer bounds what is held
 
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
                       model.config.char_cnn.max_characters_per_token,
