@@ -110,7 +110,8 @@ def measure(args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             inputs = batcher.next_batch()
             noise = StepNoise.draw(0, step, 0.1, args.negatives, len(vocab), rows, args.batch_size)
-            output = model(inputs.to(device), state, noise)
+            # On the CPU the batch stays as built (the baseline's batches have no .to).
+            output = model(inputs if device.type == "cpu" else inputs.to(device), state, noise)
             (output.loss * args.unroll_steps).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
             optimizer.step()
