@@ -143,6 +143,15 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def validation_perplexity(checkpoint: Checkpoint, valid: list[str]) -> float:
+    """The checkpoint's full-softmax perplexity on the run's validation text, as the run computes it, in a model
+    made afresh from its weights."""
+    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
+    model.load_state_dict(checkpoint.model_state)
+    return evaluate(model, Corpus(valid, checkpoint.options["tokenizer"]), checkpoint.vocab,
+                    checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"]).average
+
+
 def logged_validation(run_dir: Path) -> dict[int, float]:
     """Step -> validation perplexity, as the run's ``log.jsonl`` recorded them."""
     return {record["step"]: record["valid_perplexity"] for record in read_log(run_dir)
@@ -182,11 +191,7 @@ def best_checkpoint(run_dir: Path) -> Chosen:
         if step in logged:
             perplexity, source = logged[step], "log.jsonl"
         elif valid:
-            model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-            model.load_state_dict(checkpoint.model_state)
-            perplexity = evaluate(model, Corpus(valid, checkpoint.options["tokenizer"]), checkpoint.vocab,
-                                  checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"]).average
-            source = "computed at shipping"
+            perplexity, source = validation_perplexity(checkpoint, valid), "computed at shipping"
             print(f"step {step}: validation perplexity {perplexity:.2f} (computed now)", flush=True)
         else:
             continue

@@ -17,9 +17,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 from elmo.cli import main
 from elmo.training import LanguageModel, load_language_model
 from elmo.training.checkpoints import list_checkpoints, load_checkpoint
-from elmo.training.corpus import Corpus
 from elmo.training.export import SOFTMAX_FILE, export_model
-from elmo.training.perplexity import evaluate
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
 make_models = importlib.util.module_from_spec(_spec)
@@ -183,12 +181,8 @@ def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
     assert sorted(logged) == [3, 6]
     # The run's second validation is of the weights at its step (before the fix, of those at the first
     # validation: the fused optimizer's updates went unseen by the reordered copies of the weights).
-    checkpoint = load_checkpoint(run / "checkpoints" / "step-00000006")
-    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-    model.load_state_dict(checkpoint.model_state)
-    now = evaluate(model, Corpus([str(valid)], checkpoint.options["tokenizer"]), checkpoint.vocab,
-                   checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"])
-    assert now.average == pytest.approx(logged[6], rel=1e-6)
+    now = make_models.validation_perplexity(load_checkpoint(run / "checkpoints" / "step-00000006"), [str(valid)])
+    assert now == pytest.approx(logged[6], rel=1e-6)
     chosen = make_models.best_checkpoint(run)  # steps 2 and 4 computed now, 6 from the log
     assert chosen.step in (2, 4, 6) and "lowest validation perplexity of the checkpoints kept" in chosen.how
 
