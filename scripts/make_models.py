@@ -125,9 +125,8 @@ class Chosen:
     @classmethod
     def of_checkpoint(cls, directory: Path, checkpoint: Checkpoint, valid_perplexity: float | None,
                       how: str) -> "Chosen":
-        model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-        model.load_state_dict(checkpoint.model_state)
-        return cls(directory, checkpoint.step, checkpoint.options, checkpoint.vocab, model, valid_perplexity, how)
+        return cls(directory, checkpoint.step, checkpoint.options, checkpoint.vocab, checkpoint.language_model(),
+                   valid_perplexity, how)
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
@@ -146,9 +145,7 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
 def validation_perplexity(checkpoint: Checkpoint, valid: list[str]) -> float:
     """The checkpoint's full-softmax perplexity on the run's validation text, as the run computes it, in a model
     made afresh from its weights."""
-    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-    model.load_state_dict(checkpoint.model_state)
-    return evaluate(model, Corpus(valid, checkpoint.options["tokenizer"]), checkpoint.vocab,
+    return evaluate(checkpoint.language_model(), Corpus(valid, checkpoint.options["tokenizer"]), checkpoint.vocab,
                     checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"]).average
 
 

@@ -25,10 +25,7 @@ _spec.loader.exec_module(make_models)
 
 
 def _run_model(checkpoint_dir: Path) -> LanguageModel:
-    checkpoint = load_checkpoint(checkpoint_dir)
-    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-    model.load_state_dict(checkpoint.model_state)
-    return model
+    return load_checkpoint(checkpoint_dir).language_model()
 
 
 def _softmax_bytes(model: LanguageModel, itemsize: int) -> int:

@@ -27,6 +27,7 @@ from elmo.bilm import BiLMState
 from elmo.config import BiLMConfig
 from elmo.files import new_partial_directory, publish_directory, remove_stale_partials
 from elmo.training.corpus import RowPosition
+from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
 
 CHECKPOINT_FORMAT = "elmo-training-checkpoint/2"
@@ -70,6 +71,12 @@ class Checkpoint:
     rows: list[RowPosition]
     rng: dict[str, Any]
     log_interval: LogInterval = field(default_factory=LogInterval)
+
+    def language_model(self) -> LanguageModel:
+        """A language model made afresh from this checkpoint's configuration and weights (on the CPU)."""
+        model = LanguageModel(self.config, len(self.vocab))
+        model.load_state_dict(self.model_state)
+        return model
 
 
 def capture_rng() -> dict[str, Any]:

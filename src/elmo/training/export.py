@@ -114,9 +114,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
             model.softmax_bias.copy_(softmax["bias"])
         return model, vocab
     checkpoint = load_checkpoint(path)
-    model = LanguageModel(checkpoint.config, len(checkpoint.vocab))
-    model.load_state_dict(checkpoint.model_state)
-    return model, checkpoint.vocab
+    return checkpoint.language_model(), checkpoint.vocab
 
 
 def lacks_softmax(path: str | Path) -> bool:

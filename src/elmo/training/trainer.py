@@ -247,8 +247,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         step, positions, state = 0, None, model.bilm.zero_state(options.batch_size)
     else:
         vocab = checkpoint.vocab
-        model = LanguageModel(checkpoint.config, len(vocab))
-        model.load_state_dict(checkpoint.model_state)
+        model = checkpoint.language_model()
         step, positions, state = checkpoint.step, checkpoint.rows, checkpoint.lstm_state
     state = BiLMState(state.h[:, :, rows.start : rows.stop], state.c[:, :, rows.start : rows.stop])
     model.to(processes.device).train()
