@@ -44,6 +44,13 @@ def test_layer_norm_uses_only_the_unmasked_tokens():
         real = h[j][mask.numpy()]
         expected += (h[j] - real.mean()) / np.sqrt(real.var() + 1e-12) / 3
     np.testing.assert_allclose(output.detach().numpy()[mask.numpy()], expected[mask.numpy()], rtol=1e-9)
+    assert (output[~mask] == 0).all()  # padding comes out as zeros, as AllenNLP's Elmo returned it
+
+
+def test_layer_norm_of_a_batch_without_real_tokens_is_zeros_not_nan():
+    layers, mask = _layers_and_mask()
+    output = ScalarMix(3, layer_norm=True).double()(layers, torch.zeros_like(mask))
+    assert (output == 0).all()
 
 
 def test_untrainable_mix_gets_no_gradient_and_wrong_sizes_are_refused():

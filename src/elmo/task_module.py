@@ -28,7 +28,7 @@ class Elmo(nn.Module):
 
     - ``n_mixes``: K independent scalar mixes.
     - ``dropout``: applied to each mix.
-    - ``layer_norm``: normalize each layer over the real tokens before mixing.
+    - ``layer_norm``: normalize each layer over the batch's real tokens before mixing (as AllenNLP did).
     - ``fine_tune``: let gradients reach the biLM (and let it follow train/eval mode).
     - ``fixed_weights``: layer weights used as given (normalized to sum 1) instead of learned ones.
     - ``mix_l2``: each learned mix's pull towards an even average; add ``regularization()`` to the loss.

@@ -11,7 +11,8 @@ class ScalarMix(nn.Module):
 
     ``s`` (``scalars``) and ``gamma`` are learned unless ``trainable=False``; ``initial_scalars`` default to
     zeros (an even average). With ``layer_norm``, each layer is first normalized by the mean and variance
-    of its unmasked entries (the paper's option for some tasks). ``l2`` weighs ``regularization()``, the
+    of its unmasked entries over the whole batch, as AllenNLP did (the paper's option for some tasks), so a
+    sentence's mix then depends on its batch-mates; masked positions come out as zeros. ``l2`` weighs ``regularization()``, the
     paper's pull of the mixing weights towards an even average, for the task's loss (0.001 in the paper).
     """
 
@@ -52,9 +53,10 @@ class ScalarMix(nn.Module):
 
 
 def _normalize_over_mask(layers: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Each layer minus its mean, over its standard deviation, both taken over the real tokens only."""
+    """Each layer minus its mean, over its standard deviation, both taken over the batch's real tokens only;
+    zeros at masked positions (and everywhere in a batch without a real token)."""
     weights = mask[None, :, :, None].to(layers.dtype)
-    count = weights.sum() * layers.shape[-1]
+    count = (weights.sum() * layers.shape[-1]).clamp(min=1)
     mean = (layers * weights).sum(dim=(1, 2, 3), keepdim=True) / count
     variance = (((layers - mean) * weights) ** 2).sum(dim=(1, 2, 3), keepdim=True) / count
-    return (layers - mean) / torch.sqrt(variance + eps)
+    return (layers - mean) / torch.sqrt(variance + eps) * weights
