@@ -1,6 +1,9 @@
 """oneDNN's products on reordered weights give F.linear's results, and only run where no gradient is needed; where
 PyTorch lacks a private API they use, the public products run and give the same results."""
 
+import copy
+import io
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -168,3 +171,16 @@ def test_without_onednns_private_operators_the_paired_training_kernel_keeps_its_
     assert not prepacked.can_reorder(inputs)
     for got, expected in zip(outputs_and_gradients(), fast, strict=True):
         _assert_equal_to_float32_rounding(got, expected)
+
+
+def test_a_used_bilm_can_be_deep_copied_and_pickled_and_the_copies_give_its_layers(fixture_dir, fixture_sentences):
+    """oneDNN's reordered tensors can be neither copied nor pickled: copies start without them."""
+    layers, bilm = _fixture_layers(fixture_dir, fixture_sentences)
+    assert any(packed is not None for packed in _cached_copies(bilm))
+    buffer = io.BytesIO()
+    torch.save(bilm, buffer)
+    buffer.seek(0)
+    for copied in (copy.deepcopy(bilm), torch.load(buffer, weights_only=False)):
+        assert all(packed is None for packed in _cached_copies(copied))
+        with torch.no_grad():
+            torch.testing.assert_close(copied(batch_to_char_ids(fixture_sentences))[0].layers, layers, rtol=0, atol=0)

@@ -1,3 +1,4 @@
+import copy
 import sys
 
 import numpy as np
@@ -85,3 +86,24 @@ def test_tokens_with_the_same_characters_seen_share_one_entry(fixture_bilm):
     assert max(sys.getsizeof(key) for key in cache._rows) < 300  # a key never grows with the token
     torch.testing.assert_close(vectors[0], vectors[1], rtol=0, atol=0)
     torch.testing.assert_close(vectors[0], vectors[2], rtol=0, atol=0)
+
+
+def test_vectors_follow_the_weights_when_they_change_in_place_or_by_an_optimizer_step(fixture_bilm, fixture_sentences):
+    bilm = copy.deepcopy(fixture_bilm)
+    embedder = Embedder(bilm)  # shares bilm: its weights are the caller's
+    embedder.embed(fixture_sentences)  # fills the cache with the old weights' token vectors
+    with torch.no_grad():
+        for parameter in bilm.parameters():
+            parameter.mul_(0.5)
+    fresh = Embedder(copy.deepcopy(bilm), token_cache_size=0).embed(fixture_sentences)
+    for changed, expected in zip(embedder.embed(fixture_sentences), fresh, strict=True):
+        np.testing.assert_allclose(changed, expected, rtol=1e-5, atol=1e-6)
+
+    # A fused Adam step does not count in the weights' _version; the cache must see it anyway.
+    optimizer = torch.optim.Adam(bilm.parameters(), lr=0.1, fused=True)
+    for parameter in bilm.parameters():
+        parameter.grad = torch.ones_like(parameter)
+    optimizer.step()
+    fresh = Embedder(copy.deepcopy(bilm), token_cache_size=0).embed(fixture_sentences)
+    for changed, expected in zip(embedder.embed(fixture_sentences), fresh, strict=True):
+        np.testing.assert_allclose(changed, expected, rtol=1e-5, atol=1e-6)

@@ -1,6 +1,7 @@
 """An LRU cache of context-free token vectors, shared across batches.
 
 Exact, because the token encoder sees one token at a time: a token's vector is the same in every sentence.
+When the encoder's weights change (``elmo.modules.weight_changes`` tells), the cache starts empty again.
 Word frequencies are Zipfian, so after a few batches most tokens of real text are hits and the character
 CNN, which is most of the FLOPs of a small biLM, runs only for new words.
 
@@ -19,6 +20,7 @@ import torch
 
 from elmo.characters import batch_to_char_ids
 from elmo.modules.char_cnn import TokenEncoder
+from elmo.modules.weight_changes import HAS_VERSION_COUNTER, WeightsKey, weights_key
 
 
 class TokenVectorCache:
@@ -32,6 +34,7 @@ class TokenVectorCache:
         self.capacity = capacity
         self._rows: OrderedDict[str | bytes, int] = OrderedDict()  # key -> row of _table, least recent first
         self._table: torch.Tensor | None = None  # (rows, dim); rows 0 .. len(self) - 1 are in use
+        self._weights: WeightsKey | None = None  # the encoder's weights the vectors were computed with
         self.hits = 0
         self.misses = 0
 
@@ -56,6 +59,7 @@ class TokenVectorCache:
 
     def token_vectors(self, token_lists: Sequence[Sequence[str]], device: torch.device) -> torch.Tensor:
         """``(n_tokens, dim)``: the vectors of the lists' tokens, end to end."""
+        self._forget_if_weights_changed()
         keys = [[self._key(token) for token in tokens] for tokens in token_lists]
         token_of: dict[str | bytes, str] = {}  # one token per distinct key, in order of appearance
         for tokens, token_keys in zip(token_lists, keys, strict=True):
@@ -84,6 +88,12 @@ class TokenVectorCache:
         row_of = {key: row for row, key in enumerate(found + missing)}
         index = torch.tensor([row_of[key] for token_keys in keys for key in token_keys], dtype=torch.long)
         return table[index.to(table.device)]
+
+    def _forget_if_weights_changed(self) -> None:
+        weights = weights_key(self.encoder.parameters()) if HAS_VERSION_COUNTER else None
+        if weights != self._weights or weights is None:
+            self._rows.clear()
+            self._weights = weights
 
     def _store(self, keys: list[str | bytes], vectors: torch.Tensor) -> None:
         """Copy the newest ``capacity`` of ``vectors`` into the table, evicting the least recently used."""

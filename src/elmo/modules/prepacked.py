@@ -10,36 +10,20 @@ also needs a CPU float32 tensor. Otherwise the usual products run, so training i
 equal ``F.linear``'s to float32 rounding: the sums are taken in another order (``tests/test_prepacked.py``).
 
 The two oneDNN operators (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``) and the count
-of in-place updates that tells a cached copy is stale (``Tensor._version``) are private PyTorch APIs. They are
-used in this module only, each behind a flag read when a product runs: where a PyTorch lacks one, the products
-are ``F.linear``'s (docs/performance.md, "PyTorch versions").
+of in-place updates that tells a cached copy is stale (``Tensor._version``, ``elmo.modules.weight_changes``) are
+private PyTorch APIs, each behind a flag read when a product runs: where a PyTorch lacks one, the products are
+``F.linear``'s (docs/performance.md, "PyTorch versions").
 """
 
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from elmo.modules.weight_changes import HAS_VERSION_COUNTER, WeightsKey, weights_key
 
 HAS_ONEDNN = torch.backends.mkldnn.is_available() and all(
     hasattr(torch.ops.mkldnn, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
-# Without it an in-place update (an optimizer's step) could go unseen and leave a stale copy: no copy is cached.
-HAS_VERSION_COUNTER = hasattr(torch.Tensor, "_version")
-
-
-class _OptimizerSteps:
-    """How many steps any ``torch.optim`` optimizer of this process has taken. The fused Adam and Adagrad (torch
-    2.13 on CPU) update their parameters without counting it in ``_version``, so a copy made before a step is
-    remade after it, whatever the counter says (``elmo train`` validated on stale copies before this)."""
-
-    count = 0
-
-    @classmethod
-    def after_step(cls, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        cls.count += 1
-
-
-register_optimizer_step_post_hook(_OptimizerSteps.after_step)
 
 
 def can_reorder(tensor: torch.Tensor) -> bool:
@@ -48,12 +32,16 @@ def can_reorder(tensor: torch.Tensor) -> bool:
 
 
 class PrepackedWeight:
-    """One weight's reordered copy, remade when the weight changes (another tensor, an in-place update, or any
-    optimizer's step)."""
+    """One weight's reordered copy, remade when the weight changes (``elmo.modules.weight_changes``)."""
 
     def __init__(self) -> None:
-        self.key: tuple[int, tuple[tuple[int, int], ...]] | None = None
+        self.key: WeightsKey | None = None
         self.packed: torch.Tensor | None = None
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles of a module start without the reordered copy (oneDNN's tensor can be neither),
+        which is made again when first needed."""
+        return {"key": None, "packed": None}
 
     def get(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor | None:
         """The reordered ``weight`` if ``inputs @ weight.T + bias`` may run from it, else None."""
@@ -67,7 +55,7 @@ class PrepackedWeight:
         None. It is made again only when one of ``parameters`` has changed since."""
         if not (HAS_VERSION_COUNTER and may_run(inputs, parameters)):
             return None
-        key = (_OptimizerSteps.count, tuple((parameter.data_ptr(), parameter._version) for parameter in parameters))
+        key = weights_key(parameters)
         if key != self.key or self.packed is None:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(build())
             self.key = key

@@ -12,8 +12,9 @@ class ScalarMix(nn.Module):
     ``s`` (``scalars``) and ``gamma`` are learned unless ``trainable=False``; ``initial_scalars`` default to
     zeros (an even average). With ``layer_norm``, each layer is first normalized by the mean and variance
     of its unmasked entries over the whole batch, as AllenNLP did (the paper's option for some tasks), so a
-    sentence's mix then depends on its batch-mates; masked positions come out as zeros. ``l2`` weighs ``regularization()``, the
-    paper's pull of the mixing weights towards an even average, for the task's loss (0.001 in the paper).
+    sentence's mix then depends on its batch-mates; masked positions come out as zeros. ``l2`` weighs
+    ``regularization()``, the paper's pull of the mixing weights towards an even average, for the task's loss
+    (0.001 in the paper).
     """
 
     def __init__(

@@ -1,0 +1,38 @@
+"""Telling that weights have changed since something was computed from them, so that what is kept (oneDNN's
+reordered weights, the embedder's cached token vectors) is computed again.
+
+A weight changes by being replaced (another tensor, so another ``data_ptr``), by an in-place update (counted in
+``Tensor._version``, a private PyTorch API), or by an optimizer's step: the fused Adam and Adagrad (torch 2.13
+on CPU) update their parameters without counting it in ``_version``, so every ``torch.optim`` step of the
+process is counted here by a hook (``elmo train`` validated on stale weights before this). A write through
+``.data`` is counted nowhere: whoever changes weights that way must make a new embedder.
+"""
+
+from collections.abc import Iterable
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+# Without it an in-place update could go unseen: then nothing computed from weights may be kept.
+HAS_VERSION_COUNTER = hasattr(torch.Tensor, "_version")
+
+WeightsKey = tuple[int, tuple[tuple[int, int], ...]]
+
+
+class _OptimizerSteps:
+    """How many steps any ``torch.optim`` optimizer of this process has taken."""
+
+    count = 0
+
+    @classmethod
+    def after_step(cls, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        cls.count += 1
+
+
+register_optimizer_step_post_hook(_OptimizerSteps.after_step)
+
+
+def weights_key(parameters: Iterable[torch.Tensor]) -> WeightsKey:
+    """A key that differs whenever one of ``parameters`` may have changed since an equal key was taken (needs
+    ``HAS_VERSION_COUNTER``)."""
+    return _OptimizerSteps.count, tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
