@@ -1,3 +1,4 @@
+import copy
 
 import numpy as np
 import pytest
@@ -161,6 +162,8 @@ def test_to_returns_the_embedder_and_copies_a_passed_bilm_rather_than_moving_it(
     assert all(p.device.type == "cpu" for p in bilm.parameters())
     copied = Embedder(bilm, device="meta")
     assert copied.bilm is not bilm and all(p.device.type == "cpu" for p in bilm.parameters())
+    double = copy.deepcopy(bilm).double()
+    assert all(p.dtype == torch.float64 for p in Embedder(double, device="meta").bilm.parameters())  # dtype kept
 
 
 def test_a_loaded_bilm_is_the_embedders_own_and_moves_in_place(fixture_dir):

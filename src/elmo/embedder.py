@@ -406,9 +406,9 @@ def _device_of(bilm: BiLM) -> torch.device:
 
 
 def _copy_to(bilm: BiLM, device: torch.device) -> BiLM:
-    """A copy of ``bilm``'s weights on ``device``, made there (no second copy where ``bilm`` is)."""
+    """A copy of ``bilm``'s weights on ``device`` in their dtype, made there (no second copy where ``bilm`` is)."""
     with device:
-        copied = BiLM(bilm.config)
+        copied = BiLM(bilm.config).to(next(bilm.parameters()).dtype)
     copied.load_state_dict(bilm.state_dict())
     return copied.eval()
 
