@@ -94,6 +94,20 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert "in.txt has changed since" in capsys.readouterr().err  # named as a resumed run names it
 
 
+def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(text, tmp_path, fixture_dir,
+                                                                            monkeypatch, capsys):
+    """A Slurm array whose tasks each embed a file of their own would otherwise embed every N-th line of each."""
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "10")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert main(["embed", str(text), str(tmp_path / "out3.parquet"), "--model", str(fixture_dir), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "shard 3/10 of a launcher" in error and "give --shard 0/1" in error and "out3/" in error
+    assert list(tmp_path.iterdir()) == [text]  # nothing written
+    assert main(["embed", str(text), str(tmp_path / "out3.parquet"), "--shard", "0/1", "--model", str(fixture_dir),
+                 "--quiet"]) == 0
+    assert pq.read_table(tmp_path / "out3.parquet").num_rows == len(LINES)  # the whole input, as a file
+
+
 def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, expected):
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     command = [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "elmo", "embed", str(text),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
-from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
+from elmo.embed_job.layout import DTYPES, EXTENSIONS, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file
 from elmo.extras import require
@@ -93,7 +93,14 @@ def _embed(args: argparse.Namespace) -> int:
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
     shard = args.shard or launched or WHOLE
-    parts = launched is not None or args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
+    named_directory = args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
+    if launched is not None and not named_directory and Path(args.output).suffix.lower() in EXTENSIONS:
+        raise ValueError(f"this process is shard {launched} of a launcher (torchrun's RANK/"
+                         f"WORLD_SIZE or a Slurm array's SLURM_ARRAY_TASK_ID/COUNT), which would embed only every "
+                         f"{launched.count}th line of the input into a directory of parts, but {args.output} names "
+                         f"a file: to embed the whole input here, give --shard 0/1; to share it out, give OUTPUT as "
+                         f"a directory ({Path(args.output).with_suffix('')}/)")
+    parts = launched is not None or named_directory
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format=args.format,
                            batch_size=args.batch_size, sentence_keys=args.use_sentence_keys, shard=shard, parts=parts)
     with _input_file(args.input) as input_path:
