@@ -92,6 +92,11 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     (tmp_path / "in.txt").write_text("\n".join(LINES[::-1]) + "\n")
     assert main(command) == 2  # a changed input does not mix with the parts made from the old one
     assert "in.txt has changed since" in capsys.readouterr().err  # named as a resumed run names it
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
+    assert main(command) == 2  # nor do parts of a run in another number of shards
+    assert "holds parts of a run in another number of shards (part-00000-of-00002.json; this run has 3)" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "out" / "part-00000-of-00003.parquet").exists()
 
 
 def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(text, tmp_path, fixture_dir,

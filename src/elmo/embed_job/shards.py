@@ -95,7 +95,13 @@ class PartsDirectory:
     def finished(self, shard: Shard, settings: dict) -> bool:
         """Whether this shard's part is whole (and so made with ``settings``). ValueError, naming what differs,
         when this part or another recorded part of the N was made with other settings (another input, other
-        options or another model): parts of two runs never make one manifest."""
+        options or another model), or when the directory holds parts of a run in another number of shards:
+        parts of two runs never make one manifest."""
+        other_counts = sorted(record.name for record in self.directory.glob("part-*-of-*.json")
+                              if not record.name.endswith(f"-of-{shard.count:05d}.json"))
+        if other_counts:
+            raise ValueError(f"{self.directory} holds parts of a run in another number of shards ({other_counts[0]}; "
+                             f"this run has {shard.count}): remove {self.directory} or write to another directory")
         for other in (Shard(index, shard.count) for index in range(shard.count)):
             record = self._read(self.record(other))
             if record is not None:
