@@ -89,6 +89,21 @@ def test_killed_run_leaves_no_finished_file_and_resume_completes_it_identically(
             np.testing.assert_allclose(got[name], clean[name], atol=1e-5, rtol=0)
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_token(fixture_dir, tmp_path):
+    lines = ["the bank of the river", "she played"]
+    (tmp_path / "in.txt").write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
+    records = "".join(json.dumps({"id": f"s{i}", "text": line}) + "\n" for i, line in enumerate(lines))
+    (tmp_path / "in.jsonl").write_bytes(b"\xef\xbb\xbf" + records.encode())
+    expected = Embedder.load(str(fixture_dir)).embed(lines, "all")
+    for name, options in (("in.txt", []), ("in.jsonl", ["--text-field", "text", "--id-field", "id"])):
+        assert main(["embed", str(tmp_path / name), str(tmp_path / f"{name}.hdf5"), "--model", str(fixture_dir),
+                     "--quiet", *options]) == 0
+        for number, array in enumerate(expected):
+            np.testing.assert_array_equal(_read(tmp_path / f"{name}.hdf5")[str(number)], array)
+    with h5py.File(tmp_path / "in.jsonl.hdf5", "r") as handle:
+        assert handle["0"].attrs["id"] == "s0"
+
+
 def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
     from elmo.embed_job.commands import _shipped_model_for
 

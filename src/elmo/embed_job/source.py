@@ -86,8 +86,12 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     return TextFile(path, lines, digest.hexdigest(), has_text)
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
-    """Each line of ``path`` as text without its line break; ValueError at the first NUL or non-UTF-8 byte."""
+    """Each line of ``path`` as text without its line break or the file's byte-order mark (which Windows
+    editors write; it would stick to the first token); ValueError at the first NUL or non-UTF-8 byte."""
     offset = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle):
@@ -101,6 +105,8 @@ def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None)
                 raise ValueError(f"{name} is not UTF-8 at byte {offset + error.start} (line {number}, counting from "
                                  f"0: {error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
                                  ) from None
+            if number == 0 and line.startswith(BYTE_ORDER_MARK):
+                line = line[1:]
             if digest is not None:
                 digest.update(raw)
             offset += len(raw)
