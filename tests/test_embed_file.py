@@ -106,13 +106,18 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token(fixture_dir, tmp_path)
 
 def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
     from elmo.embed_job.commands import _shipped_model_for
+    from elmo.embed_job.source import Source
 
     cases = {"zh": "我喜欢吃小米粥\n小米手机很好用 (Xiaomi)\n", "en": "The bank of the river .\n",
              "en ": "Mostly English text with one word 小米 in it .\n", "zh ": "123 456\n日本語の文章ではなく中文。\n"}
+    path = tmp_path / "input.txt"
     for expected, text in cases.items():
-        path = tmp_path / "input.txt"
         path.write_text(text, encoding="utf-8")
-        assert _shipped_model_for(str(path)) == expected.strip(), text
+        assert _shipped_model_for(Source(path, "input.txt")) == expected.strip(), text
+    # JSON lines: the text fields count, not the keys, and not the \\uXXXX escapes json.dumps writes by default
+    path.write_text("".join(json.dumps({"identifier": n, "sentence": "小米手机很好用"}) + "\n" for n in range(3)))
+    assert "\\u" in path.read_text()
+    assert _shipped_model_for(Source(path, "input.txt", "sentence")) == "zh"
 
 
 # --- every mistake is refused before the model loads, and leaves no file --------------------------------------

@@ -17,7 +17,7 @@ from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
 from elmo.embed_job.layout import DTYPES, EXTENSIONS, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
-from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file
+from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file, text_sample
 from elmo.extras import require
 from elmo.pooling import POOLINGS
 from elmo.tokenizers import TOKENIZERS
@@ -41,10 +41,9 @@ def _shard(value: str) -> Shard:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _shipped_model_for(path: str | Path) -> str:
-    """``zh`` when most letters of the file's first 64 KiB are CJK ideographs, else ``en``."""
-    with open(path, "rb") as handle:
-        text = handle.read(1 << 16).decode("utf-8", errors="ignore")
+def _shipped_model_for(source: Source) -> str:
+    """``zh`` when most letters of the input's first 64 Ki characters of text are CJK ideographs, else ``en``."""
+    text = text_sample(source)
     letters = [character for character in text if character.isalpha()]
     ideographs = sum("\u4e00" <= character <= "\u9fff" or "\u3400" <= character <= "\u4dbf" for character in letters)
     return "zh" if letters and ideographs > len(letters) / 2 else "en"
@@ -77,7 +76,7 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
     model = args.model
     if model is None:
         check_text_file(source.path, name=source.name)  # an empty or binary file is named, not guessed English
-        model = _shipped_model_for(source.path)
+        model = _shipped_model_for(source)
         print(f"elmo embed: no --model given; the text looks {'Chinese' if model == 'zh' else 'English'}, "
               f"so the shipped {model!r} model embeds it", file=sys.stderr)
     model_dir = ModelDir.find(model)

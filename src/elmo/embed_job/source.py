@@ -173,6 +173,23 @@ def read_source(source: Source, report: EmbedReport, shard: Shard = WHOLE) -> It
             yield _parse(source, number, _cleaned(number, line, report))
 
 
+def text_sample(source: Source, characters: int = 1 << 16) -> str:
+    """About the first ``characters`` characters of the sentences (of JSON lines, their text fields, whatever
+    escapes the JSON used), lines that do not parse left out: what the input's language is guessed from."""
+    sentences: list[str] = []
+    taken = 0
+    for number, line in enumerate(_decoded_lines(source.path, source.name)):
+        try:
+            sentence = _parse(source, number, line).sentence
+        except ValueError:
+            continue
+        sentences.append(sentence)
+        taken += len(sentence)
+        if taken >= characters:
+            break
+    return "\n".join(sentences)[:characters]
+
+
 def _parse(source: Source, number: int, line: str) -> SourceLine:
     if source.text_field is None:
         return SourceLine(number, line, None, None)
