@@ -18,7 +18,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 from elmo.characters import batch_to_char_ids
 from elmo.modules.lstm import LstmState
 from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, export_model, load_language_model, train
-from elmo.training.checkpoints import CheckpointError, list_checkpoints
+from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from elmo.training.export import grow_vocabulary
 from elmo.weights import load_bilm
 
@@ -94,6 +94,27 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
     with pytest.raises(ValueError, match="lr_final"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-3,
                  max_steps=1).validate()
+
+
+def test_a_run_that_used_up_its_epochs_and_is_extended_with_resume_equals_one_run_of_the_longer_length(
+    tmp_path: Path, micro_options_file: Path
+):
+    """The batch that found the text run out is not taken from the rows: the last checkpoint resumes after the
+    last batch trained, so the extended run reads every token the longer run reads."""
+    corpus = write_synthetic_corpus(tmp_path / "corpus.txt", 40)
+    vocab = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)
+    options = dict(dropout=0.0, checkpoint_every=1000)
+    longer = train(_options(corpus, vocab, micro_options_file, epochs=2, **options), tmp_path / "longer",
+                   progress=False)
+    shorter = train(_options(corpus, vocab, micro_options_file, epochs=1, **options), tmp_path / "extended",
+                    progress=False)
+    extended = train(TrainingOptions(corpus=[], epochs=2), tmp_path / "extended", resume=True, progress=False)
+    assert shorter < extended == longer
+    assert _losses(tmp_path / "extended") == _losses(tmp_path / "longer")
+    extended_weights, longer_weights = (load_checkpoint(tmp_path / run).model_state for run in ("extended", "longer"))
+    for name, tensor in longer_weights.items():
+        assert torch.equal(extended_weights[name], tensor), name
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")

@@ -5,7 +5,7 @@ The input side is characters, so every distinct token of a batch (both direction
 gathered; the targets are word ids (``-1`` where a row has run out, in evaluation only).
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 import numpy as np
@@ -83,12 +83,17 @@ class Batcher:
             reader.close()
 
     def next_batch(self) -> ModelInputs | None:
+        """The next batch, or None when the text has run out; then every row stands where it stood before the
+        call, so a checkpoint saved after it resumes where the last trained batch ended."""
+        before = [replace(reader.position) for reader in self.readers]
         rows = [reader.take(self.unroll_steps) for reader in self.readers]
         n_steps = self.unroll_steps
         if self.pad:
             if all(not row.forward_inputs for row in rows):
                 return None
         elif any(len(row.forward_inputs) < n_steps for row in rows):
+            for reader, position in zip(self.readers, before, strict=True):
+                reader.position = position
             return None
         distinct: dict[str, int] = {}
         pad_index = distinct.setdefault("<S>", 0)
