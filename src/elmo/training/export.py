@@ -11,6 +11,7 @@ on once it holds a softmax.
 """
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -158,9 +159,10 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
 
 
 def grow_vocabulary(model: LanguageModel, old_vocab: Vocabulary, new_vocab: Vocabulary) -> LanguageModel:
-    """``model`` with its softmax grown to ``new_vocab`` (which must extend ``old_vocab``): old rows kept
-    as they are; each new word starts as ``<UNK>``'s row with the bias lowered by ``log(n_new)``, so
-    the new words share ``<UNK>``'s former probability instead of each taking all of it."""
+    """``model`` with its softmax grown to ``new_vocab`` (which must extend ``old_vocab``): each new word
+    starts as ``<UNK>``'s row, and ``<UNK>`` and the new words get ``<UNK>``'s bias lowered by
+    ``log(n_new + 1)``, so together they share ``<UNK>``'s former probability (every other word keeps its
+    own) instead of each taking all of it."""
     if new_vocab.tokens[: len(old_vocab)] != old_vocab.tokens:
         raise ValueError("the new vocabulary does not start with the old one; old softmax rows would change meaning")
     n_new = len(new_vocab) - len(old_vocab)
@@ -173,5 +175,7 @@ def grow_vocabulary(model: LanguageModel, old_vocab: Vocabulary, new_vocab: Voca
         grown.softmax_weight[: len(old_vocab)] = model.softmax_weight
         grown.softmax_bias[: len(old_vocab)] = model.softmax_bias
         grown.softmax_weight[len(old_vocab) :] = model.softmax_weight[unk]
-        grown.softmax_bias[len(old_vocab) :] = model.softmax_bias[unk] - torch.log(torch.tensor(float(n_new)))
+        shared_bias = model.softmax_bias[unk] - math.log(n_new + 1)
+        grown.softmax_bias[len(old_vocab) :] = shared_bias
+        grown.softmax_bias[unk] = shared_bias
     return grown
