@@ -244,8 +244,9 @@ def test_resume_without_a_checkpoint_and_a_second_run_in_the_same_directory_are_
         train(options, tmp_path / "run", progress=False)
 
 
-def test_a_run_started_with_relative_paths_resumes_from_another_directory(
-    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_run_started_with_relative_paths_resumes_from_another_directory_and_refuses_options_it_would_ignore(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture
 ):
     from elmo.cli import main
 
@@ -256,6 +257,8 @@ def test_a_run_started_with_relative_paths_resumes_from_another_directory(
     assert main(arguments) == 0
     run = synthetic_corpus.parent / "run"
     monkeypatch.chdir(tmp_path.parent)  # where none of the relative names lead anywhere
+    assert main(["train", "--resume", str(run), "--lr", "0.5", "--negatives", "4", "--max-steps", "4"]) == 2
+    assert "so --negatives, --lr would be ignored" in capsys.readouterr().err
     assert main(["train", "--resume", str(run), "--max-steps", "3", "--quiet"]) == 0
     assert [checkpoint.name for checkpoint in list_checkpoints(run)][-1].endswith("3")
 

@@ -83,6 +83,11 @@ def _train(args: argparse.Namespace) -> int:
     from elmo.training.trainer import TrainingOptions
 
     if args.resume is not None:
+        ignored = [name for name, default in args.run_option_defaults.items() if getattr(args, name) != default]
+        if ignored:
+            flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
+            raise ValueError(f"--resume continues the run with its own options, so {flags} would be ignored "
+                             "(only --max-steps and --epochs may be given with --resume)")
         options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
         return _run(options, args.resume, resume=True, quiet=args.quiet)
     missing = [name for name in ("corpus", "out") if getattr(args, name) is None]
@@ -153,8 +158,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                                    "with --init-from, that model's shape, or this one where it only widens the "
                                    "LSTM cells)")
     train_parser.add_argument("--out", type=Path, help="run directory (checkpoints, log.jsonl, perplexity.png)")
-    train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly (to its "
-                              "own --max-steps/--epochs unless given again)")
+    train_parser.add_argument("--resume", type=Path, help="continue the run in this directory exactly, to its "
+                              "own --max-steps and --epochs; giving either of them replaces both (the other is then "
+                              "no limit); its other options stay the run's")
     train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
                               "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words")
     train_parser.add_argument("--min-count", type=_POSITIVE, default=1,
@@ -165,7 +171,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
                               help="stop after this many optimizer steps (with --epochs: whichever comes first)")
     train_parser.add_argument("--epochs", type=_POSITIVE, default=None,
-                              help="stop after this many passes over the corpus (neither given: one epoch)")
+                              help="stop after this many passes over the corpus (give it, --max-steps, or both)")
     train_parser.add_argument("--batch-size", type=_POSITIVE, default=128, help="rows of the global batch")
     train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20,
                               help="tokens per row per step (truncated backpropagation through time)")
@@ -194,7 +200,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                                    "figure a little: each row's share of the text starts from a zero state)")
     train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    train_parser.set_defaults(func=_train, extra="train")
+    # The run's own options: with --resume, any of them given is refused rather than ignored.
+    run_options = {name: default for name, default in vars(train_parser.parse_args([])).items()
+                   if name not in ("resume", "max_steps", "epochs", "quiet")}
+    train_parser.set_defaults(func=_train, extra="train", run_option_defaults=run_options)
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
     perplexity.add_argument("--model", required=True,
