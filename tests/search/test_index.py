@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from elmo.embedder import Embedder
+from elmo.files import write_text_atomic
 from elmo.search import AnnOptions, ContextIndex, SearchError, build_index, neighbors
+from elmo.search import build as build_module
 from elmo.search.layout import TOKEN_DTYPE
 
 from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
@@ -142,6 +144,51 @@ def test_an_interrupted_build_never_looks_complete_and_resumes_to_the_same_index
         assert (out / name).read_bytes() == (clean / name).read_bytes(), name
     np.testing.assert_array_equal(np.load(out / "counts.npy"), np.load(clean / "counts.npy"))
     assert not (tmp_path / "resumed.partial").exists()
+
+
+def test_a_build_killed_between_its_counts_and_its_progress_resumes_without_counting_a_chunk_twice(
+        topic_corpus, fixture_bilm, tmp_path, monkeypatch):
+    clean = tmp_path / "clean"
+    build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), batch_size=1, progress=False,
+                checkpoint_lines=1)
+    progress_writes = []
+
+    def killed_at_the_third_progress(path, text):
+        if path.name == "progress.json":
+            progress_writes.append(path)
+            if len(progress_writes) == 3:
+                raise KeyboardInterrupt  # the counts of line 3 are written, the progress that goes with them not
+        write_text_atomic(path, text)
+
+    monkeypatch.setattr(build_module, "write_text_atomic", killed_at_the_third_progress)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), batch_size=1, progress=False,
+                    checkpoint_lines=1)
+    monkeypatch.undo()
+    report = build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), batch_size=1, progress=False,
+                         resume=True, checkpoint_lines=1)
+    assert report.resumed_from == 2
+    np.testing.assert_array_equal(np.load(out / "counts.npy"), np.load(clean / "counts.npy"))
+    assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in clean.iterdir())
+
+
+def test_a_build_killed_while_publishing_resumes_without_embedding_again(topic_corpus, fixture_bilm, tmp_path,
+                                                                         monkeypatch):
+    out = tmp_path / "index"
+
+    def killed(partial, final):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "publish_directory", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), batch_size=2, progress=False)
+    monkeypatch.undo()
+    report = build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm, fail_after=0), batch_size=2,
+                         progress=False, resume=True)  # an embedder that fails if asked to embed anything
+    assert report.resumed_from == len(_corpus_lines(topic_corpus))
+    assert ContextIndex.load(out).meta["n_sentences"] == len(_corpus_lines(topic_corpus))
+    assert not (out / "progress.json").exists()
 
 
 def test_resume_refuses_a_partial_index_made_with_other_settings(topic_corpus, fixture_bilm, tmp_path):

@@ -78,9 +78,12 @@ class _PartialIndex:
         self.progress = progress
         self.handles = {name: (directory / name).open("ab") for name in self.files}
         self.words: dict[str, int] = {word: i for i, word in enumerate(layout.read_vocabulary(directory))}
-        counts_file = directory / layout.COUNTS
+        counts_file = directory / progress.get("counts", layout.COUNTS)
         counts = np.load(counts_file) if progress["lines"] and counts_file.is_file() else np.zeros(0, np.int64)
         self.counts = list(counts[: len(self.words)].tolist())
+        for leftover in directory.glob("counts-*.npy"):  # written by a run killed before its progress was
+            if leftover != counts_file:
+                leftover.unlink()
         self.text_bytes = progress["sizes"][layout.SENTENCES]
 
     def add(self, text: str, tokens: Sequence[str], all_layers: np.ndarray, layers: Sequence[StoredLayer],
@@ -124,7 +127,20 @@ class _PartialIndex:
             self.progress["sizes"][name] = handle.tell()
         buffer = io.BytesIO()
         np.save(buffer, np.array(self.counts, np.int64))
-        write_bytes_atomic(self.directory / layout.COUNTS, buffer.getvalue())
+        # The counts go to a file named by the lines they count, which progress.json then names: a run killed
+        # between the two writes resumes from the counts that go with its lines (and does not count a chunk twice).
+        previous, counts = self.progress.get("counts"), f"counts-{self.progress['lines']}.npy"
+        write_bytes_atomic(self.directory / counts, buffer.getvalue())
+        self.progress["counts"] = counts
+        write_text_atomic(self.directory / layout.PROGRESS, json.dumps(self.progress))
+        if previous not in (None, counts):
+            (self.directory / previous).unlink(missing_ok=True)
+
+    def finish(self) -> None:
+        """The counts under the name the index reads them by; ``progress.json`` stays until the index is
+        published, so a build killed before that resumes from here rather than starting over."""
+        os.replace(self.directory / self.progress["counts"], self.directory / layout.COUNTS)
+        self.progress["counts"] = layout.COUNTS
         write_text_atomic(self.directory / layout.PROGRESS, json.dumps(self.progress))
 
     def close(self) -> None:
@@ -224,6 +240,7 @@ def build_index(
     if n_indexed == 0:
         raise SearchError(f"{corpus}: no token to index" + (" among --words-only" if indexed is not None else ""),
                           "words_only" if indexed is not None else "corpus")
+    state.finish()
     for name in names:
         vectors = np.memmap(partial / layout.vectors_file(name), layout.VECTOR_DTYPE, "r",
                             shape=(n_indexed, embedder.dim))
@@ -236,8 +253,8 @@ def build_index(
             "n_indexed": n_indexed, "n_words": len(state.words), "words_only": settings["words_only"],
             "ann": {"factories": report.factories, "nprobe": ann.nprobe, "candidates": ann.candidates}}
     write_text_atomic(partial / layout.META, json.dumps(meta, indent=2))
-    (partial / layout.PROGRESS).unlink()
     publish_directory(partial, out)
+    (out / layout.PROGRESS).unlink()
     report.sentences, report.tokens = meta["n_sentences"], meta["n_tokens"]
     report.indexed_tokens, report.words = n_indexed, meta["n_words"]
     for warning in report.warnings:
