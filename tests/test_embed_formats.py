@@ -3,7 +3,9 @@ as two files, resuming every format, and every mistake refused before the model 
 
 import io
 import json
+import os
 import signal
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -247,3 +249,28 @@ def test_each_lines_hdf5_dataset_is_byte_for_byte_what_h5pys_high_level_calls_wr
             _write_dataset(low, name, vectors, tokens)
             high.create_dataset(name, data=vectors).attrs.create("tokens", tokens, dtype=h5py.string_dtype())
     assert (tmp_path / "low.h5").read_bytes() == (tmp_path / "high.h5").read_bytes()
+
+
+@pytest.mark.parametrize(("output", "options"), [("out.hdf5", []), ("out.parquet", []),
+                                                ("out.npy", ["--pooling", "mean"])])
+def test_the_output_is_on_the_disk_before_it_is_renamed_into_place(output, options, text, tmp_path, fixture_dir,
+                                                                   monkeypatch):
+    """A rename whose file a power loss could leave short would look complete, with its chunks already removed."""
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def recording_fsync(descriptor):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{descriptor}")))
+        fsync(descriptor)
+
+    def recording_replace(source, destination):
+        events.append(("replace", str(source), str(destination)))
+        replace(source, destination)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    _embed(text, tmp_path / output, fixture_dir, *options)
+    final = [k for k, event in enumerate(events) if event[0] == "replace" and event[2] == str(tmp_path / output)]
+    assert len(final) == 1, events
+    source = events[final[0]][1]
+    assert ("fsync", str(Path(source).resolve())) in events[: final[0]], events

@@ -10,15 +10,24 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, durable: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` for a writer that wants a file name; renamed onto ``path`` only if
-    the block finishes."""
+    the block finishes, once on the disk (``durable``; without it a power loss may leave the file short)."""
     temporary = new_partial_file(path)
     try:
         yield temporary
+        if durable:
+            fsync_file(temporary)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def fsync_file(path: Path) -> None:
+    """Wait until ``path``'s data is on the disk, so that a rename after it never names a file that a power
+    loss would leave short."""
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -61,8 +70,7 @@ def new_partial_directory(final: Path) -> Path:
 def publish_directory(partial: Path, final: Path) -> None:
     """Rename a filled directory onto ``final`` in one step (a rename is atomic on POSIX file systems)."""
     for child in partial.iterdir():
-        with child.open("rb") as handle:
-            os.fsync(handle.fileno())
+        fsync_file(child)
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)

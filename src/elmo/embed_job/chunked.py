@@ -25,6 +25,7 @@ from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
 from elmo.files import (
     atomic_path,
+    fsync_file,
     new_partial_file,
     remove_partial_files_of,
     remove_stale_partials,
@@ -83,7 +84,9 @@ class ChunkedWriter(ABC):
         return 0
 
     def _store(self, lines: list[EmbeddedLine], chunk: Path) -> int:
-        with atomic_path(chunk) as temporary:
+        # Not synced to the disk, which would cost time on every chunk: a chunk a power loss left short is
+        # found damaged on resume, which then starts over.
+        with atomic_path(chunk, durable=False) as temporary:
             self._write_chunk(lines, temporary)
         self._append(chunk)
         return len(lines)
@@ -146,10 +149,12 @@ class ChunkedWriter(ABC):
         if not self._pending:
             return
         self._wait()
+        # In this order an interrupt anywhere can only leave lines unstored (embedded again on resume), never
+        # stored twice or a chunk number skipped.
+        lines, self._pending = self._pending, []
         chunk = self.partial / self._chunk_name(len(self.chunks))
+        self._in_hand = self._thread.submit(self._store, lines, chunk)
         self.chunks.append(chunk)
-        self._in_hand = self._thread.submit(self._store, self._pending, chunk)
-        self._pending = []
         if not self.on_thread:
             self._wait()
 
@@ -158,6 +163,7 @@ class ChunkedWriter(ABC):
         self._wait()
         self._thread.shutdown()
         self._close_output(complete=True)
+        fsync_file(self._building)  # on disk before the chunks it was built from are removed
         os.replace(self._building, self.target.output)
         shutil.rmtree(self.partial)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
+from elmo.files import fsync_file
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class Hdf5Writer:
             self.out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
                                     dtype=h5py.string_dtype())
         self.out.close()
+        fsync_file(self.partial)
         os.replace(self.partial, self.target.output)
 
     def close(self) -> None:
