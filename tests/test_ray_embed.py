@@ -84,6 +84,16 @@ def test_engine_ray_writes_a_whole_parquet_directory_of_pooled_float16_rows_with
         np.testing.assert_allclose(np.array(row["vectors"], np.float32), top, rtol=1e-3, atol=1e-3)
 
 
+def test_engine_ray_reports_the_lines_it_had_to_fix_by_number(ray_cluster, tmp_path, fixture_dir, caplog):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"the bank\n\nctrl\x07char here\n")
+    assert main(["embed", str(source), str(tmp_path / "out"), "--engine", "ray", "--layers", "top", "--pooling",
+                 "mean", "--model", str(fixture_dir), "--quiet"]) == 0
+    messages = [record.getMessage() for record in caplog.records]
+    assert "line 1: empty; it has 0 tokens" in messages
+    assert "line 2: control characters replaced by spaces" in messages
+
+
 def test_a_dataset_without_line_numbers_is_refused_before_any_work(ray_cluster, fixture_dir):
     lines = ray_cluster.data.from_items([{"text": "no line number"}])
     with pytest.raises(ValueError, match=r"lacks the column\(s\) index"):

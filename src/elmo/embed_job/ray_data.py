@@ -27,7 +27,7 @@ from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
 from elmo.embedder import Embedder
 from elmo.extras import require
-from elmo.files import write_text_atomic
+from elmo.files import publish_directory, write_text_atomic
 from elmo.layer_choice import layer_weights
 from elmo.model_dir import ModelDir
 from elmo.pooling import check_pooling, pool
@@ -179,11 +179,12 @@ def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: in
         log.warning(f"{partial} is left from an interrupted run; starting over")
         shutil.rmtree(partial)
     settings = with_model(job.target.settings, load("cpu").fingerprint)  # the workers' model, loaded here once more
-    embedded = embed_dataset(lines_dataset(job.source), load, job.options, workers, gpus_per_worker, config)
+    report = EmbedReport()
+    embedded = embed_dataset(lines_dataset(job.source, report), load, job.options, workers, gpus_per_worker, config)
     embedded.write_parquet(str(partial.resolve()),
                            **parquet_options(arrow_schema(job.target.shape, job.target.with_ids)))
     write_text_atomic(partial / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
-    if output.is_dir():
-        output.rmdir()  # empty (checked before any work)
-    partial.rename(output)
+    publish_directory(partial, output)  # onto an empty directory (checked before any work), or none
+    for warning in report.warnings:  # the lines as the driver read them: empty ones, control characters
+        log.warning(warning)
     return len(list(output.glob("*.parquet")))
