@@ -454,7 +454,8 @@ Training text as the run read it: {n_tokens:,} tokens in {n_sentences:,} sentenc
 - Flags: `{' '.join(flags)}` (as `elmo train` takes them), seed {options['seed']}.
 - Shipped: step {chosen.step:,} ({valid}), chosen as {chosen.how}.
 - Tokens seen: {tokens_seen:,} ({chosen.step:,} steps x {options['batch_size']} rows x {options['unroll_steps']}
-  tokens; {tokens_seen / max(n_tokens, 1):.2f} epochs of the training text).{started}
+  tokens; {tokens_seen / max(n_tokens + n_sentences, 1):.2f} epochs of the training text, whose sentences of n
+  words are n + 1 positions each).{started}
 - Wall time: {seconds / 3600:.2f} hours of training up to that step, from the run's `log.jsonl` (every session of
   a resumed run counted; validation and checkpoints included); throughput {tokens_seen / max(seconds, 1e-9):,.0f}
   tokens/s.
