@@ -123,12 +123,16 @@ def test_json_lines_take_text_or_tokens_and_keep_the_id(tmp_path, fixture_dir, e
         np.testing.assert_array_equal(handle["0"][...], expected[0])
 
 
-def test_use_sentence_keys_names_the_datasets_by_their_sentences(tmp_path, fixture_dir, expected):
-    (tmp_path / "in.txt").write_text(f"{LINES[0]}\n{LINES[2]}\n")
+def test_use_sentence_keys_names_the_datasets_by_their_sentences_stripped_as_allennlp_did(tmp_path, fixture_dir,
+                                                                                            expected):
+    (tmp_path / "in.txt").write_text(f"{LINES[0]}\n  {LINES[2]} \n")
     _embed(tmp_path / "in.txt", tmp_path / "out.hdf5", fixture_dir, "--use-sentence-keys")
     with h5py.File(tmp_path / "out.hdf5", "r") as handle:
         assert sorted(handle) == sorted([LINES[0], LINES[2]])  # and no sentence_to_index, as AllenNLP
         np.testing.assert_array_equal(handle[LINES[2]][...], expected[2])
+    _embed(tmp_path / "in.txt", tmp_path / "numbered.hdf5", fixture_dir)
+    with h5py.File(tmp_path / "numbered.hdf5", "r") as handle:
+        assert json.loads(handle["sentence_to_index"][0]) == {LINES[0]: "0", LINES[2]: "1"}
 
 
 def test_the_model_as_options_and_weight_files_gives_the_same_vectors(text, tmp_path, fixture_dir, expected):

@@ -63,7 +63,7 @@ def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, t
     union = {}
     for index in range(3):
         with h5py.File(tmp_path / f"s{index}.hdf5", "r") as handle:
-            assert json.loads(handle["sentence_to_index"][0]) == {LINES[n]: str(n) for n in range(index, 23, 3)}
+            assert json.loads(handle["sentence_to_index"][0]) == {LINES[n].strip(): str(n) for n in range(index, 23, 3)}
             union |= {int(name): handle[name][...] for name in handle if name != "sentence_to_index"}
     assert sorted(union) == list(range(len(LINES)))
     for number, layers in union.items():

@@ -23,6 +23,7 @@ import numpy as np
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
+from elmo.embed_job.source import sentence_key
 from elmo.files import fsync_file
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class Hdf5Writer:
         self._unwritten = itertools.islice(target.source_lines(), self.done, None)
 
     def _key(self, index: int, sentence: str) -> str:
-        return sentence if self.target.sentence_keys else str(index)
+        return sentence_key(sentence) if self.target.sentence_keys else str(index)
 
     def _open(self, resume: bool) -> tuple[h5py.File, int]:
         """The partial file to continue and how many lines it holds, or a new one and 0."""
@@ -119,7 +120,7 @@ class Hdf5Writer:
     def finish(self) -> None:
         if not self.target.sentence_keys:
             # The layout's index of every sentence: the one part that grows with the input (text, not vectors).
-            sentence_to_index = {line.sentence: str(line.index) for line in self.target.source_lines()}
+            sentence_to_index = {sentence_key(line.sentence): str(line.index) for line in self.target.source_lines()}
             self.out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
                                     dtype=h5py.string_dtype())
         self.out.close()

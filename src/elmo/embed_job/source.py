@@ -144,7 +144,8 @@ def check_source(source: Source, sentence_keys: bool = False) -> TextFile:
             problems.append(str(error))
             continue
         if sentence_keys:
-            problem = _key_problem(parsed.sentence, first_seen.setdefault(parsed.sentence, number), number)
+            key = sentence_key(parsed.sentence)
+            problem = _key_problem(key, first_seen.setdefault(key, number), number)
             if problem:
                 problems.append(f"line {number}: {problem}")
     if problems:
@@ -152,6 +153,12 @@ def check_source(source: Source, sentence_keys: bool = False) -> TextFile:
         raise ValueError(f"{source.name} has {len(problems)} bad line(s), counting from 0: "
                          f"{'; '.join(problems[:_BAD_LINES_SHOWN])}{more}")
     return text
+
+
+def sentence_key(sentence: str) -> str:
+    """A sentence as AllenNLP's ``elmo`` command keyed it (a dataset's name, ``sentence_to_index``): without the
+    white space around it, as it stripped every line."""
+    return sentence.strip()
 
 
 def _key_problem(sentence: str, first: int, number: int) -> str | None:
