@@ -147,6 +147,23 @@ def test_tokens_per_request_are_capped_by_default(default_server: ServerProcess,
     assert embed(default_server, ["w"] * 4096).status_code == 200  # at the limit is fine
 
 
+def test_a_npy_answer_counts_its_zero_padding_against_the_request_limit(default_server: ServerProcess) -> None:
+    """One long sentence among short ones: 2,007 tokens, but 8 x 2,000 positions once padded for .npy."""
+    sentences = ["w " * 2000, *(["w"] * 7)]
+    batches = metric(default_server, 'elmo_batch_requests_count{model="elmo"}')
+    for pooling, accept, status in (("none", "application/x-npy", 413), ("none", "application/json", 200),
+                                    ("mean", "application/x-npy", 200)):
+        response = httpx.post(f"{default_server.url}/v1/embed", json={"sentences": sentences, "layers": "top",
+                                                                      "pooling": pooling},
+                              headers={"accept": accept}, timeout=30)
+        assert response.status_code == status, response.text[:200]
+        if status == 413:
+            error = response.json()["error"]
+            assert (error["code"], error["field"]) == ("too_many_tokens", "sentences")
+            assert "padded to the longest (2000 tokens) make 16000 token positions" in error["message"]
+            assert metric(default_server, 'elmo_batch_requests_count{model="elmo"}') == batches  # no model time
+
+
 def test_the_event_loop_answers_while_a_long_text_is_tokenized(default_server: ServerProcess) -> None:
     text = " ".join(f"w{i}" for i in range(120_000))  # under the 1 MiB body limit
     with ThreadPoolExecutor(1) as pool:

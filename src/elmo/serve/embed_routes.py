@@ -59,7 +59,11 @@ async def embed(request: Request, body: EmbedRequest, service: ServiceDep,
     except ValueError as error:
         raise ApiError(422, "invalid_request", str(error), "layers") from None
     token_lists = await service.tokenize(model, body.sentences)
-    held = service.hold(model, token_lists)  # given back by HeldResponse after the last byte, or below on failure
+    positions = None
+    if media_type != "application/json" and body.pooling != "mean":
+        positions = _padded_positions(token_lists, service.config.max_request_tokens)
+    # given back by HeldResponse after the last byte, or below on failure
+    held = service.hold(model, token_lists, positions)
     try:
         layers = await service.all_layers(request, model, token_lists)
 
@@ -123,6 +127,18 @@ async def models(service: ServiceDep) -> dict[str, Any]:
 def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:
     """``mean`` averages over the token axis (second to last): ``(..., T, D)`` -> ``(..., D)``."""
     return vectors.mean(axis=-2) if pooling == "mean" else vectors
+
+
+def _padded_positions(token_lists: list[list[str]], max_request_tokens: int) -> int:
+    """Token positions of a .npy answer, every sentence zero-padded to the longest: its vectors' size, which
+    the request's budget counts (a long sentence among short ones would otherwise pass the limit many times)."""
+    positions = len(token_lists) * max(map(len, token_lists))
+    if positions > max_request_tokens:
+        raise ApiError(413, "too_many_tokens", f"as .npy, {len(token_lists)} sentences padded to the longest "
+                       f"({max(map(len, token_lists))} tokens) make {positions} token positions; at most "
+                       f"{max_request_tokens} per request (--max-request-tokens): send the long sentences in a "
+                       "request of their own, or ask for JSON", "sentences")
+    return positions
 
 
 def _npy_body(outputs: list[np.ndarray], token_lists: list[list[str]], pooling: str) -> tuple[bytes, dict[str, str]]:

@@ -58,9 +58,10 @@ class Service:
     async def tokenize_one(self, model: ServedModel, sentence: Any, field: str) -> list[str]:
         return await run_in_threadpool(self._tokenize, model, sentence, field)
 
-    def hold(self, model: ServedModel, token_lists: list[list[str]]) -> Hold:
-        """The request's tokens, held in the model's budget until the hold is released (QueueFull past it)."""
-        return model.budget.hold(sum(map(len, token_lists)))
+    def hold(self, model: ServedModel, token_lists: list[list[str]], positions: int | None = None) -> Hold:
+        """The request's tokens (or ``positions``, where its answer is padded to more), held in the model's budget
+        until the hold is released (QueueFull past it)."""
+        return model.budget.hold(sum(map(len, token_lists)) if positions is None else positions)
 
     async def all_layers(self, request: Request, model: ServedModel, token_lists: list[list[str]]) -> list[np.ndarray]:
         """Every layer of each sentence, through the model's batcher, unless the client leaves first."""
