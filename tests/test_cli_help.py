@@ -33,6 +33,9 @@ def test_help_shows_defaults_once():
     assert "(default: 32)" in embed_help.replace("\n", " ").replace("  ", " ")  # --batch-size
     train_help = " ".join(parsers["elmo train"].format_help().split())
     assert "(default: 500)" in train_help and "(default: adagrad)" in train_help
+    assert "dropout (default: 0)" in train_help  # --seed: a default of 0 is shown, though 0 == False
+    serve_help = " ".join(parsers["elmo serve"].format_help().split())
+    assert "(default: )" not in serve_help  # --index: an empty list is no default to show
     for path, parser in parsers.items():
         for line in parser.format_help().splitlines():
             assert line.count("default") <= 1, (path, line)

@@ -114,9 +114,11 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        shown = action.default not in (None, False, argparse.SUPPRESS) and not isinstance(action.default, bool)
+        default = action.default
+        # Identity, not ==: a default of 0 or 0.0 is shown (0 == False).
+        shown = not (default is None or default is argparse.SUPPRESS or isinstance(default, bool)
+                     or (isinstance(default, list | tuple) and not default))
         if shown and "default" not in text and (action.option_strings or action.nargs in ("?", "*")):
-            default = action.default
             if isinstance(default, (list, tuple)):
                 default = " ".join(map(str, default))
             text = f"{text} (default: {str(default).replace('%', '%%')})".strip()

@@ -163,6 +163,7 @@ def test_metrics_count_requests_latency_batches_and_queue(server) -> None:
     ({"sentences": ["a"]}, 422, "model"),  # two models served: which one?
     ({"model": "en", "sentences": ["a"], "layers": "bottom"}, 422, "layers"),
     ({"model": "en", "sentences": ["a"], "layers": [1.0, 0.0]}, 422, "layers"),
+    ({"model": "en", "sentences": ["a b"], "layers": [3e38, 3e38, 3e38]}, 422, "layers"),  # the sum overflows
     ({"model": "en", "sentences": ["a"], "pooling": "max"}, 422, "pooling"),
     ({"model": "en", "sentences": ["a"], "colour": "red"}, 422, "colour"),
     ({"model": "en", "sentences": ["a"] * 9}, 413, "sentences"),

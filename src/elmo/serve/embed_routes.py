@@ -71,6 +71,9 @@ async def embed(request: Request, body: EmbedRequest, service: ServiceDep,
         # time that --max-request-tokens bounds.
         def answer() -> tuple[bytes, dict[str, str]]:
             outputs = [_pool(mix_layers(vectors, weights), body.pooling) for vectors in layers]
+            if weights is not None and not all(np.isfinite(output).all() for output in outputs):
+                raise ApiError(422, "invalid_request", f"layers is {body.layers!r}: these mixing weights make the "
+                               "vectors overflow float32; use smaller ones", "layers")
             if media_type != "application/json":
                 return _npy_body(outputs, token_lists, body.pooling)
             payload = {"model": model.name, "layers": body.layers, "pooling": body.pooling,

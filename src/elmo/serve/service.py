@@ -140,15 +140,22 @@ async def _disconnected(request: Request) -> None:
 
 
 def negotiate(accept: str | None, offered: tuple[str, ...]) -> str:
-    """The first of ``offered`` unless Accept prefers another of them; 406 if it allows none of them."""
-    best, best_quality = None, 0.0
+    """The one of ``offered`` that Accept rates highest, the first of them on a tie; 406 if it rates all of them
+    0. Each is rated by the most specific range that names it (RFC 9110: ``type/sub`` over ``type/*`` over
+    ``*/*``), so ``application/json;q=0, */*`` excludes JSON."""
+    ranges = []
     for item in (accept or "*/*").split(","):
-        media_type, *params = (part.strip() for part in item.split(";"))
+        media_type, *params = (part.strip().lower() for part in item.split(";"))
         quality = next((float(p[2:]) for p in params if p.startswith("q=") and _is_number(p[2:])), 1.0)
-        matches = [t for t in offered if media_type in (t, "*/*", t.split("/")[0] + "/*")]
-        if matches and quality > best_quality:
-            best, best_quality = matches[0], quality
-    if best is None:
+        ranges.append((media_type, quality))
+
+    def rating(offer: str) -> float:
+        names = (offer, offer.split("/")[0] + "/*", "*/*")  # most specific first
+        matching = [(-names.index(media_type), quality) for media_type, quality in ranges if media_type in names]
+        return max(matching)[1] if matching else 0.0
+
+    best = max(offered, key=lambda offer: (rating(offer), -offered.index(offer)))
+    if rating(best) <= 0:
         raise ApiError(406, "not_acceptable", f"Accept {accept!r}: this endpoint answers {', '.join(offered)}",
                        "Accept")
     return best
