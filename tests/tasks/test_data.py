@@ -46,6 +46,13 @@ def test_split_is_fixed_by_its_seed_and_disjoint():
         split(range(100), [90, 20], seed=0)
 
 
+def test_a_text_is_kept_once_and_not_at_all_when_it_comes_with_two_labels():
+    reviews = [("pos", "good"), ("neg", "bad"), ("pos", "good"), ("pos", "fine"), ("neg", "fine"), ("neg", "dull")]
+    assert data.distinct_examples(reviews, labelled_first=True) == [("pos", "good"), ("neg", "bad"), ("neg", "dull")]
+    tweets = [(["a", "b"], ["O", "O"]), (["a", "b"], ["O", "O"]), (["c"], ["B-x"]), (["c"], ["O"]), (["d"], ["O"])]
+    assert data.distinct_examples(tweets, labelled_first=False) == [(["a", "b"], ["O", "O"]), (["d"], ["O"])]
+
+
 def test_feature_cache_is_float16_and_rebuilt_for_other_words(tmp_path: Path, fixture_dir: Path):
     import torch
 

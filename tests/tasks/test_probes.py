@@ -76,3 +76,11 @@ def test_sense_1nn_follows_the_nearest_instance_of_the_lemma():
     # right for the 4 money ones only.
     six = [*instances, _instance("money", 5)]
     assert probes.most_frequent_sense_accuracy(six, probes.scored_instances(six)) == pytest.approx(4 / 6)
+
+
+def test_an_example_wordnet_quotes_under_two_senses_of_a_lemma_is_left_out():
+    """Its two instances would get the same vectors, so one of them would always be scored wrong."""
+    shared = ("fly", "a", "kite")
+    instances = [SenseInstance("fly", "verb", "operate", shared, 0), SenseInstance("fly", "verb", "move", shared, 0),
+                 SenseInstance("fly", "verb", "move", ("birds", "fly", "south"), 1)]
+    assert probes._without_shared_examples(instances) == instances[2:]

