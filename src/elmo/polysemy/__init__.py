@@ -1,7 +1,9 @@
 """Polysemy sets and two measures of how well a model's layers tell a word's senses apart.
 
 The sets (``en.jsonl``, ``zh.jsonl`` next to this file) hold ambiguous words in sentences written for this
-purpose (not taken from any corpus), one record per sentence::
+purpose (not taken from any corpus), one record per sentence. None of them is a line of the ``en-large`` /
+``zh-large`` corpora's text (checked 2026-12-05, when two short English ones that also occur there, "My watch is
+five minutes fast." and "What kind of music do you like?", were replaced by new ones)::
 
     {"word": "bank", "sense": "river", "text": "...", "tokens": [...], "index": 5}
 
