@@ -26,6 +26,7 @@ reader follows a figure of docs/results.md from the data to the table in one fil
 
 import argparse
 import functools
+import hashlib
 import json
 import multiprocessing
 import os
@@ -41,6 +42,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DATA_SEED = 0
+SPLIT_RULE = "distinct texts with one label, shuffled, cut"  # elmo.tasks.data.distinct_examples, then split
 SEEDS = (0, 1, 2)
 # Taggers: entity F1 stays 0 until the CRF starts to predict entities, so a higher rate and no early stop
 # before epoch 5 (at 2e-3 with patience 2, the first WNUT runs stopped at epoch 3 with F1 0). Classifiers
@@ -118,7 +120,11 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
     paths = {name: folder / f"{name}.{task.suffix}" for name in ("train", "dev", "test")}
     if task.kind == "qa":
         return write_cloze_data(paths, smoke, task.train_questions)
-    if all(path.is_file() for path in paths.values()):
+    # How the files were cut: files cut another way (before the duplicates were dropped) are cut again.
+    rule = {"rule": SPLIT_RULE, "source": task.source, "sizes": list(SMOKE_SIZES if smoke else task.sizes),
+            "seed": DATA_SEED}
+    if all(path.is_file() for path in paths.values()) and (folder / "split.json").is_file() and \
+            json.loads((folder / "split.json").read_text(encoding="utf-8")) == rule:
         return paths
     folder.mkdir(parents=True, exist_ok=True)
     rows = {"wnut16": data.wnut16, "movie-reviews": data.movie_reviews, "msra-test": data.msra_test,
@@ -128,6 +134,7 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
     write = data.write_tagged if task.kind == "tagger" else data.write_labelled
     for path, part in zip(paths.values(), parts, strict=True):
         write(path, part)
+    (folder / "split.json").write_text(json.dumps(rule) + "\n", encoding="utf-8")
     log(f"{task.name}: {len(rows)} examples, {len(distinct)} of them distinct with one label, wrote "
         f"{'/'.join(str(len(p)) for p in parts)} to {folder}")
     return paths
@@ -282,13 +289,28 @@ def train_job(argv: list[str]) -> tuple[str, int]:
 
     torch.set_num_threads(1)
     out = Path(argv[argv.index("--out") + 1])
+    data = data_digest(argv)
     if (out / "metrics.json").is_file():
-        if trained_on_current_bilm(out):
+        if trained_on_current_bilm(out) and (out / DATA_DIGEST).is_file() and \
+                (out / DATA_DIGEST).read_text(encoding="utf-8") == data:
             return str(out), 0
         (out / "metrics.json").unlink()  # so that a run killed before its end is not taken for a finished one
     code = main(argv)
+    if code == 0:
+        (out / DATA_DIGEST).write_text(data, encoding="utf-8")
     log(f"{out.relative_to(out.parents[2])}: exit {code}")
     return str(out), code
+
+
+DATA_DIGEST = "data.sha256"
+
+
+def data_digest(argv: list[str]) -> str:
+    """sha256 of the train, dev and test files a task run reads: a finished run on other data is run again."""
+    digest = hashlib.sha256()
+    for flag in ("--train", "--dev", "--test"):
+        digest.update(Path(argv[argv.index(flag) + 1]).read_bytes())
+    return digest.hexdigest()
 
 
 # --- 5. probes ------------------------------------------------------------------------------------------
