@@ -180,7 +180,10 @@ def corpus_file(language: str, work: Path, corpus_root: Path | None) -> Path:
 def word2vec_job(language: str, corpus: str, out: str, max_lines: int | None) -> str:
     from elmo.static_vectors import StaticVectors
 
-    if Path(out).is_file():
+    # The text the vectors were trained on, so that vectors of an older corpus are trained again.
+    trained_on = json.dumps({"sha256": hashlib.sha256(Path(corpus).read_bytes()).hexdigest(), "lines": max_lines})
+    record = Path(out).with_suffix(".source.json")
+    if Path(out).is_file() and record.is_file() and record.read_text(encoding="utf-8") == trained_on:
         return out
     source = Path(corpus)
     if max_lines is not None:
@@ -193,6 +196,7 @@ def word2vec_job(language: str, corpus: str, out: str, max_lines: int | None) ->
     vectors = StaticVectors.train_word2vec(source, dim=50, window=5, min_count=3, epochs=5,
                                            lowercase=language == "en", seed=0, workers=1)
     vectors.save(out)
+    record.write_text(trained_on, encoding="utf-8")
     log(f"word2vec {language}: {len(vectors)} words x {vectors.dim} from {corpus} "
         f"in {time.perf_counter() - started:.0f} s")
     return out
