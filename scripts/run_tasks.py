@@ -310,10 +310,15 @@ DATA_DIGEST = "data.sha256"
 
 
 def data_digest(argv: list[str]) -> str:
-    """sha256 of the train, dev and test files a task run reads: a finished run on other data is run again."""
+    """sha256 of the train, dev and test files a task run reads, and of its static vectors' file if it reads
+    one: a finished run on other data or other vectors is run again."""
     digest = hashlib.sha256()
-    for flag in ("--train", "--dev", "--test"):
-        digest.update(Path(argv[argv.index(flag) + 1]).read_bytes())
+    files = [argv[argv.index(flag) + 1] for flag in ("--train", "--dev", "--test")]
+    static = argv[argv.index("--static") + 1]
+    if Path(static).is_file():  # word2vec's file; "glove" and "none" name no file
+        files.append(static)
+    for name in files:
+        digest.update(Path(name).read_bytes())
     return digest.hexdigest()
 
 
