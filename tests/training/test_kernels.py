@@ -91,8 +91,11 @@ def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeate
     got_grads = torch.autograd.grad(got, (hidden, weight, bias), upstream)
 
     torch.testing.assert_close(got, expected, rtol=0, atol=tolerance)
+    # Each gradient within the tolerance of its largest magnitude: the weight's sums 600 positions to about 18,
+    # where float32 rounding alone is 1e-5 on some CPUs' kernels.
     for got_grad, expected_grad in zip(got_grads, expected_grads, strict=True):
-        torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=tolerance)
+        scale = max(1.0, float(expected_grad.abs().max()))
+        torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=tolerance * scale)
 
 
 def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):
