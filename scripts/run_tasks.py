@@ -178,10 +178,11 @@ def corpus_file(language: str, work: Path, corpus_root: Path | None) -> Path:
 
 
 def word2vec_job(language: str, corpus: str, out: str, max_lines: int | None) -> str:
+    from elmo.datasets.archives import sha256_of
     from elmo.static_vectors import StaticVectors
 
     # The text the vectors were trained on, so that vectors of an older corpus are trained again.
-    trained_on = json.dumps({"sha256": hashlib.sha256(Path(corpus).read_bytes()).hexdigest(), "lines": max_lines})
+    trained_on = json.dumps({"sha256": sha256_of(Path(corpus)), "lines": max_lines})
     record = Path(out).with_suffix(".source.json")
     if Path(out).is_file() and record.is_file() and record.read_text(encoding="utf-8") == trained_on:
         return out

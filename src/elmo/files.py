@@ -17,8 +17,9 @@ def atomic_path(path: Path, durable: bool = True) -> Iterator[Path]:
     try:
         yield temporary
         if durable:
-            fsync_file(temporary)
-        os.replace(temporary, path)
+            publish_file(temporary, path)
+        else:
+            os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -28,6 +29,12 @@ def fsync_file(path: Path) -> None:
     loss would leave short."""
     with path.open("rb") as handle:
         os.fsync(handle.fileno())
+
+
+def publish_file(partial: Path, final: Path) -> None:
+    """Rename a written file onto ``final`` once its data is on the disk."""
+    fsync_file(partial)
+    os.replace(partial, final)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -15,7 +15,6 @@ for HDF5) and starts over, saying why, when a chunk cannot be read.
 
 import json
 import logging
-import os
 import shutil
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,8 +24,8 @@ from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
 from elmo.files import (
     atomic_path,
-    fsync_file,
     new_partial_file,
+    publish_file,
     remove_partial_files_of,
     remove_stale_partials,
     write_text_atomic,
@@ -163,8 +162,7 @@ class ChunkedWriter(ABC):
         self._wait()
         self._thread.shutdown()
         self._close_output(complete=True)
-        fsync_file(self._building)  # on disk before the chunks it was built from are removed
-        os.replace(self._building, self.target.output)
+        publish_file(self._building, self.target.output)  # on disk before the chunks it was built from go
         shutil.rmtree(self.partial)
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ lacks a line it claims (a kill can land anywhere, also inside HDF5's own writes)
 import itertools
 import json
 import logging
-import os
 
 import h5py
 import numpy as np
@@ -24,7 +23,7 @@ import numpy as np
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
 from elmo.embed_job.settings import check_same
 from elmo.embed_job.source import sentence_key
-from elmo.files import fsync_file
+from elmo.files import publish_file
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +123,7 @@ class Hdf5Writer:
             self.out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
                                     dtype=h5py.string_dtype())
         self.out.close()
-        fsync_file(self.partial)
-        os.replace(self.partial, self.target.output)
+        publish_file(self.partial, self.target.output)
 
     def close(self) -> None:
         self.out.close()

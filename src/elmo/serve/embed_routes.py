@@ -135,10 +135,11 @@ def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:
 def _padded_positions(token_lists: list[list[str]], max_request_tokens: int) -> int:
     """Token positions of a .npy answer, every sentence zero-padded to the longest: its vectors' size, which
     the request's budget counts (a long sentence among short ones would otherwise pass the limit many times)."""
-    positions = len(token_lists) * max(map(len, token_lists))
+    longest = max(map(len, token_lists))
+    positions = len(token_lists) * longest
     if positions > max_request_tokens:
         raise ApiError(413, "too_many_tokens", f"as .npy, {len(token_lists)} sentences padded to the longest "
-                       f"({max(map(len, token_lists))} tokens) make {positions} token positions; at most "
+                       f"({longest} tokens) make {positions} token positions; at most "
                        f"{max_request_tokens} per request (--max-request-tokens): send the long sentences in a "
                        "request of their own, or ask for JSON", "sentences")
     return positions
