@@ -178,7 +178,7 @@ def corpus_file(language: str, work: Path, corpus_root: Path | None) -> Path:
 
 
 def word2vec_job(language: str, corpus: str, out: str, max_lines: int | None) -> str:
-    from elmo.datasets.archives import sha256_of
+    from elmo.files import sha256_of
     from elmo.static_vectors import StaticVectors
 
     # The text the vectors were trained on, so that vectors of an older corpus are trained again.

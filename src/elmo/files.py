@@ -1,6 +1,8 @@
-"""Writes that leave either the old file or the new one, never half of one (a run may be killed anywhere)."""
+"""Files on disk: writes that leave either the old file or the new one, never half of one (a run may be killed
+anywhere), and the sha256 that pins or checks a file."""
 
 import glob
+import hashlib
 import os
 import shutil
 import tempfile
@@ -90,3 +92,12 @@ def remove_stale_partials(directory: Path) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
         else:
             leftover.unlink(missing_ok=True)
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of ``path``'s bytes, read in 1 MiB blocks (archives and corpora run to hundreds of MB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -6,7 +6,6 @@ again here before any of it is read. Files are read straight from the archive (z
 installed or imported.
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -14,6 +13,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from elmo.files import sha256_of
 
 
 class ArchiveError(RuntimeError):
@@ -41,14 +42,6 @@ class PinnedArchive:
 def cache_dir() -> Path:
     """``$ELMO_CACHE``, else ``~/.cache/elmo``."""
     return Path(os.environ.get("ELMO_CACHE") or Path.home() / ".cache" / "elmo")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify(archive: PinnedArchive, path: Path) -> Path:

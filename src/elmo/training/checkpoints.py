@@ -9,7 +9,6 @@ intact; the checksums catch what happens to the files afterwards (a disk or a co
 a damaged checkpoint is refused by name instead of resuming to NaN weights.
 """
 
-import hashlib
 import json
 import random
 import re
@@ -25,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from elmo.bilm import BiLMState
 from elmo.config import BiLMConfig
-from elmo.files import new_partial_directory, publish_directory, remove_stale_partials
+from elmo.files import new_partial_directory, publish_directory, remove_stale_partials, sha256_of
 from elmo.training.corpus import RowPosition
 from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
@@ -267,15 +266,7 @@ def nonfinite_tensors(tensors: dict[str, torch.Tensor]) -> list[str]:
 
 
 def _describe(path: Path) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return {"bytes": path.stat().st_size, "sha256": sha256_of(path)}
 
 
 def _verify_files(directory: Path, recorded: Any) -> None:
@@ -291,7 +282,7 @@ def _verify_files(directory: Path, recorded: Any) -> None:
         if size != expected.get("bytes"):
             raise CheckpointError(f"{path} is {size} bytes; {STATE_FILE} records {expected.get('bytes')} "
                                   "(cut short or changed since the checkpoint was written)")
-        if _sha256(path) != expected.get("sha256"):
+        if sha256_of(path) != expected.get("sha256"):
             raise CheckpointError(f"{path} fails its sha256 check: its bytes changed since the checkpoint was "
                                   "written (a damaged disk or copy)")
 
