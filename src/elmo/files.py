@@ -77,12 +77,18 @@ def new_partial_directory(final: Path) -> Path:
 
 
 def publish_directory(partial: Path, final: Path) -> None:
-    """Rename a filled directory onto ``final`` in one step (a rename is atomic on POSIX file systems)."""
+    """Rename a filled directory onto ``final`` (a rename is atomic on POSIX file systems). A directory already
+    at ``final`` is renamed aside (``.NAME.*.partial``, which ``remove_stale_partials`` clears) before it is
+    deleted, so a run killed at any point leaves ``final`` whole: the old directory, none, or the new one."""
     for child in partial.iterdir():
         fsync_file(child)
     if final.exists():
-        shutil.rmtree(final)
-    os.replace(partial, final)
+        aside = new_partial_directory(final)
+        os.replace(final, aside)  # onto the empty directory just made
+        os.replace(partial, final)
+        shutil.rmtree(aside)
+    else:
+        os.replace(partial, final)
 
 
 def remove_stale_partials(directory: Path) -> None:

@@ -59,3 +59,19 @@ def test_default_factory_sizes_ivf_pq_to_the_corpus(n_vectors, dim, expected):
 
 def test_default_factory_keeps_39_training_points_per_list():
     assert default_factory(1_000, 64, AnnOptions(exact_below=0)) == "IVF16,PQ16x4fsr"  # sqrt: 32 lists, too many
+
+
+def test_tied_scores_are_ranked_by_row_alike_in_every_search(monkeypatch):
+    monkeypatch.setattr(ann_module, "CHUNK_ROWS", 16)  # ties that straddle chunks
+    rng = np.random.default_rng(3)
+    distinct = unit_rows(rng.normal(size=(8, 16))).astype(np.float16)
+    vectors = distinct[rng.integers(8, size=200)]  # repeated lines: bit-identical vectors, tied scores
+    query = unit_rows(rng.normal(size=(1, 16)))
+    full = (query @ vectors.astype(np.float32).T)[0]
+    by_score_then_row = np.lexsort((np.arange(200), -full))
+    flat = build_ann(vectors, AnnOptions(factory="Flat"))
+    for k in range(1, 60):
+        _, exact_ids = exact_search(vectors, query, k)
+        _, ann_ids = ann_search(flat, vectors, query, k, candidates=300)
+        np.testing.assert_array_equal(exact_ids[0], by_score_then_row[:k])  # so the top k is a prefix of the top k+1
+        np.testing.assert_array_equal(ann_ids[0], by_score_then_row[:k])

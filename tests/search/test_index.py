@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -259,3 +260,119 @@ def test_an_index_refuses_another_model_of_the_same_shape(topic_corpus, fixture_
     assert refused.value.field == "embedder"
     found = neighbors(ContextIndex.load(tmp_path / "index", embedder=random_model(0)), SPORTS_LINES[0], "play", k=2)
     assert len(found) == 2  # a model of the same weights, loaded again, is the same model
+
+
+class _NeverEmbeds(ConstructedEmbedder):
+    """Fails the test if asked to embed: a refusal must come before any work."""
+
+    def embed(self, *args, **kwargs) -> list[np.ndarray]:
+        raise AssertionError("embedded before refusing")
+
+
+def test_a_directory_that_is_not_an_index_is_refused_before_any_work_and_kept(topic_corpus, fixture_bilm, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "precious.txt").write_text("not an index\n")
+    never_embeds = _NeverEmbeds(fixture_bilm)
+    with pytest.raises(SearchError, match="holds something other than an index") as refused:
+        build_index(topic_corpus, data, never_embeds, progress=False)
+    assert refused.value.field == "out"
+    assert (data / "precious.txt").read_text() == "not an index\n"
+    with pytest.raises(SearchError, match="is a file"):
+        build_index(topic_corpus, data / "precious.txt", never_embeds, progress=False)
+
+
+def test_rebuilding_replaces_an_index_whole_and_leaves_nothing_beside_it(topic_corpus, fixture_bilm, tmp_path):
+    out = tmp_path / "indexes" / "index"
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[1], progress=False)
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
+    assert ContextIndex.load(out).layers == ["layer2"]
+    assert not (out / "vectors-layer1.f16").exists()
+    assert [path.name for path in out.parent.iterdir()] == ["index"]  # the old one, set aside, is gone
+
+
+def test_bad_factories_and_empty_word_lists_are_refused_before_the_corpus_is_embedded(topic_corpus, fixture_bilm,
+                                                                                      tmp_path):
+    never_embeds = _NeverEmbeds(fixture_bilm)
+    for factory in ("bogus", "IVF4,PQ5x4fsr"):  # no such index; 5 pieces do not divide 32 dimensions
+        with pytest.raises(SearchError, match="not a faiss index") as refused:
+            build_index(topic_corpus, tmp_path / "index", never_embeds, ann=AnnOptions(factory=factory),
+                        progress=False)
+        assert refused.value.field == "factory"
+    for words in ([], ["  "]):
+        with pytest.raises(SearchError, match="lists no words") as refused:
+            build_index(topic_corpus, tmp_path / "index", never_embeds, words_only=words, progress=False)
+        assert refused.value.field == "words_only"
+    assert not (tmp_path / "index.partial").exists()
+
+
+def test_a_words_file_saved_with_a_byte_order_mark_keeps_its_first_word(topic_corpus, constructed_embedder,
+                                                                        tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text("\ufeffplay\n", encoding="utf-8")
+    report = build_index(topic_corpus, tmp_path / "index", constructed_embedder, words_only=words, progress=False)
+    expected = sum(line.split().count("play") for line in _corpus_lines(topic_corpus))
+    assert report.indexed_tokens == expected > 0
+
+
+def test_a_build_killed_inside_its_finish_resumes(topic_corpus, fixture_bilm, tmp_path, monkeypatch):
+    out = tmp_path / "index"
+
+    def killed_after_the_counts_rename(path, text):
+        if path.name == "progress.json" and '"counts.npy"' in text:
+            raise KeyboardInterrupt  # counts-N.npy is counts.npy now; progress.json still names counts-N.npy
+        write_text_atomic(path, text)
+
+    monkeypatch.setattr(build_module, "write_text_atomic", killed_after_the_counts_rename)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), progress=False)
+    monkeypatch.undo()
+    build_index(topic_corpus, out, _NeverEmbeds(fixture_bilm), progress=False, resume=True)
+    clean = tmp_path / "clean"
+    build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), progress=False)
+    np.testing.assert_array_equal(np.load(out / "counts.npy"), np.load(clean / "counts.npy"))
+
+
+def test_resume_refuses_files_shorter_than_their_last_checkpoint(topic_corpus, fixture_bilm, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, tmp_path / "index", ConstructedEmbedder(fixture_bilm, fail_after=2),
+                    batch_size=1, progress=False, checkpoint_lines=1)
+    vectors = tmp_path / "index.partial" / "vectors-layer2.f16"
+    vectors.write_bytes(vectors.read_bytes()[:-2])  # lost a block: resuming would pad it with zero vectors
+    with pytest.raises(SearchError, match="shorter than its last checkpoint"):
+        build_index(topic_corpus, tmp_path / "index", ConstructedEmbedder(fixture_bilm), batch_size=1,
+                    progress=False, checkpoint_lines=1, resume=True)
+
+
+def test_an_index_refuses_a_query_embedder_that_splits_text_otherwise(topic_corpus, fixture_bilm, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", Embedder(fixture_bilm, tokenizer="whitespace"), progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=Embedder(fixture_bilm, tokenizer="chars"))
+    with pytest.raises(SearchError, match=r"'chars' tokenizer.*built with 'whitespace'") as refused:
+        neighbors(index, SPORTS_LINES[0], "p")
+    assert refused.value.field == "embedder"
+
+
+def test_a_rebuild_killed_while_deleting_the_old_index_leaves_a_whole_index(topic_corpus, fixture_bilm, tmp_path,
+                                                                             monkeypatch):
+    from elmo import files
+
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[1], progress=False)
+
+    rmtree = files.shutil.rmtree
+
+    def killed_after_one_file(path, *args, **kwargs):
+        if not Path(path).is_relative_to(tmp_path) or Path(path).name == "index.partial":
+            return rmtree(path, *args, **kwargs)
+        next(Path(path).iterdir()).unlink()  # the old index, whichever name it has by now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.shutil, "rmtree", killed_after_one_file)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
+    monkeypatch.undo()
+    clean = tmp_path / "clean"
+    build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
+    assert {path.name for path in out.iterdir()} == {path.name for path in clean.iterdir()} | {"progress.json"}
+    # the new index, whole (a killed build leaves progress.json, which publishing removes next)
+    assert ContextIndex.load(out).layers == ["layer2"]

@@ -82,20 +82,28 @@ def exact_search(
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     candidates = np.arange(len(vectors)) if rows is None else np.asarray(rows, dtype=np.int64)
     k = min(k, len(candidates))
-    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
-    best_ids = np.zeros((len(queries), 0), np.int64)
+    best = [(np.zeros(0, np.float32), np.zeros(0, np.int64))] * len(queries)
     for start in range(0, len(candidates), CHUNK_ROWS):
         chunk_ids = candidates[start : start + CHUNK_ROWS]
         block = vectors[chunk_ids] if rows is not None else vectors[start : start + len(chunk_ids)]
         scores = queries @ np.asarray(block, dtype=np.float32).T
-        best_scores = np.concatenate([best_scores, scores], axis=1)
-        best_ids = np.concatenate([best_ids, np.broadcast_to(chunk_ids, scores.shape)], axis=1)
-        if best_scores.shape[1] > k:
-            keep = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
-            best_scores = np.take_along_axis(best_scores, keep, axis=1)
-            best_ids = np.take_along_axis(best_ids, keep, axis=1)
-    order = np.argsort(-best_scores, axis=1, kind="stable")
-    return np.take_along_axis(best_scores, order, axis=1), np.take_along_axis(best_ids, order, axis=1)
+        best = [top_rows(np.concatenate([kept_scores, row_scores]), np.concatenate([kept_ids, chunk_ids]), k)
+                for (kept_scores, kept_ids), row_scores in zip(best, scores, strict=True)]
+    if not best:
+        return np.zeros((0, k), np.float32), np.zeros((0, k), np.int64)
+    return np.stack([scores for scores, _ in best]), np.stack([ids for _, ids in best])
+
+
+def top_rows(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of one query's ``scores``, highest first and, among equal scores, the lowest row id first
+    (repeated corpus lines give equal vectors), so every search ranks ties alike and the top ``k`` is a prefix
+    of the top ``k + 1``."""
+    if len(scores) > k:
+        kth_best = -np.partition(-scores, k - 1)[k - 1]
+        keep = scores >= kth_best  # every row tied with the k-th, so the lowest ids among them can be chosen
+        scores, ids = scores[keep], ids[keep]
+    order = np.lexsort((ids, -scores))[:k]
+    return scores[order], ids[order]
 
 
 def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: int,
@@ -108,9 +116,8 @@ def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: 
     best = np.full((len(queries), k), -1, np.int64)
     for q, found in enumerate(proposed):
         found = np.unique(found[found >= 0])  # sorted, so a memmap is read in order
-        exact_scores = np.asarray(vectors[found], dtype=np.float32) @ queries[q]
-        top = np.argsort(-exact_scores, kind="stable")[:k]
-        scores[q, : len(top)], best[q, : len(top)] = exact_scores[top], found[top]
+        exact_scores, top = top_rows(np.asarray(vectors[found], dtype=np.float32) @ queries[q], found, k)
+        scores[q, : len(top)], best[q, : len(top)] = exact_scores, top
     return scores, best
 
 

@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,10 +63,8 @@ class _PartialIndex:
         if progress is not None and progress["settings"] != settings:
             raise SearchError(f"{directory} was made with other settings or input; run without --resume", "resume")
         if progress is None:
-            if directory.exists():
-                for child in directory.iterdir():
-                    child.unlink()
-            directory.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
             progress = {"settings": settings, "lines": 0, "tokens": 0, "indexed": 0, "embedded": False,
                         "sizes": dict.fromkeys(self.files, 0)}
             first_offset = np.zeros(1, layout.OFFSET_DTYPE).tobytes()
@@ -74,6 +73,9 @@ class _PartialIndex:
         for name in self.files:
             path = directory / name
             path.touch()
+            if path.stat().st_size < progress["sizes"][name]:
+                raise SearchError(f"{path} is shorter than its last checkpoint recorded (lost or damaged); "
+                                  "run without --resume", "resume")
             os.truncate(path, progress["sizes"][name])
         self.progress = progress
         self.handles = {name: (directory / name).open("ab") for name in self.files}
@@ -139,7 +141,9 @@ class _PartialIndex:
     def finish(self) -> None:
         """The counts under the name the index reads them by; ``progress.json`` stays until the index is
         published, so a build killed before that resumes from here rather than starting over."""
-        os.replace(self.directory / self.progress["counts"], self.directory / layout.COUNTS)
+        counts = self.directory / self.progress["counts"]
+        if counts.name != layout.COUNTS and (counts.is_file() or not (self.directory / layout.COUNTS).is_file()):
+            os.replace(counts, self.directory / layout.COUNTS)  # else a killed finish() renamed it already
         self.progress["counts"] = layout.COUNTS
         write_text_atomic(self.directory / layout.PROGRESS, json.dumps(self.progress))
 
@@ -151,7 +155,7 @@ class _PartialIndex:
 def _read_words(path: Path) -> set[str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such words file (expected one word a line)")
-    words = {line.strip().casefold() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    words = {line.strip().casefold() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()}
     if not words:
         raise SearchError(f"{path} lists no words; expected one word a line", "words_only")
     return words
@@ -209,6 +213,7 @@ def build_index(
     ann = AnnOptions() if ann is None else ann
     corpus, out = Path(corpus), Path(out)
     text = check_corpus(corpus)
+    _check_out(out)
     if isinstance(model, str | Path):
         from elmo.embedder import Embedder
 
@@ -217,12 +222,17 @@ def build_index(
     else:
         embedder = model
     model_name = _model_reference(model_name) if model_name is not None else None
+    if ann.factory is not None:
+        _check_factory(ann.factory, embedder.dim)
     chosen = _chosen_layers(layers, embedder.n_layers)
     if words_only is None:
         indexed = None
     else:
         indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
-            {word.casefold() for word in words_only}
+            {word.strip().casefold() for word in words_only if word.strip()}
+        if not indexed:
+            raise SearchError("words_only lists no words; give at least one, or None to index every token",
+                              "words_only")
     names = [layer_name(layer) for layer in chosen]
     settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": embedder.fingerprint,
                 "tokenizer": embedder.tokenizer_name, "layers": names,
@@ -260,6 +270,29 @@ def build_index(
     for warning in report.warnings:
         log.warning(warning)
     return report
+
+
+def _check_out(out: Path) -> None:
+    """Refuse, before any work, an ``out`` that is a file or a directory holding something other than an index:
+    publishing the index replaces the whole directory."""
+    if out.is_file():
+        raise SearchError(f"{out} is a file; the index is a directory (give a new path)", "out")
+    if out.is_dir() and any(out.iterdir()) and not (out / layout.META).is_file():
+        raise SearchError(f"{out} is a directory that holds something other than an index, which building the "
+                          "index would replace; give a new or empty directory, or an index to rebuild", "out")
+
+
+def _check_factory(factory: str, dim: int) -> None:
+    """Refuse a faiss factory string that faiss cannot build for vectors of ``dim``, before the corpus is
+    embedded."""
+    import faiss
+
+    try:
+        faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as error:
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "faiss cannot build it"
+        raise SearchError(f"--factory {factory!r} is not a faiss index this build can make: {reason}",
+                          "factory") from None
 
 
 def _model_reference(model: str) -> str:

@@ -83,7 +83,8 @@ class ContextIndex:
     def embedder(self) -> LayerEmbedder:
         """The model that embeds query sentences: the one given to ``load``, else the one named in meta.json
         with the tokenizer the corpus was split with. SearchError (field ``embedder``) if it is another model
-        than the index was built with (``elmo.fingerprint``: options and weights), checked once."""
+        than the index was built with (``elmo.fingerprint``: options and weights) or splits text with another
+        tokenizer, checked once."""
         if self._embedder is None:
             from elmo.embedder import Embedder
 
@@ -97,6 +98,11 @@ class ContextIndex:
                 raise SearchError(f"the embedder's model (fingerprint {fingerprint[:12]}) differs from the one "
                                   f"{self.directory} was built with ({self.meta['fingerprint'][:12]}): other "
                                   "options or weights; query it with that model, or build the index again",
+                                  "embedder")
+            if self._embedder.tokenizer_name != self.meta["tokenizer"]:
+                raise SearchError(f"the embedder splits text with the {self._embedder.tokenizer_name!r} tokenizer, "
+                                  f"{self.directory} was built with {self.meta['tokenizer']!r}: query sentences "
+                                  "must be split as the corpus was; load the embedder with that tokenizer",
                                   "embedder")
             self._embedder_checked = True
         return self._embedder
