@@ -5,7 +5,9 @@
     python scripts/run_tasks.py --tasks en-cloze --skip-probes --report-only   # its tables from the runs on disk
     python scripts/run_tasks.py --smoke --work /tmp/smoke --docs /tmp/smoke/docs   # the fixture biLM, tiny sizes
 
-Steps, each resumable (a finished piece is kept and skipped on a rerun):
+Steps, each resumable (a finished piece is kept and skipped on a rerun only if it was made from the same
+inputs: a task run's ``inputs.sha256`` covers its flags, data and static vectors, with the biLM's fingerprint in
+its ``task.json``; a probe records its settings and the biLM's fingerprint; the report reads only such runs):
 1. the four task data sets, subsampled and split with a fixed seed, written as files in the standard formats
    (``WORK/data/TASK/{train,dev,test}.{bio,tsv}``), and the cloze QA set (``elmo.tasks.qa_cloze``, whole,
    ``WORK/data/en-cloze/{train,dev,test}.jsonl``, with its first 1,000 training questions as ``train-1000.jsonl``);
@@ -146,12 +148,21 @@ def write_cloze_data(paths: dict[str, Path], smoke: bool, train_questions: int |
     from elmo.tasks.qa_cloze import wiki_cloze
     from elmo.tasks.qa_data import write_qa
 
-    if not all(path.is_file() for path in paths.values()):
-        paths["train"].parent.mkdir(parents=True, exist_ok=True)
+    folder = paths["train"].parent
+    rule = {"rule": "wiki_cloze", "sizes": list(SMOKE_SIZES) if smoke else "all"}  # a smoke run's files are cut
+    record = folder / "split.json"
+    if not (all(path.is_file() for path in paths.values()) and record.is_file()
+            and json.loads(record.read_text(encoding="utf-8")) == rule):
+        folder.mkdir(parents=True, exist_ok=True)
+        for head in folder.glob("train-*.jsonl"):  # first questions of the files being replaced
+            head.unlink()
         splits = wiki_cloze()
-        for size, (name, path) in zip(SMOKE_SIZES, paths.items(), strict=True):
-            write_qa(path, splits[name][:size] if smoke else splits[name])
-        log(f"en-cloze: wrote {'/'.join(str(len(splits[name])) for name in paths)} questions to {path.parent}")
+        written = {name: splits[name][:size] if smoke else splits[name]
+                   for size, name in zip(SMOKE_SIZES, paths, strict=True)}
+        for name, path in paths.items():
+            write_qa(path, written[name])
+        record.write_text(json.dumps(rule) + "\n", encoding="utf-8")
+        log(f"en-cloze: wrote {'/'.join(str(len(questions)) for questions in written.values())} questions to {folder}")
     if train_questions is None or smoke:
         return paths
     head = paths["train"].with_name(f"train-{train_questions}.jsonl")
@@ -281,10 +292,14 @@ def trained_on_current_bilm(run: Path) -> bool:
     return spec.get("elmo") is None or spec.get("bilm_fingerprint") == current_fingerprint(spec["model"])
 
 
-def probe_is_current(out: Path, model: str) -> bool:
-    """Whether the probe result ``out`` exists and was computed with ``model``'s weights as they are now."""
-    return out.is_file() and \
-        json.loads(out.read_text(encoding="utf-8")).get("model_fingerprint") == current_fingerprint(model)
+def probe_is_current(out: Path, settings: dict) -> bool:
+    """Whether the probe result ``out`` exists and was computed with these ``settings`` (the model, the probe's
+    sizes) and the model's weights as they are now."""
+    if not out.is_file():
+        return False
+    result = json.loads(out.read_text(encoding="utf-8"))
+    return result.get("settings") == settings and \
+        result.get("model_fingerprint") == current_fingerprint(settings["model"])
 
 
 def train_job(argv: list[str]) -> tuple[str, int]:
@@ -294,33 +309,47 @@ def train_job(argv: list[str]) -> tuple[str, int]:
 
     torch.set_num_threads(1)
     out = Path(argv[argv.index("--out") + 1])
-    data = data_digest(argv)
+    inputs = inputs_digest(argv)
     if (out / "metrics.json").is_file():
-        if trained_on_current_bilm(out) and (out / DATA_DIGEST).is_file() and \
-                (out / DATA_DIGEST).read_text(encoding="utf-8") == data:
+        if is_current_run(out, inputs):
             return str(out), 0
         (out / "metrics.json").unlink()  # so that a run killed before its end is not taken for a finished one
     code = main(argv)
     if code == 0:
-        (out / DATA_DIGEST).write_text(data, encoding="utf-8")
+        (out / INPUTS_DIGEST).write_text(inputs, encoding="utf-8")
     log(f"{out.relative_to(out.parents[2])}: exit {code}")
     return str(out), code
 
 
-DATA_DIGEST = "data.sha256"
+INPUTS_DIGEST = "inputs.sha256"
 
 
-def data_digest(argv: list[str]) -> str:
-    """sha256 of the train, dev and test files a task run reads, and of its static vectors' file if it reads
-    one: a finished run on other data or other vectors is run again."""
+def inputs_digest(argv: list[str]) -> str:
+    """sha256 of a task run's command (every flag but ``--out``) and of the train, dev and test files and the
+    static vectors' file it reads: a finished run with other flags, data or vectors is run again."""
     digest = hashlib.sha256()
+    out = argv.index("--out")
+    digest.update(json.dumps(argv[:out] + argv[out + 2 :]).encode("utf-8"))
     files = [argv[argv.index(flag) + 1] for flag in ("--train", "--dev", "--test")]
     static = argv[argv.index("--static") + 1]
     if Path(static).is_file():  # word2vec's file; "glove" and "none" name no file
         files.append(static)
     for name in files:
-        digest.update(Path(name).read_bytes())
+        digest.update(file_sha256(name).encode("ascii"))
     return digest.hexdigest()
+
+
+@functools.cache
+def file_sha256(path: str) -> str:
+    from elmo.files import sha256_of
+
+    return sha256_of(Path(path))
+
+
+def is_current_run(run: Path, inputs: str) -> bool:
+    """Whether the finished run ``run`` read the biLM as it is now and the inputs of ``inputs_digest``."""
+    digest = run / INPUTS_DIGEST
+    return trained_on_current_bilm(run) and digest.is_file() and digest.read_text(encoding="utf-8") == inputs
 
 
 # --- 5. probes ------------------------------------------------------------------------------------------
@@ -335,7 +364,8 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / f"pos-{language}.json"
-    if probe_is_current(out, model):
+    settings = {"model": model, "sizes": list(sizes)}
+    if probe_is_current(out, settings):
         return str(out)
     started = time.perf_counter()
     lines = probes.brown_pos_lines() if language == "en" else probes.peoples_daily_pos_lines()
@@ -348,7 +378,8 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
                             Path(work) / "features" / f"pos-{language}" / f"{name}.h5")
         layers[name] = load_layers(path, len(part))
     accuracy = probes.pos_probe(train, test, layers["train"], layers["test"])
-    result = {"accuracy": accuracy, "model_fingerprint": embedder.fingerprint, "train_lines": len(train),
+    result = {"accuracy": accuracy, "settings": settings, "model_fingerprint": embedder.fingerprint,
+              "train_lines": len(train),
               "test_lines": len(test),
               "train_tokens": sum(len(line.words) for line in train),
               "test_tokens": sum(len(line.words) for line in test),
@@ -371,7 +402,8 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / "wsd-en.json"
-    if probe_is_current(out, model):
+    settings = {"model": model, "max_lemmas": max_lemmas}
+    if probe_is_current(out, settings):
         return str(out)
     started = time.perf_counter()
     instances = probes.wordnet_instances(get_tokenizer("english"))
@@ -390,7 +422,8 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
         vectors = np.stack([array[layer, i.position] for array, i in zip(layers, instances, strict=True)])
         accuracy[f"layer_{layer}"] = probes.sense_1nn_accuracy(instances, vectors.astype(np.float32), scored)
     accuracy["most_frequent_sense"] = probes.most_frequent_sense_accuracy(instances, scored)
-    result = {"accuracy": accuracy, "model_fingerprint": embedder.fingerprint, "lemmas": len(keep),
+    result = {"accuracy": accuracy, "settings": settings, "model_fingerprint": embedder.fingerprint,
+              "lemmas": len(keep),
               "lemmas_available": len(all_lemmas),
               "instances": len(instances), "scored": len(scored), "seconds": time.perf_counter() - started}
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -401,15 +434,19 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
 
 # --- 6. report ------------------------------------------------------------------------------------------
 
-def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...]) -> dict:
+def collect(work: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...], run_commands: dict) -> dict:
+    """The metrics of every finished run of ``run_commands`` (``(task, method, seed)``: its command) that is
+    current: the biLM as it is now, the same flags, data and static vectors."""
     results: dict = {}
     for task in tasks:
         for method in (*METHODS, PASSAGE_ONLY):
-            done = [run_dir(work, task, method, seed) for seed in seeds
-                    if (run_dir(work, task, method, seed) / "metrics.json").is_file()]
-            current = [run for run in done if trained_on_current_bilm(run)]
-            for stale in sorted(set(done) - set(current)):
-                log(f"{stale}: left out, trained on the layers of a biLM that is not the current {task.language}")
+            done = {seed: run_dir(work, task, method, seed) for seed in seeds
+                    if (task.name, method, seed) in run_commands
+                    and (run_dir(work, task, method, seed) / "metrics.json").is_file()}
+            current = [run for seed, run in done.items()
+                       if is_current_run(run, inputs_digest(run_commands[task.name, method, seed]))]
+            for stale in sorted(set(done.values()) - set(current)):
+                log(f"{stale}: left out, run with another biLM, other flags, data or static vectors")
             runs = [json.loads((run / "metrics.json").read_text()) for run in current]
             if runs:
                 results.setdefault(task.name, {})[method] = runs
@@ -477,21 +514,19 @@ def plot_mix_weights(results: dict, tasks: tuple[Task, ...], path: Path) -> None
 
 
 def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[int, ...], commands: dict,
-                 smoke: bool, started: float | None) -> None:
-    """``started``: when the experiments began (their wall time goes into the tables), None for --report-only."""
-    results = collect(work, tasks, seeds)
+                 run_commands: dict, probe_settings: dict, smoke: bool, started: float | None) -> None:
+    """The tables and JSON from the current runs (``run_commands``: each one's command, see ``collect``) and probes
+    (``probe_settings``: each one's model and sizes). ``started``: when the experiments began (their wall time
+    goes into the tables), None for --report-only."""
+    results = collect(work, tasks, seeds, run_commands)
     summary = summary_json(results, tasks)
     names = {task.name for task in tasks}
-    docs.mkdir(parents=True, exist_ok=True)
-    (docs / "results.json").write_text(json.dumps(merged(docs / "results.json", summary, names), indent=2) + "\n",
-                                       encoding="utf-8")
-    plot_mix_weights(results, tasks, docs / "task-mix-weights.png")
-    probes = {path.stem: json.loads(path.read_text()) for path in sorted((work / "probes").glob("*.json"))}
-    detail_path = docs / "results-detail.json"
-    detail = json.loads(detail_path.read_text(encoding="utf-8")) if detail_path.is_file() else {}
-    detail = {"runs": merged_runs(detail.get("runs", {}), results, names), "probes": {**detail.get("probes", {}),
-                                                                                     **probes}}
-    detail_path.write_text(json.dumps(detail, indent=2) + "\n", encoding="utf-8")
+    probes = {}
+    for name, settings in probe_settings.items():
+        if probe_is_current(work / "probes" / f"{name}.json", settings):
+            probes[name] = json.loads((work / "probes" / f"{name}.json").read_text(encoding="utf-8"))
+        else:
+            log(f"probe {name}: left out, not run with {settings} on the current weights")
     took = "" if started is None else f"; wall time {time.perf_counter() - started:.0f} s"
     stamp = f"<!-- numbers written by scripts/run_tasks.py{' --smoke' if smoke else ''}{took} -->"
     labelling = tuple(task for task in tasks if task.kind != "qa")
@@ -550,6 +585,15 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
             _, _, after = rest.partition(end)
             results_md.write_text(f"{before}{begin}\n{tables}\n{end}{after}", encoding="utf-8")
             log(f"tables written into {results_md} ({begin})")
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "results.json").write_text(json.dumps(merged(docs / "results.json", summary, names), indent=2) + "\n",
+                                       encoding="utf-8")
+    plot_mix_weights(results, tasks, docs / "task-mix-weights.png")
+    detail_path = docs / "results-detail.json"
+    detail = json.loads(detail_path.read_text(encoding="utf-8")) if detail_path.is_file() else {}
+    detail = {"runs": merged_runs(detail.get("runs", {}), results, names), "probes": {**detail.get("probes", {}),
+                                                                                     **probes}}
+    detail_path.write_text(json.dumps(detail, indent=2) + "\n", encoding="utf-8")
     log(f"tables in {work / 'report-tables.md'}, JSON in {docs / 'results.json'}")
 
 
@@ -710,21 +754,26 @@ def main() -> int:
     word2vec_languages = sorted({task.language for task in tasks if "word2vec" in args.methods
                                  or ("elmo+static" in args.methods and task.language != "en")})
     (work / "vectors").mkdir(parents=True, exist_ok=True)
-    commands = {}
-    jobs = []
+    # Every method's command, run or not: the report takes a finished run only if it was run by its command.
+    run_commands, commands = {}, {}
     for seed in seeds:
         for task in tasks:
             for method in task.methods(seed, seeds[0]):
-                if method not in args.methods:
-                    continue
                 argv = train_command(task, method, seed, paths[task.name], models[task.language], work,
                                      vectors, args.smoke)
+                run_commands[task.name, method, seed] = argv
                 commands[task.name, method] = [*argv[:argv.index("--seed") + 1], "S", "--out",
                                                str(run_dir(work, task, method, 0)).replace("seed-0", "seed-S"),
                                                "--quiet"]
-                jobs.append(argv)
+    jobs = [argv for (_, method, _), argv in run_commands.items() if method in args.methods]
+    pos_sizes = {"en": (150, 60), "zh": (60, 30)} if args.smoke else {"en": (2000, 1000), "zh": (600, 300)}
+    lemmas = 40 if args.smoke else 1500
+    probe_settings = {f"pos-{language}": {"model": models[language], "sizes": list(pos_sizes[language])}
+                      for language in languages}
+    if "en" in languages:
+        probe_settings["wsd-en"] = {"model": models["en"], "max_lemmas": lemmas}
     if args.report_only:
-        write_report(work, args.docs, tasks, seeds, commands, args.smoke, None)
+        write_report(work, args.docs, tasks, seeds, commands, run_commands, probe_settings, args.smoke, None)
         return 0
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.jobs) as pool:
@@ -740,16 +789,14 @@ def main() -> int:
             job.get()
         probe_jobs = []
         if not args.skip_probes:
-            pos_sizes = {"en": (150, 60), "zh": (60, 30)} if args.smoke else {"en": (2000, 1000), "zh": (600, 300)}
             probe_jobs = [pool.apply_async(pos_probe_job, (language, models[language], str(work), pos_sizes[language]))
                           for language in languages]
             if "en" in languages:
-                lemmas = 40 if args.smoke else 1500
                 probe_jobs.append(pool.apply_async(wsd_probe_job, (models["en"], str(work), lemmas)))
         failures = [out for out, code in pool.imap(train_job, jobs) if code != 0]
         for job in probe_jobs:
             job.get()
-    write_report(work, args.docs, tasks, seeds, commands, args.smoke, started)
+    write_report(work, args.docs, tasks, seeds, commands, run_commands, probe_settings, args.smoke, started)
     if failures:
         log(f"{len(failures)} run(s) failed: {', '.join(failures)}")
     return 1 if failures else 0
