@@ -53,6 +53,20 @@ def test_layer_norm_of_a_batch_without_real_tokens_is_zeros_not_nan():
     assert (output == 0).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_norm_in_half_precision_equals_float32_within_its_rounding(dtype):
+    generator = torch.Generator().manual_seed(0)
+    layers = torch.randn(3, 4, 30, 1024, generator=generator) * 3 + 1  # 120 tokens x 1,024 > float16's 65,504
+    mask = torch.ones(4, 30, dtype=torch.bool)
+    mask[1, 20:] = False
+    mix = ScalarMix(3, layer_norm=True)
+    expected = mix(layers, mask)
+    output = mix(layers.to(dtype), mask)
+    assert output.dtype == dtype
+    tolerance = 1e-2 if dtype == torch.float16 else 6e-2  # bfloat16 keeps 8 bits of mantissa
+    np.testing.assert_allclose(output.float().detach().numpy(), expected.detach().numpy(), atol=tolerance)
+
+
 def test_untrainable_mix_gets_no_gradient_and_wrong_sizes_are_refused():
     layers, _ = _layers_and_mask()
     mix = ScalarMix(3, [0.0, 0.0, 1.0], trainable=False).double()

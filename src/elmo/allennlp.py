@@ -3,7 +3,8 @@
 
 Arguments, shapes, dtypes and file layout are AllenNLP 0.9's. The numbers are too, with one difference made on
 purpose: every sentence starts from a zero LSTM state. AllenNLP carried each batch row's state into the next
-batch, so a sentence's vectors depended on what had been embedded before it (docs/allennlp.md).
+batch, so a sentence's vectors depended on what had been embedded before it. With ``do_layer_norm=True``
+``Elmo``'s statistics leave out ``<S>``/``</S>``, which AllenNLP counted (docs/allennlp.md).
 """
 
 import itertools

@@ -55,9 +55,12 @@ class ScalarMix(nn.Module):
 
 def _normalize_over_mask(layers: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Each layer minus its mean, over its standard deviation, both taken over the batch's real tokens only;
-    zeros at masked positions (and everywhere in a batch without a real token)."""
-    weights = mask[None, :, :, None].to(layers.dtype)
-    count = (weights.sum() * layers.shape[-1]).clamp(min=1)
-    mean = (layers * weights).sum(dim=(1, 2, 3), keepdim=True) / count
-    variance = (((layers - mean) * weights) ** 2).sum(dim=(1, 2, 3), keepdim=True) / count
-    return (layers - mean) / torch.sqrt(variance + eps) * weights
+    zeros at masked positions (and everywhere in a batch without a real token). The statistics are taken in
+    float32 at least: in float16 the count of tokens x dim passes 65,504 at 64 tokens of 1,024 and ``eps``
+    rounds to zero, which made every output NaN."""
+    values = layers.to(torch.promote_types(layers.dtype, torch.float32))
+    weights = mask[None, :, :, None].to(values.dtype)
+    count = (weights.sum() * values.shape[-1]).clamp(min=1)
+    mean = (values * weights).sum(dim=(1, 2, 3), keepdim=True) / count
+    variance = (((values - mean) * weights) ** 2).sum(dim=(1, 2, 3), keepdim=True) / count
+    return ((values - mean) / torch.sqrt(variance + eps) * weights).to(layers.dtype)
