@@ -69,7 +69,7 @@ def _neighbors(args: argparse.Namespace) -> int:
     start, end = ("\033[1;4m", "\033[0m") if sys.stdout.isatty() else ("[", "]")
     restriction = f" (only {args.word!r})" if args.same_word else ""
     print(f"{args.word!r} in {args.sentence!r}: nearest {len(found)} uses in {index.meta['n_indexed']:,} indexed "
-          f"tokens, {index.layer(args.layer)}{restriction}")
+          f"tokens, {index.layer(args.layer)}{restriction}; corpus lines counted from 0")
     for neighbor in found:
         print(f"  {neighbor.score:6.3f}  line {neighbor.line}: {neighbor.highlighted(start, end)}")
     form = index.vocabulary_form(args.word)
@@ -103,7 +103,7 @@ def _senses(args: argparse.Namespace) -> int:
                     max_occurrences=args.max_occurrences)
     plot_senses(result, args.out)
     print(f"{args.word!r}: {len(result.rows)} occurrences, {len(result.sizes)} clusters "
-          f"(silhouette {result.silhouette:.2f}) -> {args.out}")
+          f"(silhouette {result.silhouette:.2f}) -> {args.out}; corpus lines counted from 0")
     for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
         print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")
     return 0
