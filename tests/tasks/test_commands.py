@@ -96,6 +96,24 @@ def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):
     assert {label for label, _ in rows} <= {"pos", "neg"}
 
 
+def test_predict_reads_labels_only_where_every_line_starts_with_one_of_the_models(tmp_path: Path,
+                                                                                    static_classifier: Path, capsys):
+    def predicted_texts(content: str) -> list[str]:
+        given = tmp_path / "given.txt"
+        given.write_text(content, encoding="utf-8")
+        assert main(["task", "predict", str(static_classifier), "--input", str(given), "--output",
+                     str(tmp_path / "predicted.tsv")]) == 0
+        return [text for _, text in read_labelled(tmp_path / "predicted.tsv")]
+
+    assert predicted_texts("pos\ta good film\nneg\tnot good\n") == ["a good film", "not good"]
+    # a tab in every line of plain text is part of the text, not a label's end
+    assert predicted_texts("film\ta good one\nscore\tnot good\n") == ["film\ta good one", "score\tnot good"]
+    given = tmp_path / "mixed.txt"
+    given.write_text("pos\ta good film\nnot good at all\n", encoding="utf-8")
+    assert main(["task", "predict", str(static_classifier), "--input", str(given)]) == 2
+    assert "line 1 starts with a label of the model and a tab, line 2 does not" in capsys.readouterr().err
+
+
 def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     bad = tmp_path / "bad.tsv"
     bad.write_text("pos\ta fine line\nno tab here\n", encoding="utf-8")

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,7 +138,7 @@ def _predict(args: argparse.Namespace) -> int:
         sentences = read_tagged(args.input, require_tags=False)
         examples = tagging_examples(sentences, segmenter(spec.segment))
     else:
-        texts = [text for _, text in _labelled_or_plain(args.input)]
+        texts = _texts_to_classify(args.input, spec.labels)
         # The label is a placeholder: prediction reads no targets.
         examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.bilm_model),
                                            spec.max_words)
@@ -169,14 +170,24 @@ def _write_predictions(kind: str, examples: list, guesses: list, texts: list[str
         sys.stdout.flush()
 
 
-def _labelled_or_plain(path: str) -> list[tuple[str, str]]:
-    """``label TAB text`` lines (labels ignored) or plain text lines."""
+def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
+    """The texts of ``label TAB text`` lines (every line starts with one of the model's ``labels`` and a tab;
+    the labels are ignored) or of plain text lines (none does; a tab is then part of the text). A file of
+    both is refused, naming a line of each kind, rather than read with labels inside the texts."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such input file")
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    if lines and all("\t" in line for line in lines):
-        return read_labelled(path)
-    return [("", line.strip()) for line in lines]
+    numbered = [(number, line) for number, line in
+                enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    known = set(labels)
+    labelled = [number for number, line in numbered
+                if "\t" in line and line.partition("\t")[0].strip() in known]
+    if not labelled:
+        return [line.strip() for _, line in numbered]
+    if len(labelled) == len(numbered):
+        return [text for _, text in read_labelled(path)]
+    plain = next(number for number, _ in numbered if number not in set(labelled))
+    raise ValueError(f"{path}: line {labelled[0]} starts with a label of the model and a tab, line {plain} does "
+                     f"not (labels: {', '.join(sorted(known))}); give every line as 'label<TAB>text' or none")
 
 
 def add_subcommands(commands: argparse._SubParsersAction) -> None:
@@ -235,7 +246,9 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                                                        "model")
     predict.add_argument("task_model", help="directory written by `elmo task train`")
     predict.add_argument("--input", required=True, help="tagger: CoNLL file (tags optional, ignored); "
-                                                        "classifier: text lines or label<TAB>text lines; "
+                                                        "classifier: text lines or label<TAB>text lines (read "
+                                                        "as labelled when every line starts with one of the "
+                                                        "model's labels and a tab); "
                                                         "qa: JSON lines of id, question, passage (answers "
                                                         "ignored), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="default: standard output")
