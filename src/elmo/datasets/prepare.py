@@ -10,7 +10,7 @@ normalization) to a sentence of a later task's evaluation text is dropped from e
 A large corpus (``en-large``, ``zh-large``) is its base corpus (``en``, ``zh``) plus more sources. Its
 ``test.txt`` is exactly the base corpus's test split ("today's split", so perplexities stay comparable);
 held-out passages of the added sources go to ``test-new.txt``, their other passages to ``valid.txt`` and
-``train.txt``. Its training text is further cleaned: a train or valid sentence that shares a long stretch of
+``train.txt``. Its text is further cleaned: a train, valid or test-new sentence that shares a long stretch of
 characters with a task's evaluation text is dropped (``LeakWindows``), and sentences repeated in one split,
 or a train sentence that is also held out, are dropped once long enough to be more than a common phrase.
 Its ``train.txt`` is then shuffled by line (``shuffle_lines``, a fixed seed).
@@ -31,6 +31,7 @@ import numpy as np
 
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
+from elmo.files import publish_file
 from elmo.tokenizers import get_tokenizer
 
 SPLITS = ("train", "valid", "test")
@@ -164,8 +165,6 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
             source = SOURCES[name]
             counts, dropped = _write_source(source, fetch(source.archive, cache), tokenize, exclude, handles, limit)
             report_sources.append({**_describe(source), "splits": counts, "dropped_as_task_text": dropped})
-    for split, path in partial.items():  # only complete files get their final names
-        path.replace(out_dir / f"{split}.txt")
     report = {
         "model": model, "tokenizer": tokenizer,
         "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
@@ -175,9 +174,22 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
                            for field in ("passages", "sentences", "tokens")} for split in SPLITS},
         "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
     }
-    (out_dir / "sources.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out_dir / "SOURCES.md").write_text(sources_markdown(report), encoding="utf-8")
+    _publish(out_dir, partial, report)
     return report
+
+
+def _publish(out_dir: Path, partial_texts: dict[str, Path], report: dict[str, Any]) -> None:
+    """The split files and their tables under their final names only once all of them are written (the tables
+    first to partial files, then every rename), so a run that fails leaves no new text beside old tables."""
+    partial_tables = {}
+    for name, text in (("sources.json", json.dumps(report, indent=1, ensure_ascii=False) + "\n"),
+                       ("SOURCES.md", sources_markdown(report))):
+        partial_tables[name] = out_dir / f".{name}.partial"
+        partial_tables[name].write_text(text, encoding="utf-8")
+    for split, path in partial_texts.items():
+        publish_file(path, out_dir / f"{split}.txt")
+    for name, path in partial_tables.items():
+        publish_file(path, out_dir / name)
 
 
 def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], list[str]], exclude: set[str],
@@ -259,8 +271,6 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
                                    "dropped_as_task_text": dropped["task"],
                                    "dropped_as_duplicate": dropped["duplicate"]})
     shuffle_lines(partial["train"], TRAIN_SHUFFLE_SEED)
-    for split, path in partial.items():
-        path.replace(out_dir / f"{split}.txt")
     report = {
         "model": corpus.name, "base": corpus.base, "tokenizer": tokenizer,
         "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
@@ -271,8 +281,7 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
                            for field in ("passages", "sentences", "tokens")} for split in LARGE_SPLITS},
         "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
     }
-    (out_dir / "sources.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out_dir / "SOURCES.md").write_text(sources_markdown(report), encoding="utf-8")
+    _publish(out_dir, partial, report)
     return report
 
 
@@ -325,8 +334,8 @@ def sources_markdown(report: dict[str, Any]) -> str:
     if large:
         lines[-2:-2] = [
             f"`test` is the `{report['base']}` corpus's test split unchanged; the added sources' held-out "
-            "passages are `test-new`. In train and valid, *dropped* also counts sentences that share a long "
-            "stretch of characters with a later task's evaluation text, and *duplicates* counts sentences "
+            "passages are `test-new`. In train, valid and test-new, *dropped* also counts sentences that share a "
+            "long stretch of characters with a later task's evaluation text, and *duplicates* counts sentences "
             "repeated within a split or, in train, also held out.", ""]
     lines += [f"- {source['name']}: `{source['package']}` `{source['member']}`, {source['texts']:,} texts; "
               f"{source['license']}" for source in report["excluded"]]
