@@ -62,7 +62,7 @@ WIKI = {"Hat": {"title": "Hat", "extract": "A hat is worn on the head. Dr. Smith
                 "vary!", "description": "", "topic": ""},
         "Fish": {"title": "Fish", "extract": "Fish swim.", "description": "", "topic": ""}}
 WNUT = "@paulwalk\tO\nIt\tO\n's\tO\nthe\tO\nview\tO\n\nFish\tO\nswim\tO\n.\tO\n"
-MOVIE_REVIEWS = ("1\t2.27\tThe Rock is destined to be great.\r\n2\t-0.6\tEffective but too tepid biopic\r\n"
+MOVIE_REVIEWS = ("1\t2.27\tThe Rock is destined to be great.\r\n2\t-0.6\tEffective but too ''tepid'' biopic\r\n"
                  "3\t2.9\tA gorgeous, witty, seductive movie that keeps its secrets until the very last frame.\r\n")
 
 
@@ -157,7 +157,7 @@ def test_readers_yield_the_sentences_of_each_package_layout(package_archives: di
     assert [p.sentences for p in SOURCES["wnut16"].read(package_archives["wnut16"])] == [
         ("@paulwalk It 's the view",), ("Fish swim .",)]
     assert [p.sentences for p in SOURCES["movie-reviews"].read(package_archives["movie-reviews"])][:2] == [
-        ("The Rock is destined to be great.",), ("Effective but too tepid biopic",)]
+        ("The Rock is destined to be great.",), ('Effective but too "tepid" biopic',)]  # '' as the task writes it
 
 
 def test_sentence_splitters_keep_abbreviations_and_closing_quotes():

@@ -244,12 +244,20 @@ def read_wnut(archive_path: Path) -> Iterator[Passage]:
             tokens = []
 
 
-def read_movie_reviews(archive_path: Path) -> Iterator[Passage]:
-    """Rotten Tomatoes snippets: ``id TAB mean rating TAB text``."""
+def movie_review_rows(archive_path: Path) -> Iterator[tuple[float, str]]:
+    """Rotten Tomatoes snippets as (mean human rating, text), from ``id TAB mean rating TAB text`` lines. The
+    snippets write a double quote as two single quotes; the text has the double quote, as the sentiment task
+    and every training text write it (so the exclusion of the task's text from training text matches it)."""
     for line in read_member(archive_path, VADER_MEMBER).decode("utf-8").splitlines():
         fields = line.split("\t")
         if len(fields) == 3 and fields[2].strip():
-            yield Passage(fields[2].strip(), (fields[2].strip(),))
+            yield float(fields[1]), fields[2].strip().replace("''", '"')
+
+
+def read_movie_reviews(archive_path: Path) -> Iterator[Passage]:
+    """The snippets of ``movie_review_rows``, one passage each."""
+    for _, text in movie_review_rows(archive_path):
+        yield Passage(text, (text,))
 
 
 def read_chinese_reviews(archive_path: Path) -> Iterator[Passage]:

@@ -234,19 +234,11 @@ def movie_reviews(cache: Path | None = None, neutral_margin: float = 0.5) -> lis
     """Rotten Tomatoes snippets labelled by the sign of their mean human rating (-4..+4): ``pos`` above
     ``neutral_margin``, ``neg`` below ``-neutral_margin``; the near-neutral ones in between are dropped
     (533 of 10,605 at the default 0.5)."""
-    from elmo.datasets.sources import VADER_MEMBER, read_member
+    from elmo.datasets.sources import movie_review_rows
 
     archive, _ = _archive_member("movie-reviews", cache)
-    rows = []
-    for line in read_member(archive, VADER_MEMBER).decode("utf-8").splitlines():
-        fields = line.split("\t")
-        if len(fields) != 3 or not fields[2].strip():
-            continue
-        rating = float(fields[1])
-        if abs(rating) >= neutral_margin:
-            # The snippets write a double quote as two single quotes.
-            rows.append(("pos" if rating > 0 else "neg", fields[2].strip().replace("''", '"')))
-    return rows
+    return [("pos" if rating > 0 else "neg", text) for rating, text in movie_review_rows(archive)
+            if abs(rating) >= neutral_margin]
 
 
 def chinese_reviews(cache: Path | None = None) -> list[tuple[str, str]]:
