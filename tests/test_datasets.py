@@ -12,6 +12,7 @@ import json
 import os
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import jieba
@@ -497,6 +498,26 @@ def test_en_large_keeps_todays_test_split_and_keeps_task_and_held_out_text_out_o
     assert [s["name"] for s in report["excluded"]] == ["wnut16", "movie-reviews", "wordnet-examples"]
     markdown = (out / "SOURCES.md").read_text()
     assert "| test-new tokens |" in markdown and "`test` is the `en` corpus's test split unchanged" in markdown
+
+
+def test_en_large_test_split_is_the_base_one_even_where_a_wordnet_example_repeats_it(large_cache: Path,
+                                                                                      tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch):
+    from elmo.datasets.sources import Passage
+
+    prepare("en", tmp_path / "en", large_cache)
+    base_test = (tmp_path / "en" / "test.txt").read_text()
+    example = base_test.splitlines()[0].replace('" ', '"').replace(' "', '"')  # 'said " no " .' as 'said"no".'
+    assert text_key(example) == text_key(base_test.splitlines()[0])
+
+    def with_the_test_sentence(archive_path: Path) -> Iterator[Passage]:
+        yield Passage(example, (example,))
+
+    monkeypatch.setitem(SOURCES, "wordnet-examples",
+                        dataclasses.replace(SOURCES["wordnet-examples"], read=with_the_test_sentence))
+    prepare("en-large", tmp_path / "en-large", large_cache)
+    assert (tmp_path / "en-large" / "test.txt").read_text() == base_test  # the probe's example is not task text
+
 
 
 def test_leak_windows_find_any_long_common_stretch():

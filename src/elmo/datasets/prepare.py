@@ -220,6 +220,8 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
     tokenize = get_tokenizer(tokenizer)
     base_sources = set(CORPORA[corpus.base].sources)  # type: ignore[index]
     exclude, n_excluded_texts = excluded_keys(corpus, cache)
+    # today's test split is the base corpus's, cleaned by the base's rule only, so it stays that file exactly
+    base_exclude, _ = excluded_keys(CORPORA[corpus.base], cache)  # type: ignore[index]
     windows = LeakWindows(exclude, corpus.leak_window, max(1, corpus.leak_window // 10))
     archives = {name: fetch(SOURCES[name].archive, cache) for name in corpus.sources}
 
@@ -252,7 +254,7 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
                 counts[split]["passages"] += 1
                 for sentence in passage.sentences:
                     key = text_key(sentence)
-                    if key in exclude or (split != "test" and windows.leaks(key)):
+                    if key in base_exclude if split == "test" else key in exclude or windows.leaks(key):
                         dropped["task"] += 1
                         continue
                     if split != "test" and len(key) >= corpus.dedupe_min_chars:
