@@ -120,19 +120,19 @@ class LeakWindows:
         return any(_digest(key[i:i + width]) in self._windows for i in range(0, len(key) - width + 1, self.stride))
 
 
-def excluded_keys(corpus: ModelCorpus, cache: Path | None = None) -> tuple[set[str], dict[str, int]]:
-    """Keys of every excluded text and of each of its sentences, and the number of texts per source."""
-    keys: set[str] = set()
+def excluded_keys(corpus: ModelCorpus, cache: Path | None = None) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Per excluded source: the keys of every text and of each of its sentences, and the number of texts."""
+    keys: dict[str, set[str]] = {}
     n_texts: dict[str, int] = {}
     for name in corpus.excluded:
         source = SOURCES[name]
-        n_texts[name] = 0
+        keys[name], n_texts[name] = set(), 0
         for passage in source.read(fetch(source.archive, cache)):
             for text in passage.sentences:
-                keys.add(text_key(text))
-                keys.update(text_key(sentence) for sentence in corpus.split_sentences(text))
+                keys[name].add(text_key(text))
+                keys[name].update(text_key(sentence) for sentence in corpus.split_sentences(text))
                 n_texts[name] += 1
-    keys.discard("")
+        keys[name].discard("")
     return keys, n_texts
 
 
@@ -155,7 +155,8 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
     if corpus.base:
         return _prepare_large(replace(corpus, sources=(*corpus.sources, *dict.fromkeys(extra))), out_dir, cache,
                               tokenizer, limit)
-    exclude, n_excluded_texts = excluded_keys(corpus, cache)
+    keys, n_excluded_texts = excluded_keys(corpus, cache)
+    exclude = set().union(*keys.values())
     report_sources: list[dict[str, Any]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = {split: out_dir / f".{split}.txt.partial" for split in SPLITS}
@@ -218,10 +219,12 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
     """``prepare`` for a corpus with a base (module docstring): two passes over the sources, the first to
     collect the held-out sentences that training text must not repeat, the second to write."""
     tokenize = get_tokenizer(tokenizer)
-    base_sources = set(CORPORA[corpus.base].sources)  # type: ignore[index]
-    exclude, n_excluded_texts = excluded_keys(corpus, cache)
+    base = CORPORA[corpus.base]  # type: ignore[index]
+    base_sources = set(base.sources)
+    keys, n_excluded_texts = excluded_keys(corpus, cache)
+    exclude = set().union(*keys.values())
     # today's test split is the base corpus's, cleaned by the base's rule only, so it stays that file exactly
-    base_exclude, _ = excluded_keys(CORPORA[corpus.base], cache)  # type: ignore[index]
+    base_exclude = set().union(*(keys[name] for name in base.excluded))
     windows = LeakWindows(exclude, corpus.leak_window, max(1, corpus.leak_window // 10))
     archives = {name: fetch(SOURCES[name].archive, cache) for name in corpus.sources}
 

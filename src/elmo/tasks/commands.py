@@ -185,7 +185,8 @@ def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
         return [line.strip() for _, line in numbered]
     if len(labelled) == len(numbered):
         return [text for _, text in read_labelled(path)]
-    plain = next(number for number, _ in numbered if number not in set(labelled))
+    labelled_numbers = set(labelled)
+    plain = next(number for number, _ in numbered if number not in labelled_numbers)
     raise ValueError(f"{path}: line {labelled[0]} starts with a label of the model and a tab, line {plain} does "
                      f"not (labels: {', '.join(sorted(known))}); give every line as 'label<TAB>text' or none")
 
