@@ -141,8 +141,9 @@ class Reference:
             layer_input = output
         return outputs, finals
 
-    def embed(self, tokens, state=None):
-        """-> (n_layers + 1, len(tokens), 2P) and the final (forward, backward) per-layer states."""
+    def embed(self, tokens, state=None, keep_boundaries=False):
+        """-> (n_layers + 1, len(tokens), 2P) (len(tokens) + 2 with <S> and </S> kept) and the final (forward,
+        backward) per-layer states."""
         n_layers, p, d = self.lstm["n_layers"], self.lstm["projection_dim"], self.lstm["dim"]
         if state is None:
             zero = [(np.zeros(p), np.zeros(d)) for _ in range(n_layers)]
@@ -153,7 +154,8 @@ class Reference:
         layers = [np.concatenate([vectors, vectors], axis=1)]
         for k in range(n_layers):
             layers.append(np.concatenate([np.array(forward[k]), np.array(backward[k][::-1])], axis=1))
-        return np.stack(layers)[:, 1:-1], (forward_final, backward_final)
+        stacked = np.stack(layers)
+        return (stacked if keep_boundaries else stacked[:, 1:-1]), (forward_final, backward_final)
 
 
 def case_model(case: str, directory: Path) -> tuple[BiLM, Reference]:

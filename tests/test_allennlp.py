@@ -13,10 +13,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from float64_reference import Reference
 
 from elmo.allennlp import Elmo, ElmoEmbedder, batch_to_ids
+from elmo.config import BiLMConfig
 from elmo.embedder import Embedder
 from elmo.model_dir import ModelDir
+from elmo.weights import read_datasets
 
 ORIGINAL = "elmo_2x4096_512_2048cnn_2xhighway"  # AllenNLP's names for the original model's files
 
@@ -133,6 +136,54 @@ def test_elmo_representations_are_gamma_times_softmax_weighted_layers(files, emb
         np.testing.assert_allclose(representations[1][row, :length].numpy(),
                                    1.5 * np.tensordot(weights, layers, axes=1), atol=1e-5)
         assert representations[1][row, length:].abs().sum() == 0
+
+
+def _allennlp_elmo(fixture_dir, sentences, scalars, gamma, layer_norm):
+    """AllenNLP 0.9's ``Elmo`` mix of the batch ``(batch, T + 2, D)`` and its mask, from the float64 reference's
+    layers with ``<S>``/``</S>``: each layer normalized by the mean and variance of every unmasked value of the
+    batch, boundaries included (its ``ScalarMix._do_layer_norm``), then ``gamma * sum_j softmax(s)_j h_j``."""
+    options = json.loads((fixture_dir / "options.json").read_text())
+    config = BiLMConfig.from_options(options)
+    reference = Reference(read_datasets(fixture_dir / "lm_weights.hdf5", config), options)
+    bounded = [reference.embed(tokens, keep_boundaries=True)[0] for tokens in sentences]  # (L + 1, n + 2, D)
+    positions = max(len(tokens) for tokens in sentences) + 2
+    layers = np.zeros((bounded[0].shape[0], len(sentences), positions, bounded[0].shape[2]))
+    mask = np.zeros((len(sentences), positions), dtype=bool)
+    for row, sentence_layers in enumerate(bounded):
+        layers[:, row, : sentence_layers.shape[1]] = sentence_layers
+        mask[row, : sentence_layers.shape[1]] = True
+    if layer_norm:
+        kept = mask[None, :, :, None]
+        count = mask.sum() * layers.shape[-1]
+        mean = (layers * kept).sum(axis=(1, 2, 3), keepdims=True) / count
+        variance = (((layers * kept - mean) * kept) ** 2).sum(axis=(1, 2, 3), keepdims=True) / count
+        layers = (layers - mean) / np.sqrt(variance + 1e-12)
+    weights = np.exp(scalars) / np.exp(scalars).sum()
+    return gamma * np.tensordot(weights, layers, axes=1), mask
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+@pytest.mark.parametrize("keep_boundaries", [False, True])
+def test_elmo_equals_allennlps_mix_over_tokens_and_boundaries_computed_in_float64(files, fixture_dir, first_batch,
+                                                                                  layer_norm, keep_boundaries):
+    scalars, gamma = np.array([0.5, -1.0, 2.0]), 1.5
+    elmo = Elmo(*files, num_output_representations=1, do_layer_norm=layer_norm, dropout=0.0,
+                keep_sentence_boundaries=keep_boundaries).double()
+    with torch.no_grad():
+        elmo.elmo.mixes[0].scalars.copy_(torch.from_numpy(scalars))
+        elmo.elmo.mixes[0].gamma.fill_(gamma)
+        output = elmo(batch_to_ids(first_batch))
+    got, mask = output["elmo_representations"][0].numpy(), output["mask"].numpy()
+    expected, bounded_mask = _allennlp_elmo(fixture_dir, first_batch, scalars, gamma, layer_norm)
+    lengths = [len(tokens) for tokens in first_batch]
+    if keep_boundaries:  # <S>, the tokens, </S>, padding; AllenNLP left normalized zeros at padding, here zeros
+        assert got.shape == (3, max(lengths) + 2, 32) and np.array_equal(mask, bounded_mask)
+        np.testing.assert_allclose(got[bounded_mask], expected[bounded_mask], rtol=0, atol=1e-10)
+    else:
+        assert got.shape == (3, max(lengths), 32) and mask.sum(axis=1).tolist() == lengths
+        for row, length in enumerate(lengths):
+            np.testing.assert_allclose(got[row, :length], expected[row, 1 : length + 1], rtol=0, atol=1e-10)
+    assert not got[~mask.astype(bool)].any()
 
 
 def test_elmo_mask_marks_each_rows_tokens(files):

@@ -45,3 +45,16 @@ def test_carried_state_continues_each_row_as_the_reference_does(models):
         expected, _ = reference.embed(second[row], reference_state)
         got = output.layers[:, row, : len(second[row])].numpy()
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10)
+
+
+def test_kept_boundaries_are_the_references_s_and_end_positions_around_each_rows_tokens(models):
+    bilm, reference = models
+    with torch.no_grad():
+        output, _ = bilm(batch_to_char_ids(SENTENCES), keep_boundaries=True)
+    longest = max(map(len, SENTENCES))
+    assert output.layers.shape[2] == longest + 2
+    for row, tokens in enumerate(SENTENCES):
+        expected, _ = reference.embed(tokens, keep_boundaries=True)  # <S>, the tokens, </S>
+        np.testing.assert_allclose(output.layers[:, row, : len(tokens) + 2].numpy(), expected, rtol=0, atol=1e-10)
+        assert output.mask[row].tolist() == [True] * (len(tokens) + 2) + [False] * (longest - len(tokens))
+        assert not output.layers[:, row, len(tokens) + 2 :].any()

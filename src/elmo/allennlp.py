@@ -3,8 +3,7 @@
 
 Arguments, shapes, dtypes and file layout are AllenNLP 0.9's. The numbers are too, with one difference made on
 purpose: every sentence starts from a zero LSTM state. AllenNLP carried each batch row's state into the next
-batch, so a sentence's vectors depended on what had been embedded before it. With ``do_layer_norm=True``
-``Elmo``'s statistics leave out ``<S>``/``</S>``, which AllenNLP counted (docs/allennlp.md).
+batch, so a sentence's vectors depended on what had been embedded before it (docs/allennlp.md).
 """
 
 import itertools
@@ -175,13 +174,15 @@ def _check_sentence_keys(sentences: list[str]) -> None:
 
 class Elmo(nn.Module):
     """AllenNLP 0.9's ``Elmo``: ``forward(character_ids (..., T, 50))`` from ``batch_to_ids`` ->
-    ``{"elmo_representations": K tensors (..., T, 2P), "mask": (..., T) int64}``, without ``<S>``/``</S>``.
+    ``{"elmo_representations": K tensors (..., T, 2P), "mask": (..., T) int64}``, without ``<S>``/``</S>``
+    unless ``keep_sentence_boundaries`` (then ``T + 2`` positions: ``<S>`` first, ``</S>`` after a row's tokens).
 
     Each of the ``num_output_representations`` (K) is its own scalar mix ``gamma * sum_j softmax(s)_j h_j`` of the
     biLM's layers, followed by ``dropout``. ``requires_grad`` lets gradients reach the biLM (by default only the
-    mixes train); ``do_layer_norm`` normalizes each layer before mixing; ``scalar_mix_parameters`` fixes the
-    pre-softmax ``s`` (with ``gamma`` 1) instead of learning them. The task-model module ``elmo.Elmo`` does the
-    work; this class only speaks AllenNLP's arguments and output.
+    mixes train); ``do_layer_norm`` normalizes each layer before mixing, over the batch's tokens and boundaries as
+    AllenNLP did; ``scalar_mix_parameters`` fixes the pre-softmax ``s`` (with ``gamma`` 1) instead of learning
+    them. The task-model module ``elmo.Elmo`` does the work, mixing with the boundaries as AllenNLP did; this class
+    speaks AllenNLP's arguments and output and removes the boundaries.
     """
 
     def __init__(
@@ -192,6 +193,7 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         do_layer_norm: bool = False,
         dropout: float = 0.5,
+        keep_sentence_boundaries: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
@@ -202,8 +204,9 @@ class Elmo(nn.Module):
         fixed_weights = None
         if scalar_mix_parameters is not None:
             fixed_weights = _softmax(scalar_mix_parameters, bilm.config.n_output_layers)
+        self.keep_sentence_boundaries = keep_sentence_boundaries
         self.elmo = TaskElmo(bilm, n_mixes=num_output_representations, dropout=dropout, layer_norm=do_layer_norm,
-                             fine_tune=requires_grad, fixed_weights=fixed_weights)
+                             fine_tune=requires_grad, fixed_weights=fixed_weights, keep_boundaries=True)
 
     def get_output_dim(self) -> int:
         """2P: the width of each representation (1024 for the original model)."""
@@ -213,12 +216,21 @@ class Elmo(nn.Module):
         if inputs.dim() < 3:
             raise ValueError(f"inputs has shape {tuple(inputs.shape)}; expected (batch, timesteps, 50) character "
                              "ids from batch_to_ids")
-        leading, timesteps = inputs.shape[:-2], inputs.shape[-2]
+        leading = inputs.shape[:-2]
         mixes, mask = self.elmo(inputs.reshape(-1, *inputs.shape[-2:]))
+        if not self.keep_sentence_boundaries:
+            mixes, mask = [_remove_boundaries(mix, mask) for mix in mixes], mask[:, 2:]
         return {
-            "elmo_representations": [mix.reshape(*leading, timesteps, mix.shape[-1]) for mix in mixes],
-            "mask": mask.long().reshape(*leading, timesteps),
+            "elmo_representations": [mix.reshape(*leading, *mix.shape[1:]) for mix in mixes],
+            "mask": mask.long().reshape(*leading, mask.shape[1]),
         }
+
+
+def _remove_boundaries(mix: torch.Tensor, bounded_mask: torch.Tensor) -> torch.Tensor:
+    """``(batch, T + 2, D)`` with ``<S>`` at 0 and ``</S>`` after each row's tokens -> ``(batch, T, D)``, the
+    tokens only, zeros after them (where each ``</S>`` moved)."""
+    tokens = bounded_mask[:, 2:]  # row of n tokens: n + 2 bounded positions, so its first n here
+    return mix[:, 1:-1] * tokens[:, :, None].to(mix.dtype)
 
 
 def _softmax(scalars: Sequence[float], n_layers: int) -> list[float]:

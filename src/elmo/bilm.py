@@ -2,8 +2,9 @@
 
 ``BiLM.forward`` takes character ids without sentence boundaries, adds ``<S>``/``</S>`` itself, runs
 both directions (the backward one over each sentence reversed from its own last token) and returns
-the L+1 ELMo layers with the boundaries removed: layer 0 is the token vector twice, layer k is
-``[forward_k, backward_k]``.
+the L+1 ELMo layers, by default with the boundaries removed: layer 0 is the token vector twice, layer k is
+``[forward_k, backward_k]``. With ``keep_boundaries=True`` the boundaries' layers come back too, in
+AllenNLP's layout (``<S>`` at position 0, a row's n tokens at 1..n, ``</S>`` at n + 1).
 
 State is explicit. With ``state=None`` every sentence starts from zeros, so its vectors do not depend
 on the rest of the batch or on earlier calls. Passing back the returned state continues each row
@@ -44,7 +45,8 @@ class BiLMState(NamedTuple):
 
 class BiLMOutput(NamedTuple):
     """``layers``: ``(n_layers + 1, batch, max_tokens, 2 * projection_dim)``, zeros at padding;
-    ``mask``: ``(batch, max_tokens)`` bool, True at real tokens."""
+    ``mask``: ``(batch, max_tokens)`` bool, True at real tokens. With the boundaries kept, ``max_tokens + 2``
+    positions a row, the mask True at ``<S>`` and ``</S>`` too."""
 
     layers: torch.Tensor
     mask: torch.Tensor
@@ -74,12 +76,15 @@ class BiLM(nn.Module):
         )
 
     def forward(
-        self, char_ids: torch.Tensor, state: BiLMState | None = None
+        self, char_ids: torch.Tensor, state: BiLMState | None = None, keep_boundaries: bool = False
     ) -> tuple[BiLMOutput, BiLMState]:
         """``char_ids``: ``(batch, max_tokens, max_characters)``, each row's tokens first, then all-zero
-        padding tokens. Returns the layers and mask, and the state to pass to a following call."""
+        padding tokens. Returns the layers and mask, and the state to pass to a following call.
+
+        ``keep_boundaries``: return ``max_tokens + 2`` positions a row, ``<S>`` and ``</S>`` included (module
+        docstring), with a mask that is True at them too."""
         mask = self._check_char_ids(char_ids)
-        return self.contextualize(self.encode_tokens(char_ids, mask), mask, state)
+        return self.contextualize(self.encode_tokens(char_ids, mask), mask, state, keep_boundaries)
 
     def encode_tokens(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Context-free token vectors ``(batch, max_tokens, projection_dim)``, zeros at padding.
@@ -93,10 +98,12 @@ class BiLM(nn.Module):
         return token_vectors
 
     def contextualize(
-        self, token_vectors: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None
+        self, token_vectors: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None,
+        keep_boundaries: bool = False,
     ) -> tuple[BiLMOutput, BiLMState]:
         """The LSTM stacks over token vectors ``(batch, max_tokens, projection_dim)``; ``<S>``/``</S>`` are
-        added here. Lets a caller supply token vectors it already has (a cache) instead of character ids.
+        added here (and returned with ``keep_boundaries``, as ``forward`` says). Lets a caller supply token vectors
+        it already has (a cache) instead of character ids.
 
         Each row runs on its own LSTM row, from ``state`` (zeros when None): the lanes of ``elmo/lanes.py`` with one
         sentence a lane."""
@@ -106,11 +113,16 @@ class BiLM(nn.Module):
             state = self.zero_state(batch_size, like=token_vectors)
         elif state.h.shape[2] != batch_size:
             raise ValueError(f"state holds {state.h.shape[2]} rows but the batch has {batch_size}")
-        layers = token_vectors.new_zeros((self.config.n_output_layers, batch_size, max_tokens, 2 * width))
+        output_mask = mask
+        if keep_boundaries:
+            output_mask = torch.arange(max_tokens + 2, device=mask.device)[None, :] < (lengths + 2)[:, None]
+        layers = token_vectors.new_zeros((self.config.n_output_layers, *output_mask.shape, 2 * width))
         if batch_size == 0:
-            return BiLMOutput(layers, mask), state
-        layers[:, mask], new_state = self._run_sentences(token_vectors[mask], lengths.tolist(), batch_size, state)
-        return BiLMOutput(layers, mask), new_state
+            return BiLMOutput(layers, output_mask), state
+        layers[:, output_mask], new_state = self._run_sentences(
+            token_vectors[mask], lengths.tolist(), batch_size, state, keep_boundaries
+        )
+        return BiLMOutput(layers, output_mask), new_state
 
     def contextualize_lanes(self, token_vectors: torch.Tensor, lengths: Sequence[int], n_lanes: int) -> torch.Tensor:
         """The layers of many sentences, run a few at a time on ``n_lanes`` LSTM rows (``elmo/lanes.py``).
@@ -129,16 +141,19 @@ class BiLM(nn.Module):
 
     @overload
     def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
-                       state: BiLMState) -> tuple[torch.Tensor, BiLMState]: ...
+                       state: BiLMState, keep_boundaries: bool = False) -> tuple[torch.Tensor, BiLMState]: ...
     @overload
     def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
-                       state: None = None) -> tuple[torch.Tensor, None]: ...
+                       state: None = None, keep_boundaries: bool = False) -> tuple[torch.Tensor, None]: ...
     def _run_sentences(self, token_vectors: torch.Tensor, lengths: list[int], n_lanes: int,
-                       state: BiLMState | None = None) -> tuple[torch.Tensor, BiLMState | None]:
+                       state: BiLMState | None = None,
+                       keep_boundaries: bool = False) -> tuple[torch.Tensor, BiLMState | None]:
         """Sentences laid end to end (``token_vectors (n_tokens, width)``, at least one sentence) -> their layers
         ``(n_layers + 1, n_tokens, 2 * width)``: ``<S>``/``</S>`` added around each, both directions run on
-        ``n_lanes`` rows. With ``state`` (one row per sentence, ``n_lanes`` = the number of sentences) each
-        sentence starts from its row and the state where each stopped comes back; otherwise lanes start at zero."""
+        ``n_lanes`` rows; with ``keep_boundaries`` each sentence's ``<S>`` and ``</S>`` positions stay in, around
+        its tokens (``n_tokens + 2 * n_sentences`` positions). With ``state`` (one row per sentence, ``n_lanes`` =
+        the number of sentences) each sentence starts from its row and the state where each stopped comes back;
+        otherwise lanes start at zero."""
         device, width = token_vectors.device, token_vectors.shape[1]
         bounded_lengths = [length + 2 for length in lengths]  # <S>, the tokens, </S>
         ends = torch.tensor(bounded_lengths, device=device).cumsum(0)
@@ -162,7 +177,9 @@ class BiLM(nn.Module):
             initial = BiLMState(state.h[:, :, order], state.c[:, :, order])
         run = run_directions(self.forward_lstm, self.backward_lstm, bounded[indices], packing.batch_sizes,
                              initial.h, initial.c, restarts)
-        layers = _unpack_layers(bounded, indices, run.layers)[:, is_token]
+        layers = _unpack_layers(bounded, indices, run.layers)
+        if not keep_boundaries:
+            layers = layers[:, is_token]
         if state is None:
             return layers, None
         restore = torch.empty_like(order)

@@ -17,7 +17,8 @@ from elmo.modules.scalar_mix import ScalarMix
 
 
 class ElmoMixes(NamedTuple):
-    """``mixes``: K tensors ``(batch, time, 2P)``; ``mask``: ``(batch, time)`` bool."""
+    """``mixes``: K tensors ``(batch, time, 2P)``; ``mask``: ``(batch, time)`` bool (``time`` counts ``<S>``
+    and ``</S>`` when the module keeps them)."""
 
     mixes: list[torch.Tensor]
     mask: torch.Tensor
@@ -32,6 +33,8 @@ class Elmo(nn.Module):
     - ``fine_tune``: let gradients reach the biLM (and let it follow train/eval mode).
     - ``fixed_weights``: layer weights used as given (normalized to sum 1) instead of learned ones.
     - ``mix_l2``: each learned mix's pull towards an even average; add ``regularization()`` to the loss.
+    - ``keep_boundaries``: mix and return ``<S>`` and ``</S>`` too, in AllenNLP's layout (``elmo/bilm.py``), so
+      that layer norm counts them as AllenNLP's did.
     """
 
     def __init__(
@@ -43,10 +46,12 @@ class Elmo(nn.Module):
         fine_tune: bool = False,
         fixed_weights: Sequence[float] | None = None,
         mix_l2: float = 0.0,
+        keep_boundaries: bool = False,
     ) -> None:
         super().__init__()
         self.bilm = bilm
         self.fine_tune = fine_tune
+        self.keep_boundaries = keep_boundaries
         bilm.requires_grad_(fine_tune)
         n_layers = bilm.config.n_output_layers
         scalars = None if fixed_weights is None else _log_weights(fixed_weights, n_layers)
@@ -69,7 +74,7 @@ class Elmo(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> ElmoMixes:
         with torch.set_grad_enabled(self.fine_tune and torch.is_grad_enabled()):
-            output, _ = self.bilm(char_ids)
+            output, _ = self.bilm(char_ids, keep_boundaries=self.keep_boundaries)
         mixes = [self.dropout(mix(output.layers, output.mask)) for mix in self.mixes]
         return ElmoMixes(mixes, output.mask)
 
