@@ -361,6 +361,17 @@ def test_debian_readers_take_text_out_of_the_deb_data_tarball(tmp_path: Path):
                                       "除非 指定了 -a 选项，否则 不显示 以点开头的文件。"))]
 
 
+def test_html_pages_are_keyed_by_their_path_under_the_manuals_root_so_same_named_pages_split_apart(tmp_path: Path):
+    root = "usr/share/doc/python3.11/html"
+    python_doc = _deb(tmp_path / "python3.11-doc_3.11.2-6_all.deb", {
+        f"{root}/index.html": GIMP_HTML.encode(), f"{root}/library/index.html": GIMP_HTML.encode(),
+        f"{root}/_static/index.html": GIMP_HTML.encode()})  # Sphinx's own files are not read
+    passages = list(SOURCES["python-doc"].read(python_doc))
+    assert [p.key for p in passages] == ["python-doc:index.html", "python-doc:library/index.html"]
+    assert passages[0].sentences == passages[1].sentences == (
+        "The Brush tool paints with the current brush; hold Shift to draw a straight line.",)
+
+
 def _sqlite_bytes(tmp_path: Path, statements: list[str]) -> bytes:
     import sqlite3
 

