@@ -79,6 +79,12 @@ class Reference:
         self.cell_clips_fired = 0
         self.proj_clips_fired = 0
 
+    @classmethod
+    def from_files(cls, options_file: Path, weight_file: Path) -> "Reference":
+        """The reference of a model in the published layout (options JSON, HDF5 weights)."""
+        options = json.loads(Path(options_file).read_text())
+        return cls(read_datasets(weight_file, BiLMConfig.from_options(options)), options)
+
     def char_ids(self, token: str) -> list[int]:
         if token in ("<S>", "</S>"):
             symbols = [256 if token == "<S>" else 257]
@@ -161,8 +167,8 @@ class Reference:
 def case_model(case: str, directory: Path) -> tuple[BiLM, Reference]:
     """The float32 biLM of ``CASES[case]`` with random weights written to ``directory``, and its reference."""
     options = CASES[case]
-    config = BiLMConfig.from_options(options)
     weight_file = directory / "weights.hdf5"
-    random_weight_file(weight_file, config, seed=len(case))
-    (directory / "options.json").write_text(json.dumps(options))
-    return load_bilm(directory / "options.json", weight_file), Reference(read_datasets(weight_file, config), options)
+    random_weight_file(weight_file, BiLMConfig.from_options(options), seed=len(case))
+    options_file = directory / "options.json"
+    options_file.write_text(json.dumps(options))
+    return load_bilm(options_file, weight_file), Reference.from_files(options_file, weight_file)

@@ -16,10 +16,8 @@ import torch
 from float64_reference import Reference
 
 from elmo.allennlp import Elmo, ElmoEmbedder, batch_to_ids
-from elmo.config import BiLMConfig
 from elmo.embedder import Embedder
 from elmo.model_dir import ModelDir
-from elmo.weights import read_datasets
 
 ORIGINAL = "elmo_2x4096_512_2048cnn_2xhighway"  # AllenNLP's names for the original model's files
 
@@ -142,9 +140,7 @@ def _allennlp_elmo(fixture_dir, sentences, scalars, gamma, layer_norm):
     """AllenNLP 0.9's ``Elmo`` mix of the batch ``(batch, T + 2, D)`` and its mask, from the float64 reference's
     layers with ``<S>``/``</S>``: each layer normalized by the mean and variance of every unmasked value of the
     batch, boundaries included (its ``ScalarMix._do_layer_norm``), then ``gamma * sum_j softmax(s)_j h_j``."""
-    options = json.loads((fixture_dir / "options.json").read_text())
-    config = BiLMConfig.from_options(options)
-    reference = Reference(read_datasets(fixture_dir / "lm_weights.hdf5", config), options)
+    reference = Reference.from_files(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
     bounded = [reference.embed(tokens, keep_boundaries=True)[0] for tokens in sentences]  # (L + 1, n + 2, D)
     positions = max(len(tokens) for tokens in sentences) + 2
     layers = np.zeros((bounded[0].shape[0], len(sentences), positions, bounded[0].shape[2]))

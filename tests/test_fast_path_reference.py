@@ -13,20 +13,18 @@ gate, bias, clip or product would miss by orders of magnitude more.
 """
 
 import copy
-import json
 
 import numpy as np
 import pytest
 import torch
 from float64_reference import CASES, SENTENCES, Reference, case_model
 
-from elmo import BiLM, BiLMConfig, batch_to_char_ids, load_bilm
+from elmo import BiLM, batch_to_char_ids, load_bilm
 from elmo.embedder import Embedder
 from elmo.modules.bidirectional import Kernel, pick_kernel, run_directions
 from elmo.modules.lstm import fast_tanh
 from elmo.modules.prepacked import HAS_ONEDNN, can_reorder
 from elmo.training.softmax import SampledSoftmaxNll, sample_log_uniform, sampled_softmax_nll
-from elmo.weights import read_datasets
 
 EPS = torch.finfo(torch.float32).eps
 TOLERANCE_EPS = 16
@@ -72,9 +70,8 @@ def test_fast_tanh_equals_float64_tanh_to_float32_rounding():
 def test_every_layer_of_the_fixture_in_float32_equals_the_float64_reference(fixture_dir, fixture_sentences):
     """AllenNLP's fixture model (its clips fire: 376 cell and 246 projection values on these sentences).
     Measured: 1.1e-6 on values up to 7.1, 1.4 eps of it, on each path."""
-    options = json.loads((fixture_dir / "options.json").read_text())
     weight_file = fixture_dir / "lm_weights.hdf5"
-    reference = Reference(read_datasets(weight_file, BiLMConfig.from_options(options)), options)
+    reference = Reference.from_files(fixture_dir / "options.json", weight_file)
     expected = [reference.embed(tokens)[0] for tokens in fixture_sentences]
     assert reference.cell_clips_fired > 0 and reference.proj_clips_fired > 0
     bilm = load_bilm(fixture_dir / "options.json", weight_file)  # its own copy: the Embedder puts it in eval mode
