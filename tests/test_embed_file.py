@@ -233,6 +233,26 @@ def test_resume_refuses_an_input_edited_without_changing_its_size(fixture_dir, t
     assert (tmp_path / "out.hdf5.partial").exists()  # refused, not thrown away
 
 
+@pytest.mark.parametrize("output", ["out.hdf5", "out.parquet"])
+def test_an_input_rewritten_during_the_run_leaves_the_output_unfinished(output, fixture_dir, tmp_path, capsys,
+                                                                        monkeypatch):
+    """The lines are read again after the input was checked and hashed: a corpus still being written (or edited
+    in place) must not be published as the vectors of the text the run began with."""
+    command = [*_embed_command(fixture_dir, tmp_path)[:2], str(tmp_path / output),
+               *_embed_command(fixture_dir, tmp_path)[3:]]
+    original = Embedder.iter_embed
+
+    def iter_embed(self, *args, **kwargs):
+        with open(tmp_path / "in.txt", "a", encoding="utf-8") as appended:
+            appended.write("a line added while the run reads the file\n")
+        yield from original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Embedder, "iter_embed", iter_embed)
+    assert main(command) == 2
+    assert "in.txt changed while it was embedded" in capsys.readouterr().err
+    assert not (tmp_path / output).exists()
+
+
 KILL = """
 import os, signal, sys
 import h5py

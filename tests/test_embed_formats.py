@@ -16,6 +16,7 @@ import pytest
 import elmo.embed_job.job as job
 from elmo.cli import main
 from elmo.embed_job import EmbeddedLine, VectorShape, lines_to_table
+from elmo.embed_job.source import EmbedReport, Source, read_source
 from elmo.embedder import Embedder
 from elmo.pooling import POOLINGS, pool
 
@@ -121,6 +122,22 @@ def test_json_lines_take_text_or_tokens_and_keep_the_id(tmp_path, fixture_dir, e
     with h5py.File(tmp_path / "out.hdf5", "r") as handle:
         assert [handle[name].attrs["id"] for name in ("0", "1")] == ["a", "7"]
         np.testing.assert_array_equal(handle["0"][...], expected[0])
+
+
+def test_a_json_escaped_nul_in_text_is_a_space_and_in_a_token_or_id_is_refused_before_the_model_loads(
+        tmp_path, fixture_dir, capsys, no_model_load):
+    """JSON can spell the NUL that a text file may not hold; HDF5's strings cannot store it."""
+    text = '{"text": "the\\u0000bank", "id": "a"}\n'
+    (tmp_path / "in.jsonl").write_text(text)
+    parsed = list(read_source(Source(tmp_path / "in.jsonl", "in.jsonl", "text", "id"), EmbedReport()))
+    assert parsed[0].sentence.split() == ["the", "bank"]
+    (tmp_path / "bad.jsonl").write_text(text + '{"text": ["a", "b\\u0000"], "id": "b"}\n{"text": "c", "id": "\\u0001"}\n')
+    assert main(["embed", str(tmp_path / "bad.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "text",
+                 "--id-field", "id", "--model", str(fixture_dir), "--quiet"]) == 2
+    message = capsys.readouterr().err
+    assert "line 1: field 'text': token 1 holds the control character U+0000" in message
+    assert "line 2: id field 'id' holds the control character U+0001" in message
+    assert not (tmp_path / "out.hdf5").exists()
 
 
 def test_use_sentence_keys_names_the_datasets_by_their_sentences_stripped_as_allennlp_did(tmp_path, fixture_dir,

@@ -72,20 +72,20 @@ def test_shards_keep_global_line_numbers_and_their_union_is_the_full_run(text, t
 
 def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest(text, tmp_path, fixture_dir,
                                                                                monkeypatch, capsys, expected):
-    command = ["embed", str(text), str(tmp_path / "out"), "--format", "parquet", "--model", str(fixture_dir),
-               "--quiet"]
+    out = tmp_path / "out.parquet"  # the directory's name gives its parts' format
+    command = ["embed", str(text), f"{out}/", "--model", str(fixture_dir), "--quiet"]
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     assert main(command) == 0
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+    assert sorted(path.name for path in out.iterdir()) == [
         "part-00001-of-00002.json", "part-00001-of-00002.parquet"]  # no manifest while a part is missing
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     assert main(command) == 0
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["lines"] == 23 and manifest["format"] == "parquet"
     assert [(part["file"], part["lines"]) for part in manifest["parts"]] == [
         ("part-00000-of-00002.parquet", 12), ("part-00001-of-00002.parquet", 11)]
-    _assert_union_is_the_full_run(_parquet_rows((tmp_path / "out").glob("part-*.parquet")), expected)
+    _assert_union_is_the_full_run(_parquet_rows(out.glob("part-*.parquet")), expected)
     capsys.readouterr()
     assert main(command) == 0  # restarted: the finished part is skipped
     assert "part-00000-of-00002.parquet (shard 0/2) is already whole; skipped" in capsys.readouterr().out
@@ -96,7 +96,7 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert main(command) == 2  # nor do parts of a run in another number of shards
     assert "holds parts of a run in another number of shards (part-00000-of-00002.json; this run has 3)" in \
         capsys.readouterr().err
-    assert not (tmp_path / "out" / "part-00000-of-00003.parquet").exists()
+    assert not (out / "part-00000-of-00003.parquet").exists()
 
 
 def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(text, tmp_path, fixture_dir,
@@ -104,10 +104,11 @@ def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(t
     """A Slurm array whose tasks each embed a file of their own would otherwise embed every N-th line of each."""
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "10")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
-    assert main(["embed", str(text), str(tmp_path / "out3.parquet"), "--model", str(fixture_dir), "--quiet"]) == 2
-    error = capsys.readouterr().err
-    assert "shard 3/10 of a launcher" in error and "give --shard 0/1" in error and "out3/" in error
-    assert list(tmp_path.iterdir()) == [text]  # nothing written
+    for name in ("out3.parquet", "out3"):  # also a name that only the format's default makes a file
+        assert main(["embed", str(text), str(tmp_path / name), "--model", str(fixture_dir), "--quiet"]) == 2
+        error = capsys.readouterr().err
+        assert "shard 3/10 of a launcher" in error and "give --shard 0/1" in error and "out3/" in error
+        assert list(tmp_path.iterdir()) == [text]  # nothing written
     assert main(["embed", str(text), str(tmp_path / "out3.parquet"), "--shard", "0/1", "--model", str(fixture_dir),
                  "--quiet"]) == 0
     assert pq.read_table(tmp_path / "out3.parquet").num_rows == len(LINES)  # the whole input, as a file
@@ -116,7 +117,7 @@ def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(t
 def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, expected):
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     command = [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "elmo", "embed", str(text),
-               str(tmp_path / "parts"), "--format", "parquet", "--model", str(fixture_dir), "--quiet"]
+               f"{tmp_path / 'parts'}/", "--format", "parquet", "--model", str(fixture_dir), "--quiet"]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

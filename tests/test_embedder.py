@@ -72,6 +72,32 @@ def test_empty_sentences_and_an_all_empty_batch_give_zero_length_arrays(bilm):
     assert embedder.embed([]) == []
 
 
+@pytest.mark.parametrize("token_cache_size", [0, 50])
+def test_a_float64_model_gives_zero_length_arrays_for_an_all_empty_batch(bilm, token_cache_size):
+    """Empty sentences' token vectors are made in the model's dtype, not float32 (which its LSTM would refuse)."""
+    embedder = Embedder(copy.deepcopy(bilm).double(), token_cache_size=token_cache_size)
+    assert [m.shape for m in embedder.embed([[], ""], batch_size=2)] == [(3, 0, 32), (3, 0, 32)]
+    pooled = embedder.encode(["", "word"], pooling="mean")
+    assert pooled.shape == (2, 32) and not pooled[0].any() and pooled[1].any()
+
+
+def test_a_model_loaded_or_built_under_inference_mode_gives_the_ordinary_models_vectors(fixture_dir, sentences):
+    """``torch.inference_mode`` makes inference tensors, which keep no version count: a model loaded there is an
+    ordinary one (oneDNN's reordered weights kept), and one built there by hand runs without any kept copy."""
+    expected = Embedder(load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")).embed(sentences)
+    with torch.inference_mode():
+        loaded = load_bilm(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5")
+        built = type(loaded)(loaded.config)
+        built.load_state_dict(loaded.state_dict())
+        built.eval()
+        from_loaded, from_built = Embedder(loaded).embed(sentences), Embedder(built).embed(sentences)
+    assert not any(parameter.is_inference() for parameter in loaded.parameters())
+    assert all(parameter.is_inference() for parameter in built.parameters())
+    for got_loaded, got_built, want in zip(from_loaded, from_built, expected, strict=True):
+        np.testing.assert_array_equal(got_loaded, want)
+        np.testing.assert_allclose(got_built, want, rtol=0, atol=32 * np.finfo(np.float32).eps * np.abs(want).max())
+
+
 def test_long_sentence_windows_each_token_comes_from_the_window_where_it_is_core(bilm, sentences):
     long = [token for s in sentences for token in s][:230]
     embedder = Embedder(bilm, max_window_tokens=60, window_context=15)  # cores of 30 tokens

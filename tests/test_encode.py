@@ -68,6 +68,13 @@ def test_a_bare_string_is_one_sentence_equal_to_the_one_element_list(embedder):
     assert tokens == ["the", "bank", "of", "the", "river"] and vectors.shape == (5, 32)
 
 
+def test_a_sentence_given_as_an_iterator_of_tokens_is_read_once_and_whole(embedder):
+    tokens = ["the", "bank", "of", "the", "river"]
+    from_iterator = embedder.encode([iter(tokens), map(str.lower, ["THE", "RIVER"])])
+    assert [vectors.shape for vectors in from_iterator] == [(5, 32), (2, 32)]
+    np.testing.assert_array_equal(from_iterator[0], embedder.encode([tokens])[0])
+
+
 def test_float16_is_float32_rounded(embedder, sentences):
     for pooling in (None, "mean"):
         full = embedder.encode(sentences, pooling=pooling)

@@ -107,3 +107,20 @@ def test_vectors_follow_the_weights_when_they_change_in_place_or_by_an_optimizer
     fresh = Embedder(copy.deepcopy(bilm), token_cache_size=0).embed(fixture_sentences)
     for changed, expected in zip(embedder.embed(fixture_sentences), fresh, strict=True):
         np.testing.assert_allclose(changed, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_after_the_weights_change_dtype_the_vectors_are_the_new_dtypes_not_rounded_to_the_old(fixture_bilm,
+                                                                                               fixture_sentences):
+    """``.double()`` replaces the weights: the rows are forgotten and so is the float32 table, whose rounding
+    would otherwise carry into the float64 vectors (then every hit would come back float32)."""
+    encoder = copy.deepcopy(fixture_bilm.token_encoder)
+    cache = TokenVectorCache(encoder, 50, capacity=10_000)
+    batch = fixture_sentences[:4]
+    with torch.no_grad():
+        cache.token_vectors(batch, torch.device("cpu"))
+        encoder.double()
+        first, second = (cache.token_vectors(batch, torch.device("cpu")) for _ in range(2))  # misses, then hits
+        direct = encoder(batch_to_char_ids([[token for tokens in batch for token in tokens]])[0])
+    assert first.dtype == second.dtype == torch.float64
+    torch.testing.assert_close(first, direct, rtol=0, atol=1e-12)
+    torch.testing.assert_close(second, direct, rtol=0, atol=1e-12)

@@ -155,9 +155,10 @@ class Embedder:
     def tokenize(self, sentence: Sentence) -> list[str]:
         if isinstance(sentence, str):
             return self.tokenize_text(sentence)
-        if not all(isinstance(token, str) for token in sentence):
-            raise TypeError(f"a tokenized sentence must hold strings; got {list(sentence)[:5]!r}")
-        return list(sentence)
+        tokens = list(sentence)  # once: an iterator is used up by reading it
+        if not all(isinstance(token, str) for token in tokens):
+            raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
+        return tokens
 
     # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
     # the tokens the vectors belong to. A str is also an iterable of one-character strings, so the str overloads
@@ -389,7 +390,7 @@ class Embedder:
             return self.token_cache.token_vectors(token_lists, self.device)
         tokens = [token for token_list in token_lists for token in token_list]
         if not tokens:
-            return torch.zeros((0, self.dim // 2), device=self.device)
+            return torch.zeros((0, self.dim // 2), dtype=next(self.bilm.parameters()).dtype, device=self.device)
         char_ids = batch_to_char_ids([tokens], self.bilm.config.char_cnn.max_characters_per_token).to(self.device)
         return self.bilm.encode_tokens(char_ids, torch.ones(char_ids.shape[:2], dtype=torch.bool,
                                                             device=self.device))[0]

@@ -20,7 +20,7 @@ import torch
 
 from elmo.characters import batch_to_char_ids
 from elmo.modules.char_cnn import TokenEncoder
-from elmo.modules.weight_changes import HAS_VERSION_COUNTER, WeightsKey, weights_key
+from elmo.modules.weight_changes import WeightsKey, weights_key
 
 
 class TokenVectorCache:
@@ -66,7 +66,7 @@ class TokenVectorCache:
             for token, key in zip(tokens, token_keys, strict=True):
                 token_of.setdefault(key, token)
         if not token_of:
-            return torch.zeros((0, self.encoder.output_dim), device=device)
+            return torch.zeros((0, self.encoder.output_dim), dtype=self.encoder.char_embeddings.dtype, device=device)
         found = [key for key in token_of if key in self._rows]
         missing = [key for key in token_of if key not in self._rows]
         self.hits += len(found)
@@ -90,10 +90,12 @@ class TokenVectorCache:
         return table[index.to(table.device)]
 
     def _forget_if_weights_changed(self) -> None:
-        weights = weights_key(self.encoder.parameters()) if HAS_VERSION_COUNTER else None
+        weights = weights_key(self.encoder.parameters())
         if weights != self._weights or weights is None:
             self._rows.clear()
             self._weights = weights
+            if self._table is not None and self._table.dtype != self.encoder.char_embeddings.dtype:
+                self._table = None  # the weights' dtype changed: the old table would round the new vectors
 
     def _store(self, keys: list[str | bytes], vectors: torch.Tensor) -> None:
         """Copy the newest ``capacity`` of ``vectors`` into the table, evicting the least recently used."""

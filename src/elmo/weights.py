@@ -154,8 +154,11 @@ def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
     """A BiLM (float32, eval mode) from bilm-tf's options.json and weight file."""
     config = BiLMConfig.load(options_file)
     datasets = read_datasets(weight_file, config, options_name=Path(options_file).name)
-    bilm = BiLM(config)
-    bilm.load_state_dict(_file_to_state_dict(datasets, config), strict=True)
+    # Ordinary tensors even inside the caller's ``torch.inference_mode``: inference tensors keep no version
+    # count, so nothing computed from them (oneDNN's reordered weights, cached token vectors) could be kept.
+    with torch.inference_mode(False):
+        bilm = BiLM(config)
+        bilm.load_state_dict(_file_to_state_dict(datasets, config), strict=True)
     return bilm.eval()
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
-from elmo.embed_job.layout import DTYPES, EXTENSIONS, FORMATS, partial_path
+from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file, text_sample
 from elmo.extras import require
@@ -93,7 +93,8 @@ def _embed(args: argparse.Namespace) -> int:
     launched = shard_from_environment() if args.shard is None else None
     shard = args.shard or launched or WHOLE
     named_directory = args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
-    if launched is not None and not named_directory and Path(args.output).suffix.lower() in EXTENSIONS:
+    # A name without "/" is a file, as without a launcher (the Ray engine, which a launcher must not start, says so)
+    if launched is not None and not named_directory and args.engine != "ray":
         raise ValueError(f"this process is shard {launched} of a launcher (torchrun's RANK/"
                          f"WORLD_SIZE or a Slurm array's SLURM_ARRAY_TASK_ID/COUNT), which would embed only every "
                          f"{launched.count}th line of the input into a directory of parts, but {args.output} names "

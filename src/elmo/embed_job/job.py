@@ -22,7 +22,7 @@ from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Wri
 from elmo.embed_job.npy import NpyWriter
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
-from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
+from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, file_sha256, read_source
 from elmo.embedder import Embedder
 from elmo.extras import require
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
@@ -65,8 +65,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
         raise ValueError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
     if source.id_field is not None and source.text_field is None:
         raise ValueError("--id-field names a field of JSON lines: give --text-field too")
-    format = output_format(output, options.format) if not options.parts else (options.format or "hdf5")
-    output_format(Path(f"part.{format}"), format)  # a bad --format is named even for a directory of parts
+    format = output_format(output, options.format)  # a directory of parts too: out.parquet/ holds Parquet parts
     if format == "npy" and options.pooling is None:
         raise ValueError("npy holds one (N, D) array, so it needs --pooling mean, max, first or last; for every "
                          "token's vectors write hdf5 or parquet")
@@ -170,6 +169,10 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         report.resumed_from = writer.done
         try:
             _embed_lines(job, embedder, writer, report, progress)
+            if file_sha256(job.source.path) != target.settings["sha256"]:  # rewritten while it was read
+                raise ValueError(f"{job.source.name} changed while it was embedded (its sha256 is no longer the one "
+                                 f"taken before the run); {partial_path(target.output)} is left unfinished: run "
+                                 "again without --resume")
             writer.finish()
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
             writer.flush()

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
 
-# C0/C1 control characters other than tab and NUL (NUL is refused); they cannot be part of a meaningful token.
-_CONTROL = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
+# refused before this applies; JSON can still spell one (``\u0000``), which HDF5's strings cannot hold.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BAD_LINES_SHOWN = 10
 STDIN = "standard input"  # the name of input "-" in messages and recorded settings
 
@@ -84,6 +85,12 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     if lines == 0:
         raise ValueError(f"{name} is empty; expected a text {what}, one sentence a line")
     return TextFile(path, lines, digest.hexdigest(), has_text)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of ``path``'s bytes, as ``check_text_file`` takes it: whether an input changed during a run."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 BYTE_ORDER_MARK = "\ufeff"
@@ -208,6 +215,10 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
         raise ValueError(f"line {number}: a JSON {type(record).__name__}, expected an object")
     text, identifier = record.get(source.text_field), None
     if isinstance(text, list) and all(isinstance(token, str) for token in text):
+        for position, token in enumerate(text):
+            if control := _CONTROL.search(token):
+                raise ValueError(f"line {number}: field {source.text_field!r}: token {position} holds the control "
+                                 f"character U+{ord(control.group()):04X}; tokens must be printable text")
         sentence, tokens = " ".join(text), text
     elif isinstance(text, str):
         sentence, tokens = _CONTROL.sub(" ", text), None
@@ -219,6 +230,9 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
         if not isinstance(identifier, str | int) or isinstance(identifier, bool):
             found = "no such field" if identifier is None else f"a JSON {type(identifier).__name__}"
             raise ValueError(f"line {number}: id field {source.id_field!r}: {found}; expected text or a whole number")
+        if isinstance(identifier, str) and (control := _CONTROL.search(identifier)):
+            raise ValueError(f"line {number}: id field {source.id_field!r} holds the control character "
+                             f"U+{ord(control.group()):04X}; ids must be printable text")
     return SourceLine(number, sentence, tokens, None if identifier is None else str(identifier))
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from elmo.modules.weight_changes import HAS_VERSION_COUNTER, WeightsKey, weights_key
+from elmo.modules.weight_changes import WeightsKey, weights_key
 
 HAS_ONEDNN = torch.backends.mkldnn.is_available() and all(
     hasattr(torch.ops.mkldnn, name) for name in ("_reorder_linear_weight", "_linear_pointwise"))
@@ -53,9 +53,9 @@ class PrepackedWeight:
                     build: Callable[[], torch.Tensor]) -> torch.Tensor | None:
         """The reordered copy of the weight ``build()`` makes from ``parameters``, if ``inputs`` may use it, else
         None. It is made again only when one of ``parameters`` has changed since."""
-        if not (HAS_VERSION_COUNTER and may_run(inputs, parameters)):
+        key = weights_key(parameters) if may_run(inputs, parameters) else None
+        if key is None:
             return None
-        key = weights_key(parameters)
         if key != self.key or self.packed is None:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(build())
             self.key = key

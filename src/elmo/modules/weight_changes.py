@@ -5,7 +5,8 @@ A weight changes by being replaced (another tensor, so another ``data_ptr``), by
 ``Tensor._version``, a private PyTorch API), or by an optimizer's step: the fused Adam and Adagrad (torch 2.13
 on CPU) update their parameters without counting it in ``_version``, so every ``torch.optim`` step of the
 process is counted here by a hook (``elmo train`` validated on stale weights before this). A write through
-``.data`` is counted nowhere: whoever changes weights that way must make a new embedder.
+``.data`` is counted nowhere: whoever changes weights that way must make a new embedder. Inference tensors
+(parameters made under ``torch.inference_mode``) count nothing, so nothing computed from them is kept.
 """
 
 from collections.abc import Iterable
@@ -32,7 +33,10 @@ class _OptimizerSteps:
 register_optimizer_step_post_hook(_OptimizerSteps.after_step)
 
 
-def weights_key(parameters: Iterable[torch.Tensor]) -> WeightsKey:
-    """A key that differs whenever one of ``parameters`` may have changed since an equal key was taken (needs
-    ``HAS_VERSION_COUNTER``)."""
+def weights_key(parameters: Iterable[torch.Tensor]) -> WeightsKey | None:
+    """A key that differs whenever one of ``parameters`` may have changed since an equal key was taken; None
+    where a change could go unseen (no ``_version``, or an inference tensor, which has none)."""
+    parameters = list(parameters)
+    if not HAS_VERSION_COUNTER or any(parameter.is_inference() for parameter in parameters):
+        return None
     return _OptimizerSteps.count, tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
