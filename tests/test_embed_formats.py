@@ -131,7 +131,8 @@ def test_a_json_escaped_nul_in_text_is_a_space_and_in_a_token_or_id_is_refused_b
     (tmp_path / "in.jsonl").write_text(text)
     parsed = list(read_source(Source(tmp_path / "in.jsonl", "in.jsonl", "text", "id"), EmbedReport()))
     assert parsed[0].sentence.split() == ["the", "bank"]
-    (tmp_path / "bad.jsonl").write_text(text + '{"text": ["a", "b\\u0000"], "id": "b"}\n{"text": "c", "id": "\\u0001"}\n')
+    bad = ['{"text": ["a", "b\\u0000"], "id": "b"}\n', '{"text": "c", "id": "\\u0001"}\n']
+    (tmp_path / "bad.jsonl").write_text(text + "".join(bad))
     assert main(["embed", str(tmp_path / "bad.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "text",
                  "--id-field", "id", "--model", str(fixture_dir), "--quiet"]) == 2
     message = capsys.readouterr().err
