@@ -132,6 +132,15 @@ def test_what_the_ray_engine_cannot_do_is_refused_before_any_work(arguments, mes
     assert sorted(path.name for path in tmp_path.rglob("*")) == ["full", "in.txt", "old.parquet"]
 
 
+def test_engine_ray_refuses_a_device_its_workers_would_not_run_on(tmp_path, fixture_dir, capsys, monkeypatch,
+                                                                   no_work):
+    monkeypatch.setattr("torch.backends.mps.is_available", lambda: True)  # as on a Mac, where mps parses
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert main(["embed", str(tmp_path / "in.txt"), f"{tmp_path / 'out'}/", "--engine", "ray", "--device", "mps",
+                 "--quiet", "--model", str(fixture_dir)]) == 2
+    assert "--engine ray runs its workers on cpu or cuda (a GPU each), not mps" in capsys.readouterr().err
+
+
 def test_engine_ray_under_torchrun_is_refused(tmp_path, fixture_dir, capsys, monkeypatch, no_work):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")

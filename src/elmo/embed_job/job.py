@@ -169,10 +169,7 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         report.resumed_from = writer.done
         try:
             _embed_lines(job, embedder, writer, report, progress)
-            if file_sha256(job.source.path) != target.settings["sha256"]:  # rewritten while it was read
-                raise ValueError(f"{job.source.name} changed while it was embedded (its sha256 is no longer the one "
-                                 f"taken before the run); {partial_path(target.output)} is left unfinished: run "
-                                 "again without --resume")
+            check_input_unchanged(job)
             writer.finish()
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
             writer.flush()
@@ -187,6 +184,16 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     for warning in report.warnings:
         log.warning(warning)
     return report
+
+
+def check_input_unchanged(job: Job) -> None:
+    """ValueError when the input's bytes are no longer those hashed before the run (rewritten or appended to while
+    it was read): the output is left unfinished rather than published as the vectors of the text the run began
+    with."""
+    if file_sha256(job.source.path) != job.target.settings["sha256"]:
+        raise ValueError(f"{job.source.name} changed while it was embedded (its sha256 is no longer the one taken "
+                         f"before the run); {partial_path(job.target.output)} is left unfinished: run again without "
+                         "--resume")
 
 
 def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedReport, progress: bool) -> None:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from elmo.config import BiLMConfig
 from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
-from elmo.embed_job.job import EmbedOptions, Job, plan
+from elmo.embed_job.job import EmbedOptions, Job, check_input_unchanged, plan
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_path
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, shard_from_environment
@@ -148,6 +148,9 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
                          "SLURM_ARRAY_TASK_ID is set); use --engine local there")
     if args.format not in (None, "parquet"):
         raise ValueError(f"--engine ray writes parquet only, not {args.format}; use --engine local for {args.format}")
+    if args.device is not None and not args.device.startswith(("cpu", "cuda")):
+        raise ValueError(f"--engine ray runs its workers on cpu or cuda (a GPU each), not {args.device}; use --engine "
+                         "local there")
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
                            batch_size=args.batch_size, shard=WHOLE, parts=True)
     job = plan(source, args.output, options, config, tokenizer)
@@ -183,6 +186,7 @@ def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: in
     embedded = embed_dataset(lines_dataset(job.source, report), load, job.options, workers, gpus_per_worker, config)
     embedded.write_parquet(str(partial.resolve()),
                            **parquet_options(arrow_schema(job.target.shape, job.target.with_ids)))
+    check_input_unchanged(job)
     write_text_atomic(partial / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
     publish_directory(partial, output)  # onto an empty directory (checked before any work), or none
     for warning in report.warnings:  # the lines as the driver read them: empty ones, control characters
