@@ -72,9 +72,14 @@ def test_sense_1nn_follows_the_nearest_instance_of_the_lemma():
     angles = np.radians([0, 22, 10, 31, 45])
     interleaved = np.stack([np.cos(angles), np.sin(angles)], axis=1)
     assert probes.sense_1nn_accuracy(instances, interleaved, scored) == pytest.approx(1 / 5)
+    # One vector for every instance (layer 0, all spelled alike), 2 river and 4 money: every other instance ties
+    # as nearest, so each scores the share of the others with its sense (river 1/5, money 3/5), not whether the
+    # first in order has it (which would give 2/6).
+    six = [*instances, _instance("money", 5)]
+    same = np.ones((6, 2))
+    assert probes.sense_1nn_accuracy(six, same, list(range(6))) == pytest.approx((2 * 1 / 5 + 4 * 3 / 5) / 6)
     # Leave one out with 2 river and 4 money instances: the other instances' majority is money for every one,
     # right for the 4 money ones only.
-    six = [*instances, _instance("money", 5)]
     assert probes.most_frequent_sense_accuracy(six, probes.scored_instances(six)) == pytest.approx(4 / 6)
 
 

@@ -216,8 +216,9 @@ def evaluate_model(embedder: Embedder, language: str, batch_size: int = 32) -> P
 
 
 def random_weights_embedder(model: str, seed: int = 0, **options) -> Embedder:
-    """An embedder of the same shape and tokenizer as ``model`` with freshly initialized weights (the trainer's
-    initialization, seeded): the floor a trained model should clear."""
+    """An embedder of the same shape and tokenizer as ``model`` with freshly initialized weights (each PyTorch
+    module's default initialization, seeded; not the trainer's bilm-tf one): the floor a trained model should
+    clear."""
     model_dir = ModelDir.find(model)
     torch.manual_seed(seed)
     return Embedder(BiLM(BiLMConfig.load(model_dir.options_file)), tokenizer=model_dir.tokenizer, **options)

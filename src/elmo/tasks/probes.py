@@ -217,7 +217,9 @@ def scored_instances(instances: Sequence[SenseInstance]) -> list[int]:
 
 
 def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, scored: Sequence[int]) -> float:
-    """1-NN by cosine among the other instances of the same lemma; ``vectors`` ``(N, D)``, one per instance."""
+    """1-NN by cosine among the other instances of the same lemma; ``vectors`` ``(N, D)``, one per instance.
+    Nearest instances that tie exactly (layer 0 gives every instance spelled alike one vector) share the credit:
+    the accuracy expected of a uniformly random pick among them, not the first in WordNet's order."""
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for n, instance in enumerate(instances):
         groups[instance.lemma, instance.pos].append(n)
@@ -226,8 +228,9 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
     right = 0
     for n in scored:
         others = [m for m in groups[instances[n].lemma, instances[n].pos] if m != n]
-        nearest = others[int(np.argmax(unit[others] @ unit[n]))]
-        right += instances[nearest].synset == instances[n].synset
+        similarities = unit[others] @ unit[n]
+        nearest = [m for m, similarity in zip(others, similarities, strict=True) if similarity == similarities.max()]
+        right += sum(instances[m].synset == instances[n].synset for m in nearest) / len(nearest)
     return right / len(scored)
 
 
