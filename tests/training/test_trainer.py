@@ -93,6 +93,9 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
     assert rates == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="lr_final"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-3,
+                 lr_decay_steps=4, max_steps=1).validate()
+    with pytest.raises(ValueError, match="lr_final is 0.0002, the end of a decay, but lr_decay_steps is 0"):
+        _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-4,
                  max_steps=1).validate()
 
 
@@ -157,6 +160,30 @@ def test_two_gloo_processes_give_the_loss_curve_and_weights_of_one_process_with_
     weights_two = load_file(str(list_checkpoints(tmp_path / "two")[-1] / "model.safetensors"))
     for name, tensor in weights_one.items():
         torch.testing.assert_close(weights_two[name], tensor, rtol=1e-4, atol=1e-6)
+
+
+def test_two_processes_that_run_out_of_text_stop_at_the_step_one_process_stops_at(tmp_path: Path,
+                                                                                   micro_options_file: Path):
+    """With --epochs the text runs out on the process whose rows hold the most tokens first; every process must
+    stop at that step (else one saves while the other waits in a collective)."""
+    corpus = write_synthetic_corpus(tmp_path / "corpus.txt", 40)
+    vocab = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)
+    options = _options(corpus, vocab, micro_options_file, epochs=1, dropout=0.0)
+    steps = train(options, tmp_path / "one", progress=False)
+    port = 29500 + (os.getpid() + 500) % 1000
+    processes = multiprocessing.spawn(_distributed_worker, args=(options, tmp_path / "two", port), nprocs=2,
+                                      join=False)
+    deadline = time.monotonic() + 300
+    while not processes.join(timeout=5):
+        if time.monotonic() > deadline:
+            for process in processes.processes:
+                process.kill()
+            pytest.fail("the two processes did not finish")
+    assert load_checkpoint(tmp_path / "two").step == steps
+    torch.testing.assert_close(torch.tensor(_losses(tmp_path / "two")), torch.tensor(_losses(tmp_path / "one")),
+                               rtol=2e-6, atol=0.0)
+    assert load_checkpoint(tmp_path / "two").rows == load_checkpoint(tmp_path / "one").rows
 
 
 def test_exported_model_loads_through_load_bilm_and_gives_the_training_models_vectors(

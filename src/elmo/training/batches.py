@@ -82,18 +82,25 @@ class Batcher:
         for reader in self.readers:
             reader.close()
 
+    def positions(self) -> list[RowPosition]:
+        """Where every row stands now (copies): what ``restore`` puts back."""
+        return [replace(reader.position) for reader in self.readers]
+
+    def restore(self, positions: list[RowPosition]) -> None:
+        for reader, position in zip(self.readers, positions, strict=True):
+            reader.position = position
+
     def next_batch(self) -> ModelInputs | None:
         """The next batch, or None when the text has run out; then every row stands where it stood before the
         call, so a checkpoint saved after it resumes where the last trained batch ended."""
-        before = [replace(reader.position) for reader in self.readers]
+        before = self.positions()
         rows = [reader.take(self.unroll_steps) for reader in self.readers]
         n_steps = self.unroll_steps
         if self.pad:
             if all(not row.forward_inputs for row in rows):
                 return None
         elif any(len(row.forward_inputs) < n_steps for row in rows):
-            for reader, position in zip(self.readers, before, strict=True):
-                reader.position = position
+            self.restore(before)
             return None
         distinct: dict[str, int] = {}
         pad_index = distinct.setdefault("<S>", 0)

@@ -143,6 +143,9 @@ class TrainingOptions:
             raise ValueError("learning_rate and clip_norm must be positive")
         if self.lr_decay_steps < 0:
             raise ValueError(f"lr_decay_steps is {self.lr_decay_steps}; expected 0 (constant rate) or more")
+        if self.lr_final is not None and self.lr_decay_steps == 0:
+            raise ValueError(f"lr_final is {self.lr_final}, the end of a decay, but lr_decay_steps is 0 (a constant "
+                             "rate): give lr_decay_steps too, or leave lr_final out")
         if self.lr_final is not None and not 0 < self.lr_final <= self.learning_rate:
             raise ValueError(f"lr_final is {self.lr_final}; expected 0 < lr_final <= learning_rate "
                              f"({self.learning_rate})")
@@ -282,8 +285,12 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                 if processes.any(stop.signal_number is not None):
                     interrupted = True
                     break
+                before = batcher.positions()
                 inputs = batcher.next_batch()
-                if inputs is None:
+                # The text has run out when any row of the global batch has, on whichever process holds it: every
+                # process stops at this step with its rows where they stood, as one process would.
+                if processes.any(inputs is None):
+                    batcher.restore(before)
                     break
                 noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
                                        options.batch_size, options.state_reset)
