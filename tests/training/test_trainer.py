@@ -94,7 +94,7 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
     with pytest.raises(ValueError, match="lr_final"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-3,
                  lr_decay_steps=4, max_steps=1).validate()
-    with pytest.raises(ValueError, match="lr_final is 0.0002, the end of a decay, but lr_decay_steps is 0"):
+    with pytest.raises(ValueError, match=r"lr_final is 0\.0002, the end of a decay, but lr_decay_steps is 0"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-4,
                  max_steps=1).validate()
 

@@ -76,24 +76,22 @@ class Batcher:
         ]
 
     def positions(self) -> list[RowPosition]:
+        """Where every row stands now, as copies (a checkpoint's record, or what ``restore`` puts back)."""
         return [RowPosition.from_json(reader.position.to_json()) for reader in self.readers]
 
     def close(self) -> None:
         for reader in self.readers:
             reader.close()
 
-    def positions(self) -> list[RowPosition]:
-        """Where every row stands now (copies): what ``restore`` puts back."""
-        return [replace(reader.position) for reader in self.readers]
-
     def restore(self, positions: list[RowPosition]) -> None:
+        """Put every row back where ``positions`` says."""
         for reader, position in zip(self.readers, positions, strict=True):
             reader.position = position
 
     def next_batch(self) -> ModelInputs | None:
         """The next batch, or None when the text has run out; then every row stands where it stood before the
         call, so a checkpoint saved after it resumes where the last trained batch ended."""
-        before = self.positions()
+        before = [replace(reader.position) for reader in self.readers]
         rows = [reader.take(self.unroll_steps) for reader in self.readers]
         n_steps = self.unroll_steps
         if self.pad:
