@@ -162,6 +162,26 @@ def test_two_gloo_processes_give_the_loss_curve_and_weights_of_one_process_with_
         torch.testing.assert_close(weights_two[name], tensor, rtol=1e-4, atol=1e-6)
 
 
+def test_resume_refuses_a_training_text_whose_files_changed(tmp_path: Path, micro_options_file: Path):
+    """Rows resume at byte offsets into the files: another size or another set of files is refused by name."""
+    corpus = write_synthetic_corpus(tmp_path / "part-1.txt", 40)
+    write_synthetic_corpus(tmp_path / "part-2.txt", 40)
+    vocab = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)
+    options = _options(tmp_path / "part-*.txt", vocab, micro_options_file, max_steps=2, checkpoint_every=1)
+    train(options, tmp_path / "run", progress=False)
+    assert load_checkpoint(tmp_path / "run").corpus_files == [
+        (str(tmp_path / name), (tmp_path / name).stat().st_size) for name in ("part-1.txt", "part-2.txt")]
+    size = corpus.stat().st_size
+    with corpus.open("a") as text:
+        text.write("one more line\n")
+    with pytest.raises(CheckpointError, match=f"part-1.txt was {size:,} bytes and is {size + 14:,}"):
+        train(TrainingOptions(corpus=[], max_steps=4), tmp_path / "run", resume=True, progress=False)
+    (tmp_path / "part-3.txt").write_text("a new file\n")
+    with pytest.raises(CheckpointError, match="part-3.txt is new"):
+        train(TrainingOptions(corpus=[], max_steps=4), tmp_path / "run", resume=True, progress=False)
+
+
 def test_two_processes_that_run_out_of_text_stop_at_the_step_one_process_stops_at(tmp_path: Path,
                                                                                    micro_options_file: Path):
     """With --epochs the text runs out on the process whose rows hold the most tokens first; every process must

@@ -66,6 +66,7 @@ class Batcher:
                  positions: list[RowPosition] | None = None, pad: bool = False) -> None:
         if positions is not None and len(positions) != len(rows):
             raise ValueError(f"{len(positions)} row positions for {len(rows)} rows")
+        self.corpus = corpus
         self.vocab = vocab
         self.unroll_steps = unroll_steps
         self.max_characters = max_characters

@@ -70,6 +70,9 @@ class Checkpoint:
     rows: list[RowPosition]
     rng: dict[str, Any]
     log_interval: LogInterval = field(default_factory=LogInterval)
+    # The training text's files as the run globbed them, with their sizes: ``rows`` are byte offsets into them,
+    # so a run resumes only on the same files (empty for checkpoints written before it was recorded).
+    corpus_files: list[tuple[str, int]] = field(default_factory=list)
 
     def language_model(self) -> LanguageModel:
         """A language model made afresh from this checkpoint's configuration and weights (on the CPU)."""
@@ -151,6 +154,7 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
             "log_interval": {"nll_sums": list(interval.nll_sums), "n_targets": interval.n_targets,
                              "n_steps": interval.n_steps},
             "files": {name: _describe(partial / name) for name in CHECKSUMMED_FILES},
+            "corpus_files": [[path, size] for path, size in checkpoint.corpus_files],
         }
         (partial / STATE_FILE).write_text(json.dumps(state) + "\n", encoding="utf-8")
         publish_directory(partial, final)
@@ -215,6 +219,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             rng=_rng_from_json(state["rng"], tensors["torch_rng"]),
             log_interval=LogInterval(tuple(interval.get("nll_sums", (0.0, 0.0))), int(interval.get("n_targets", 0)),
                                      int(interval.get("n_steps", 0))),
+            corpus_files=[(str(path), int(size)) for path, size in state.get("corpus_files", [])],
         )
     except CheckpointError:
         raise

@@ -242,6 +242,8 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         raise CheckpointError(f"{out_dir} already holds a run; continue it with --resume or choose another --out")
     options.validate()
     corpus = Corpus(options.corpus, options.tokenizer)
+    if checkpoint is not None:
+        _check_same_corpus(checkpoint, corpus, out_dir)
     valid_corpus = Corpus(options.valid, options.tokenizer) if options.valid else None
     rows = processes.rows(options.batch_size)
 
@@ -357,6 +359,28 @@ def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
     return checkpoint
 
 
+def corpus_files(corpus: Corpus) -> list[tuple[str, int]]:
+    return [(str(path), size) for path, size in zip(corpus.paths, corpus.sizes, strict=True)]
+
+
+def _check_same_corpus(checkpoint: Checkpoint, corpus: Corpus, out_dir: Path) -> None:
+    """CheckpointError when the training text's files are not those the run read: its rows stand at byte offsets
+    into them, so a file added, removed or changed in size would put them mid-line or elsewhere in the text."""
+    if not checkpoint.corpus_files:  # written before the files were recorded
+        return
+    recorded, now = dict(checkpoint.corpus_files), dict(corpus_files(corpus))
+    changes = [f"{path} is gone" for path in recorded if path not in now]
+    changes += [f"{path} is new" for path in now if path not in recorded]
+    changes += [f"{path} was {recorded[path]:,} bytes and is {now[path]:,}" for path in recorded
+                if path in now and now[path] != recorded[path]]
+    if list(recorded) != list(now) and not changes:
+        changes = ["its files are in another order"]
+    if changes:
+        raise CheckpointError(f"the training text of {out_dir} is not the text it read ({'; '.join(changes[:3])}"
+                              f"{'; ...' if len(changes) > 3 else ''}): resuming would read from the wrong places; "
+                              "restore the files, or start a new run from this one with --init-from")
+
+
 def _diverged(out_dir: Path, step: int, what: str) -> None:
     kept = list_checkpoints(out_dir)
     last_good = (f"the newest checkpoint, {kept[-1]}, holds finite weights" if kept
@@ -391,7 +415,7 @@ def _save(out_dir: Path, options: TrainingOptions, model: LanguageModel, vocab: 
             step=step, options=asdict(options), config=model.config, vocab=vocab,
             model_state=model_state, optimizer_state=optimizer.state_dict(),
             lstm_state=BiLMState(full_state.h.cpu(), full_state.c.cpu()), rows=positions, rng=capture_rng(),
-            log_interval=interval.saved())
+            log_interval=interval.saved(), corpus_files=corpus_files(batcher.corpus))
         save_checkpoint(out_dir, checkpoint, options.keep_checkpoints)
         if log is not None:
             log.plot()
