@@ -1,5 +1,5 @@
 """Triplet rate and nearest-neighbour agreement of a model's vectors read in other ways than as they come: each
-direction's half, sums of layers, and with directions common to all text taken out (centering, z-scoring,
+direction's half, sums and differences of layers, and with directions common to all text taken out (centering, z-scoring,
 removing the top principal components, as is done against the anisotropy of contextual vectors).
 
     python scripts/triplet_variants.py --model en --text corpus/valid.txt [--lines 3000]
@@ -43,6 +43,8 @@ def variants(vectors: np.ndarray, tokens: np.ndarray) -> dict[str, np.ndarray]:
         out[f"layer {k} z-scored"] = centered / std
         for top in TOP_COMPONENTS:
             out[f"layer {k} less top {top} PCs"] = centered - (centered @ components[:top].T) @ components[:top]
+    for k in range(1, len(vectors)):  # a layer less the one below it: the LSTM's own output, the residual out
+        out[f"layer {k} - layer {k - 1}"] = vectors[k] - vectors[k - 1]
     out["layers 1 + 2"] = vectors[1] + vectors[2]
     out["layers 0 + 1 + 2"] = vectors.sum(axis=0)
     return out
