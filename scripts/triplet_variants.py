@@ -1,6 +1,6 @@
 """Triplet rate and nearest-neighbour agreement of a model's vectors read in other ways than as they come: each
-direction's half, sums and differences of layers, and with directions common to all text taken out (centering, z-scoring,
-removing the top principal components, as is done against the anisotropy of contextual vectors).
+direction's half, sums and differences of layers, and with directions common to all text taken out (centering,
+z-scoring, removing the top principal components, as is done against the anisotropy of contextual vectors).
 
     python scripts/triplet_variants.py --model en --text corpus/valid.txt [--lines 3000]
 
