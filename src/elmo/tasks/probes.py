@@ -225,7 +225,7 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
         groups[instance.lemma, instance.pos].append(n)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = vectors / np.where(norms == 0, 1, norms)
-    right = 0
+    right = 0.0
     for n in scored:
         others = [m for m in groups[instances[n].lemma, instances[n].pos] if m != n]
         similarities = unit[others] @ unit[n]

@@ -294,6 +294,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                 if processes.any(inputs is None):
                     batcher.restore(before)
                     break
+                assert inputs is not None  # no process ran out, this one included
                 noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
                                        options.batch_size, options.state_reset)
                 output = wrapped(inputs.to(processes.device), noise.reset_rows(state), noise)
