@@ -23,6 +23,18 @@ def test_options_round_trip_through_the_dataclass():
         assert BiLMConfig.from_options(config.to_options()) == config
 
 
+def test_a_model_without_clips_writes_no_clip_keys_which_bilm_tf_would_read_as_clip_to_zero():
+    """bilm-tf passes ``options['lstm'].get('cell_clip')`` to TF's LSTMCell, which clips whenever it is a number."""
+    options = BiLMConfig.preset("small").to_options()
+    options["lstm"].pop("cell_clip"), options["lstm"].pop("proj_clip")
+    unclipped = BiLMConfig.from_options(options)
+    assert unclipped.lstm.cell_clip == unclipped.lstm.proj_clip == 0.0
+    written = unclipped.to_options()["lstm"]
+    assert "cell_clip" not in written and "proj_clip" not in written
+    assert BiLMConfig.from_options(unclipped.to_options()) == unclipped
+    assert BiLMConfig.preset("small").to_options()["lstm"]["cell_clip"] == 3.0  # a clip that is set is written
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

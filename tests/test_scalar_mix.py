@@ -75,6 +75,8 @@ def test_untrainable_mix_gets_no_gradient_and_wrong_sizes_are_refused():
         mix(layers[:2])
     with pytest.raises(ValueError, match="initial_scalars has 2 values"):
         ScalarMix(3, [0.0, 1.0])
+    whole = ScalarMix(3, [0, 0, 1])  # whole numbers, as AllenNLP takes them, are the same weights
+    torch.testing.assert_close(whole(layers.float()), ScalarMix(3, [0.0, 0.0, 1.0])(layers.float()))
 
 
 def test_regularization_is_l2_times_the_squared_distance_from_an_even_average_and_its_gradient():

@@ -202,13 +202,15 @@ class BiLMConfig:
             )
 
     def to_options(self) -> dict[str, Any]:
+        """bilm-tf's options. A clip of 0 (none) is left out: bilm-tf clips whenever the key holds a number, so a
+        written 0.0 would clamp every cell or output there to zero."""
         cnn, lstm = self.char_cnn, self.lstm
+        clips = {name: clip for name, clip in (("cell_clip", lstm.cell_clip), ("proj_clip", lstm.proj_clip)) if clip}
         return {
             "lstm": {
-                "cell_clip": lstm.cell_clip,
+                **clips,
                 "use_skip_connections": lstm.use_skip_connections,
                 "n_layers": lstm.n_layers,
-                "proj_clip": lstm.proj_clip,
                 "projection_dim": lstm.projection_dim,
                 "dim": lstm.dim,
             },

@@ -30,7 +30,7 @@ class ScalarMix(nn.Module):
         scalars = [0.0] * n_layers if initial_scalars is None else list(initial_scalars)
         if len(scalars) != n_layers:
             raise ValueError(f"initial_scalars has {len(scalars)} values; the biLM has {n_layers} layers")
-        self.scalars = nn.Parameter(torch.tensor(scalars), requires_grad=trainable)
+        self.scalars = nn.Parameter(torch.tensor(scalars, dtype=torch.float32), requires_grad=trainable)
         self.gamma = nn.Parameter(torch.tensor(float(initial_gamma)), requires_grad=trainable)
         self.layer_norm = layer_norm
         self.l2 = l2
