@@ -365,9 +365,11 @@ def test_html_pages_are_keyed_by_their_path_under_the_manuals_root_so_same_named
     root = "usr/share/doc/python3.11/html"
     python_doc = _deb(tmp_path / "python3.11-doc_3.11.2-6_all.deb", {
         f"{root}/index.html": GIMP_HTML.encode(), f"{root}/library/index.html": GIMP_HTML.encode(),
+        f"{root}/library/collections.abc.html": GIMP_HTML.encode(),  # a name with a dot is a page too
         f"{root}/_static/index.html": GIMP_HTML.encode()})  # Sphinx's own files are not read
     passages = list(SOURCES["python-doc"].read(python_doc))
-    assert [p.key for p in passages] == ["python-doc:index.html", "python-doc:library/index.html"]
+    assert [p.key for p in passages] == ["python-doc:index.html", "python-doc:library/collections.abc.html",
+                                         "python-doc:library/index.html"]
     assert passages[0].sentences == passages[1].sentences == (
         "The Brush tool paints with the current brush; hold Shift to draw a straight line.",)
 
@@ -580,12 +582,14 @@ def test_chinese_poetry_reads_the_simplified_collections_only(tmp_path: Path):
     songci = [{"author": "苏轼", "rhythmic": "水调歌头",
                "paragraphs": ["明月几时有？把酒问青天。", "不知天上宫阙，今夕是何年。"]}]
     tang = [{"author": "李白", "paragraphs": ["牀前明月光，疑是地上霜。"], "title": "靜夜思"}]
+    youmengying = [{"content": "读经宜冬，其神专也；读史宜夏，其时久也。", "comment": []}]  # one string, not a list
     poetry = _tar(tmp_path / "chinese-poetry-2.0.1.tgz", {
         "package/dist/songci/ci.song.0.json": json.dumps(songci, ensure_ascii=False).encode(),
         "package/dist/songci/author.song.json": b"[]",
-        "package/dist/quantangshi/poet.tang.0.json": json.dumps(tang, ensure_ascii=False).encode()})
+        "package/dist/quantangshi/poet.tang.0.json": json.dumps(tang, ensure_ascii=False).encode(),
+        "package/dist/youmengying/youmengying.json": json.dumps(youmengying, ensure_ascii=False).encode()})
     assert [p.sentences for p in SOURCES["chinese-poetry"].read(poetry)] == [
-        ("明月几时有？", "把酒问青天。", "不知天上宫阙，今夕是何年。")]
+        ("明月几时有？", "把酒问青天。", "不知天上宫阙，今夕是何年。"), ("读经宜冬，其神专也；读史宜夏，其时久也。",)]
 
 
 def test_optional_sources_are_added_only_when_asked_for_and_only_to_large_corpora(tmp_path: Path):

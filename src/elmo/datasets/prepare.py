@@ -153,8 +153,9 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
         raise ValueError(f"the {model} corpus has no optional source {', '.join(unknown)}; "
                          f"expected some of {', '.join(corpus.optional) or 'none'}")
     if corpus.base:
-        return _prepare_large(replace(corpus, sources=(*corpus.sources, *dict.fromkeys(extra))), out_dir, cache,
-                              tokenizer, limit)
+        chosen = [name for name in corpus.optional if name in extra]  # their listed order, whatever the given one:
+        # duplicates keep their first copy, so the order decides the build
+        return _prepare_large(replace(corpus, sources=(*corpus.sources, *chosen)), out_dir, cache, tokenizer, limit)
     keys, n_excluded_texts = excluded_keys(corpus, cache)
     exclude = set().union(*keys.values())
     report_sources: list[dict[str, Any]] = []
