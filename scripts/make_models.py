@@ -27,6 +27,7 @@ vocabularies, training, shipping, the card); each step prints the command that r
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
@@ -191,6 +192,9 @@ def best_checkpoint(run_dir: Path) -> Chosen:
             perplexity, source = validation_perplexity(checkpoint, valid), "computed at shipping"
             print(f"step {step}: validation perplexity {perplexity:.2f} (computed now)", flush=True)
         else:
+            continue
+        if perplexity is None or math.isnan(perplexity):  # a NaN would win every comparison after it
+            print(f"step {step}: passed over (validation perplexity is not a number)", flush=True)
             continue
         scores.append((step, perplexity))
         if best is None or perplexity < best[0]:  # newest first: a tie keeps the newer

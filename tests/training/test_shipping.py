@@ -167,7 +167,7 @@ def test_the_model_card_reports_the_run(shipped: dict):
 
 
 def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
-    tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
+    tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch
 ):
     valid = write_synthetic_corpus(tmp_path / "valid.txt", 40, seed=2)
     run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=6, checkpoint_every=2,
@@ -191,6 +191,15 @@ def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
     chosen = make_models.best_checkpoint(run)
     assert (chosen.step, chosen.valid_perplexity, chosen.directory.name) == (4, 40.0, "step-00000004")
     assert "step 1 had 30.0 but its checkpoint is no longer kept" in chosen.how
+
+    # The newest checkpoint's validation comes out NaN (the log holds null; computed again, NaN): passed over,
+    # not kept as best because no figure compares lower than NaN.
+    records = [r for r in records if "valid_perplexity" not in r] + [
+        {"step": 2, "valid_perplexity": 50.0}, {"step": 4, "valid_perplexity": 40.0},
+        {"step": 6, "valid_perplexity": None}]
+    (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    monkeypatch.setattr(make_models, "validation_perplexity", lambda checkpoint, valid: float("nan"))
+    assert make_models.best_checkpoint(run).step == 4
 
 
 def test_training_seconds_count_every_session_of_a_resumed_run_up_to_the_shipped_step():
