@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import torch
 
+from elmo.modules import prepacked
+
 
 def synchronize(device: torch.device) -> None:
     """Waits for the device's queued work, so that a timer read after it counts that work."""
@@ -31,3 +33,16 @@ def matmul_peak(device: torch.device, seconds: float = 3.0) -> float:
     size = 8192 if device.type == "cuda" else 2048
     a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     return best_rate(lambda: torch.mm(a, b), 2 * size**3, seconds, device)
+
+
+def matmul_peaks(device: torch.device, seconds: float = 3.0) -> dict[str, float]:
+    """Best fp32 GEMM rates (GFLOP/s) on square matrices with the thread setting in force: ``torch.mm``'s and, on
+    a CPU with oneDNN, oneDNN's product on a reordered weight (what the model's products run on; on this
+    project's AMD host it gets 15-48 % more than ``torch.mm``, so a share of the larger is the stricter one)."""
+    peaks = {"torch.mm": matmul_peak(device, seconds)}
+    if device.type == "cpu" and prepacked.HAS_ONEDNN:
+        size = 2048
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        packed = torch.ops.mkldnn._reorder_linear_weight(b)
+        peaks["oneDNN"] = best_rate(lambda: prepacked.prepacked_product(a, packed), 2 * size**3, seconds, device)
+    return peaks

@@ -34,23 +34,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _timing import best_rate, matmul_peak
+from _timing import matmul_peaks
 
 from elmo import BiLM, BiLMConfig, load_bilm, save_bilm
 from elmo.embedder import Embedder
 from elmo.modules import prepacked
-
-
-def matmul_peaks(device: torch.device, seconds: float = 3.0) -> dict[str, float]:
-    """Best fp32 GEMM rates (GFLOP/s) on square matrices with the thread setting in force: torch.mm, and on a CPU
-    oneDNN's."""
-    peaks = {"torch.mm": matmul_peak(device, seconds)}
-    if prepacked.HAS_ONEDNN and device.type == "cpu":
-        size = 2048
-        a, b = torch.randn(size, size), torch.randn(size, size)
-        packed = torch.ops.mkldnn._reorder_linear_weight(b)
-        peaks["oneDNN"] = best_rate(lambda: prepacked.prepacked_product(a, packed), 2 * size**3, seconds, device)
-    return peaks
 
 
 def flops_per_token(config: BiLMConfig) -> float:
@@ -119,7 +107,7 @@ def run(preset: str, workloads: dict[str, tuple[list[list[str]], list[list[str]]
     print(f"\n{preset}: {per_token / 1e6:.1f} MFLOP per real token")
     peak = max(peaks.values())
     print(f"{'workload':>9} {'path':>13} {'tokens/s':>9} {'GFLOP/s':>8} {'of peak':>8} {'of mm':>7} {'max diff':>9} "
-          f"{'RSS MiB':>8}")
+          f"{'max RSS MiB':>11}")
     for name, (warm_up, sentences) in workloads.items():
         n_tokens = sum(len(s) for s in sentences)
         reference = None
@@ -137,9 +125,9 @@ def run(preset: str, workloads: dict[str, tuple[list[list[str]], list[list[str]]
             else:
                 difference = max(float(np.abs(a - b).max()) for a, b in zip(vectors, reference, strict=True))
             gflops = per_token * n_tokens / elapsed / 1e9
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the process's peak so far, not the row's
             print(f"{name:>9} {path:>13} {n_tokens / elapsed:9.0f} {gflops:8.1f} {gflops / peak:8.1%} "
-                  f"{gflops / peaks['torch.mm']:7.1%} {difference:9.1e} {rss:8.0f}")
+                  f"{gflops / peaks['torch.mm']:7.1%} {difference:9.1e} {rss:11.0f}")
 
 
 def main() -> None:
