@@ -86,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # what was given, not only the values: a default given on purpose is still given
     try:
         if getattr(args, "extra", None) is not None:
             require(args.extra, f"elmo {args.command}")

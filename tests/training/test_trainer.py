@@ -95,6 +95,8 @@ def test_the_cosine_schedule_sets_each_steps_rate_and_holds_the_final_rate_after
     with pytest.raises(ValueError, match="lr_final"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-3,
                  lr_decay_steps=4, max_steps=1).validate()
+    with pytest.raises(ValueError, match=r"min_count \(10\) picks the corpus's new words"):  # it would be ignored
+        _options(synthetic_corpus, vocab_file, micro_options_file, min_count=10, max_steps=1).validate()
     with pytest.raises(ValueError, match=r"lr_final is 0\.0002, the end of a decay, but lr_decay_steps is 0"):
         _options(synthetic_corpus, vocab_file, micro_options_file, learning_rate=1e-3, lr_final=2e-4,
                  max_steps=1).validate()
@@ -307,6 +309,9 @@ def test_a_run_started_with_relative_paths_resumes_from_another_directory_and_re
     monkeypatch.chdir(tmp_path.parent)  # where none of the relative names lead anywhere
     assert main(["train", "--resume", str(run), "--lr", "0.5", "--negatives", "4", "--max-steps", "4"]) == 2
     assert "so --negatives, --lr would be ignored" in capsys.readouterr().err
+    # Given at the parser's default value (the run used another), still refused rather than silently dropped.
+    assert main(["train", "--resume", str(run), "--batch-size", "128", "--max-steps", "4"]) == 2
+    assert "so --batch-size would be ignored" in capsys.readouterr().err
     assert main(["train", "--resume", str(run), "--max-steps", "3", "--quiet"]) == 0
     assert [checkpoint.name for checkpoint in list_checkpoints(run)][-1].endswith("3")
 

@@ -78,12 +78,22 @@ def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -
     return 0
 
 
+def _given_run_options(args: argparse.Namespace) -> list[str]:
+    """The run's own options that the command line gives, whatever their values (one given at its default value
+    counts: with --resume it would be ignored all the same), read by the train parser itself (abbreviations too)."""
+    words = args.argv[args.argv.index("train") + 1 :]
+    not_given = object()
+    given, _ = args.train_parser.parse_known_args(
+        words, argparse.Namespace(**dict.fromkeys(args.run_option_defaults, not_given)))
+    return [name for name in args.run_option_defaults if getattr(given, name) is not not_given]
+
+
 def _train(args: argparse.Namespace) -> int:
     from elmo.training.export import model_tokenizer, resolve_model
     from elmo.training.trainer import TrainingOptions
 
     if args.resume is not None:
-        ignored = [name for name, default in args.run_option_defaults.items() if getattr(args, name) != default]
+        ignored = _given_run_options(args)
         if ignored:
             flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
             raise ValueError(f"--resume continues the run with its own options, so {flags} would be ignored "
@@ -203,7 +213,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     # The run's own options: with --resume, any of them given is refused rather than ignored.
     run_options = {name: default for name, default in vars(train_parser.parse_args([])).items()
                    if name not in ("resume", "max_steps", "epochs", "quiet")}
-    train_parser.set_defaults(func=_train, extra="train", run_option_defaults=run_options)
+    train_parser.set_defaults(func=_train, extra="train", run_option_defaults=run_options, train_parser=train_parser)
 
     perplexity = subparsers.add_parser("perplexity", help="full-softmax perplexity of a trained biLM on a corpus")
     perplexity.add_argument("--model", required=True,

@@ -143,6 +143,10 @@ class TrainingOptions:
             raise ValueError("learning_rate and clip_norm must be positive")
         if self.lr_decay_steps < 0:
             raise ValueError(f"lr_decay_steps is {self.lr_decay_steps}; expected 0 (constant rate) or more")
+        if self.min_count != 1 and (self.vocab is not None or self.init_from is None):
+            raise ValueError(f"min_count ({self.min_count}) picks the corpus's new words to add to init_from's "
+                             "vocabulary; with vocab, or without init_from, the vocabulary is the vocab file's: "
+                             "give one of min_count and vocab")
         if self.lr_final is not None and self.lr_decay_steps == 0:
             raise ValueError(f"lr_final is {self.lr_final}, the end of a decay, but lr_decay_steps is 0 (a constant "
                              "rate): give lr_decay_steps too, or leave lr_final out")
