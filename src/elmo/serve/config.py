@@ -32,7 +32,9 @@ class ModelSpec:
     def parse(cls, value: str) -> "ModelSpec":
         """``NAME=DIR`` names it; a bare directory is served under its directory name, a shipped name as itself."""
         named = _split_name(value, "--model", "NAME=DIR, a directory or a shipped model name")
-        return cls(*named) if named else cls(Path(value).name or value, value)
+        if named:
+            return cls(*named)
+        return cls(Path(value).resolve().name if Path(value).is_dir() else value, value)  # "." names its folder
 
 
 @dataclass(frozen=True)
