@@ -12,7 +12,8 @@ and the majority-class baseline.
     python scripts/domain_task.py --task zh-law-branches --model general=zh --model adapted=domain/zh-adapted \
         --work domain/task
 
-Resumable: the data files and every finished run (its metrics.json) are kept and skipped on a rerun. Test is
+Resumable: the data files and every finished run (its metrics.json) are kept and skipped on a rerun; a folder
+made for another task, sizes or model (by fingerprint) is refused rather than reused. Test is
 whole; train and dev are subsampled (``--train-size``, ``--dev-size``, ``random.Random(0)``) to fit CPU time.
 """
 
@@ -25,14 +26,28 @@ from pathlib import Path
 
 from run_tasks import TRAIN_FLAGS  # a script beside this one
 
+from elmo.embedder import Embedder
 from elmo.tasks.data import law_branches, license_categories, read_labelled, split, write_labelled
 
 MAX_WORDS = 64  # an example's first 64 words (median article: 90 characters; median notice: 30 words)
 TASKS = {"zh-law-branches": law_branches, "en-license-categories": license_categories}
 
 
+def check_made_with(record: Path, made_with: dict) -> None:
+    """Write ``made_with`` to ``record``, or refuse when ``record`` says its folder was made with something else:
+    a rerun reuses what the folder holds, which must be of this task and model."""
+    if record.is_file():
+        before = json.loads(record.read_text(encoding="utf-8"))
+        if before != made_with:
+            sys.exit(f"{record.parent} was made with {before}, not {made_with}: give another --work (or model label)")
+        return
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(made_with) + "\n", encoding="utf-8")
+
+
 def write_data(task: str, work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
     paths = {name: work / "data" / f"{name}.tsv" for name in ("train", "dev", "test")}
+    check_made_with(work / "data" / "made-with.json", {"task": task, "train_size": train_size, "dev_size": dev_size})
     if all(path.is_file() for path in paths.values()):
         return paths
     splits = TASKS[task]()
@@ -78,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     models = dict(model.split("=", 1) for model in args.model)
     paths = write_data(args.task, args.work, args.train_size, args.dev_size)
+    for label, model in models.items():
+        check_made_with(args.work / "runs" / label / "made-with.json",
+                        {"model": model, "fingerprint": Embedder.load(model).fingerprint})
     results = {label: [run(label, model, seed, paths, args.work)["test"] for seed in args.seeds]
                for label, model in models.items()}
     majority, baseline = majority_accuracy(paths)
