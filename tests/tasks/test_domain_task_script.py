@@ -25,5 +25,5 @@ def test_a_folder_made_for_another_task_or_model_is_refused_not_reused(domain_ta
     domain_task.check_made_with(record, made_with)
     assert json.loads(record.read_text()) == made_with
     domain_task.check_made_with(record, made_with)  # the same: kept
-    with pytest.raises(SystemExit, match="was made with .*'f44f'.*, not .*'0b1d'.*: give another --work"):
+    with pytest.raises(SystemExit, match=r"was made with .*'f44f'.*, not .*'0b1d'.*: give another --work"):
         domain_task.check_made_with(record, {"model": "en", "fingerprint": "0b1d"})
