@@ -174,7 +174,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
                               "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words")
     train_parser.add_argument("--min-count", type=_POSITIVE, default=1,
-                              help="with --init-from: new words seen this often")
+                              help="with --init-from and no --vocab: the corpus's words seen this often join its "
+                                   "vocabulary (refused where it would be ignored)")
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
     train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
                               help="how the text is split (default: whitespace; with --init-from, that model's own)")
