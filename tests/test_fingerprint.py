@@ -55,3 +55,15 @@ def test_an_option_that_changes_no_weight_shape_changes_it(fixture_bilm: BiLM, f
     other = BiLM(dataclasses.replace(fixture_bilm.config, lstm=lstm)).eval()
     other.load_state_dict(fixture_bilm.state_dict())
     assert model_fingerprint(other) != model_fingerprint(fixture_bilm)
+
+
+def test_n_characters_261_and_262_name_one_model(fixture_bilm: BiLM):
+    """bilm-tf writes either for the same character scheme; the model computes the same with both."""
+    other_count = 261 if fixture_bilm.config.char_cnn.n_characters == 262 else 262
+    char_cnn = dataclasses.replace(fixture_bilm.config.char_cnn, n_characters=other_count)
+    other = BiLM(dataclasses.replace(fixture_bilm.config, char_cnn=char_cnn)).eval()
+    other.load_state_dict(fixture_bilm.state_dict())
+    ids = torch.randint(1, 262, (2, 5, fixture_bilm.config.char_cnn.max_characters_per_token))
+    with torch.no_grad():
+        torch.testing.assert_close(other(ids)[0].layers, fixture_bilm(ids)[0].layers, rtol=0, atol=0)
+    assert model_fingerprint(other) == model_fingerprint(fixture_bilm)

@@ -4,8 +4,9 @@ Whatever keeps vectors for later records it, and refuses or remakes them for ano
 (``meta.json``; opening it with another model is refused), a task feature cache (remade), and the service
 lists it for each served model and index (``GET /v1/models``, ``GET /v1/indexes``).
 
-The digest reads the canonical options JSON (``BiLMConfig.to_options``, keys sorted) and every tensor of the
-biLM's state dict in name order: its name, dtype, shape and bytes. So it is the same on any device and for
+The digest reads the canonical options JSON (``BiLMConfig.to_options``, keys sorted; ``n_characters`` as 262
+whether the file says 261 or 262: bilm-tf writes either for the same character scheme, and nothing here reads it,
+so the two name one model) and every tensor of the biLM's state dict in name order: its name, dtype, shape and bytes. So it is the same on any device and for
 the same weights however they were stored (HDF5 or a checkpoint), and changes with any weight. It is computed
 from the tensors each time it is asked for, a pass over the weights' bytes (docs/performance.md gives the time
 on the shipped models); a caller that asks often keeps the answer.
@@ -26,7 +27,9 @@ VERSION = b"elmo model fingerprint 1\n"  # changes if what is hashed changes, so
 def model_fingerprint(bilm: "BiLM") -> str:
     """The sha256 (64 hex digits) of ``bilm``'s options and weights."""
     digest = hashlib.sha256(VERSION)
-    digest.update(json.dumps(bilm.config.to_options(), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    options = bilm.config.to_options()
+    options["char_cnn"]["n_characters"] = 262
+    digest.update(json.dumps(options, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     state = bilm.state_dict()
     for name in sorted(state):
         tensor = state[name].detach()
