@@ -6,10 +6,11 @@ lists it for each served model and index (``GET /v1/models``, ``GET /v1/indexes`
 
 The digest reads the canonical options JSON (``BiLMConfig.to_options``, keys sorted; ``n_characters`` as 262
 whether the file says 261 or 262: bilm-tf writes either for the same character scheme, and nothing here reads it,
-so the two name one model) and every tensor of the biLM's state dict in name order: its name, dtype, shape and bytes. So it is the same on any device and for
-the same weights however they were stored (HDF5 or a checkpoint), and changes with any weight. It is computed
-from the tensors each time it is asked for, a pass over the weights' bytes (docs/performance.md gives the time
-on the shipped models); a caller that asks often keeps the answer.
+so the two name one model) and every tensor of the biLM's state dict in name order: its name, dtype, shape and
+bytes. So it is the same on any device and for the same weights however they were stored (HDF5 or a
+checkpoint), and changes with any weight. It is computed from the tensors each time it is asked for, a pass over
+the weights' bytes (docs/performance.md gives the time on the shipped models); a caller that asks often keeps the
+answer.
 """
 
 import hashlib

@@ -58,6 +58,9 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
                  "--out", str(tmp_path / "the.png")]) == 0
     assert (tmp_path / "the.png").read_bytes()[:4] == b"\x89PNG"
     assert "sense 2" in capsys.readouterr().out
+    assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "the.svg")]) == 2
+    assert "give a file name ending in .png" in capsys.readouterr().err
+    assert not (tmp_path / "the.svg").exists()
 
 
 def test_errors_are_one_line_naming_the_input(tmp_path, capsys):

@@ -280,6 +280,19 @@ def test_a_directory_that_is_not_an_index_is_refused_before_any_work_and_kept(to
     assert (data / "precious.txt").read_text() == "not an index\n"
     with pytest.raises(SearchError, match="is a file"):
         build_index(topic_corpus, data / "precious.txt", never_embeds, progress=False)
+    (data / "meta.json").write_text("{}\n")  # a meta.json of something else beside other files
+    with pytest.raises(SearchError, match="holds something other than an index"):
+        build_index(topic_corpus, data, never_embeds, progress=False)
+    assert (data / "precious.txt").read_text() == "not an index\n"
+
+
+def test_an_index_with_a_file_of_its_own_beside_it_is_not_replaced(topic_corpus, fixture_bilm, tmp_path):
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), progress=False)
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(SearchError, match="holds something other than an index"):
+        build_index(topic_corpus, out, _NeverEmbeds(fixture_bilm), progress=False)
+    assert (out / "notes.txt").read_text() == "mine\n"
 
 
 def test_rebuilding_replaces_an_index_whole_and_leaves_nothing_beside_it(topic_corpus, fixture_bilm, tmp_path):
@@ -299,11 +312,43 @@ def test_bad_factories_and_empty_word_lists_are_refused_before_the_corpus_is_emb
             build_index(topic_corpus, tmp_path / "index", never_embeds, ann=AnnOptions(factory=factory),
                         progress=False)
         assert refused.value.field == "factory"
-    for words in ([], ["  "]):
-        with pytest.raises(SearchError, match="lists no words") as refused:
+    for words, message in (([], "lists no words"), (["  "], "lists no words"),
+                           (["play", "New York"], r"\['new york'\].* several words never matches")):
+        with pytest.raises(SearchError, match=message) as refused:
             build_index(topic_corpus, tmp_path / "index", never_embeds, words_only=words, progress=False)
         assert refused.value.field == "words_only"
+    for options, field in (({"batch_size": 0}, "batch_size"), ({"checkpoint_lines": 0}, "checkpoint_lines"),
+                           ({"layers": []}, "layers")):
+        with pytest.raises(SearchError) as refused:
+            build_index(topic_corpus, tmp_path / "index", never_embeds, progress=False, **options)
+        assert refused.value.field == field
     assert not (tmp_path / "index.partial").exists()
+
+
+def test_listed_words_that_never_occur_are_named_in_a_warning(topic_corpus, constructed_embedder, tmp_path):
+    report = build_index(topic_corpus, tmp_path / "index", constructed_embedder, words_only=["play", "Zebra"],
+                         progress=False)
+    assert report.indexed_tokens == sum(line.split().count("play") for line in _corpus_lines(topic_corpus)) > 0
+    assert [warning for warning in report.warnings if "words_only" in warning] == [
+        f"1 of the 2 words_only never occur as a token of {topic_corpus} (zebra); a word the tokenizer splits "
+        "(don't -> do n't) never does"]
+
+
+def test_an_index_records_how_long_sentences_were_cut_and_refuses_queries_cut_otherwise(topic_corpus, fixture_bilm,
+                                                                                       tmp_path):
+    built_with = Embedder(fixture_bilm, tokenizer="whitespace", max_window_tokens=16, window_context=4)
+    build_index(topic_corpus, tmp_path / "index", built_with, progress=False)
+    window = json.loads((tmp_path / "index" / "meta.json").read_text())["window"]
+    assert window == {"max_window_tokens": 16, "window_context": 4}
+    long_sentence = " ".join([SPORTS_LINES[0]] * 6)
+    assert len(long_sentence.split()) > 16  # cut into windows: its vectors depend on how
+    other = Embedder(fixture_bilm, tokenizer="whitespace")
+    assert not np.allclose(other.embed([long_sentence], "top")[0], built_with.embed([long_sentence], "top")[0])
+    with pytest.raises(SearchError, match=r"cuts long sentences as .*256.*built with .*16") as refused:
+        neighbors(ContextIndex.load(tmp_path / "index", embedder=other), long_sentence, "play")
+    assert refused.value.field == "embedder"
+    same = Embedder(fixture_bilm, tokenizer="whitespace", max_window_tokens=16, window_context=4)
+    assert len(neighbors(ContextIndex.load(tmp_path / "index", embedder=same), long_sentence, "play", k=2)) == 2
 
 
 def test_a_words_file_saved_with_a_byte_order_mark_keeps_its_first_word(topic_corpus, constructed_embedder,

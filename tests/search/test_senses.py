@@ -54,6 +54,19 @@ def test_a_word_with_too_few_uses_is_refused(topic_corpus, constructed_embedder,
     with pytest.raises(SearchError, match="clusters 99") as refused:
         senses(index, "play", clusters=99)
     assert (refused.value.code, refused.value.field) == ("invalid_request", "clusters")
+    with pytest.raises(SearchError, match="max_occurrences 2: expected at least 3") as refused:
+        senses(index, "play", max_occurrences=2)  # a sample of 2 of its uses would pass the rule of 3
+    assert refused.value.field == "max_occurrences"
+
+
+@pytest.mark.parametrize("name", ["play", "play.svg", "play.png.txt"])
+def test_a_map_named_other_than_png_is_refused_not_written_elsewhere(topic_corpus, constructed_embedder, tmp_path,
+                                                                     name):
+    result = senses(_index(topic_corpus, constructed_embedder, tmp_path), "play", clusters=2)
+    with pytest.raises(SearchError, match=r"give a file name ending in \.png") as refused:
+        plot_senses(result, tmp_path / "maps" / name)
+    assert refused.value.field == "out"
+    assert not (tmp_path / "maps").exists()
 
 
 def test_more_clusters_than_distinct_uses_is_refused_naming_clusters(constructed_embedder, tmp_path):

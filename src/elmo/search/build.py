@@ -27,7 +27,7 @@ from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
-from elmo.search.model import LayerEmbedder
+from elmo.search.model import LayerEmbedder, window_of
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +178,8 @@ def _chosen_layers(layers: LayerChoice | str | Sequence[LayerChoice | str] | Non
         chosen = [stored_layer(layer, n_layers) for layer in given]
     except LayerChoiceError as error:
         raise SearchError(str(error), "layers") from None
+    if not chosen:
+        raise SearchError("layers is empty; name at least one layer, or None for the top one", "layers")
     if len({layer_name(layer) for layer in chosen}) != len(chosen):
         raise SearchError(f"layers {list(given)} name a layer twice", "layers")
     return chosen
@@ -210,6 +212,9 @@ def build_index(
     checkpoints (default ``batch_size * CHECKPOINT_BATCHES``).
     """
     require("search", "elmo.search.build_index")  # faiss comes last, after every line is embedded
+    if batch_size < 1 or (checkpoint_lines is not None and checkpoint_lines < 1):
+        raise SearchError(f"batch_size {batch_size}, checkpoint_lines {checkpoint_lines}: expected at least 1",
+                          "batch_size" if batch_size < 1 else "checkpoint_lines")
     ann = AnnOptions() if ann is None else ann
     corpus, out = Path(corpus), Path(out)
     text = check_corpus(corpus)
@@ -233,9 +238,13 @@ def build_index(
         if not indexed:
             raise SearchError("words_only lists no words; give at least one, or None to index every token",
                               "words_only")
+        phrases = sorted(word for word in indexed if len(word.split()) > 1)
+        if phrases:
+            raise SearchError(f"words_only lists {phrases[:5]}: each entry is matched against one token, so an "
+                              "entry of several words never matches; list single words", "words_only")
     names = [layer_name(layer) for layer in chosen]
     settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": embedder.fingerprint,
-                "tokenizer": embedder.tokenizer_name, "layers": names,
+                "tokenizer": embedder.tokenizer_name, "window": window_of(embedder), "layers": names,
                 "words_only": sorted(indexed) if indexed is not None else None}
     partial = layout.partial_directory(out)
     state = _PartialIndex(partial, settings, names, resume)
@@ -250,6 +259,12 @@ def build_index(
     if n_indexed == 0:
         raise SearchError(f"{corpus}: no token to index" + (" among --words-only" if indexed is not None else ""),
                           "words_only" if indexed is not None else "corpus")
+    if indexed is not None:
+        unused = sorted(indexed - {word.casefold() for word in state.words})
+        if unused:
+            report.warnings.append(f"{len(unused)} of the {len(indexed)} words_only never occur as a token of "
+                                   f"{corpus} ({', '.join(unused[:10])}{', ...' if len(unused) > 10 else ''}); a "
+                                   "word the tokenizer splits (don't -> do n't) never does")
     state.finish()
     for name in names:
         vectors = np.memmap(partial / layout.vectors_file(name), layout.VECTOR_DTYPE, "r",
@@ -257,7 +272,8 @@ def build_index(
         write_ann(build_ann(vectors, ann), partial / layout.ann_file(name))
         report.factories[name] = ann.factory or default_factory(n_indexed, embedder.dim, ann)
     meta = {"format": layout.FORMAT_VERSION, "model": model_name, "fingerprint": settings["model"],
-            "tokenizer": embedder.tokenizer_name, "corpus": settings["corpus"], "layers": names,
+            "tokenizer": embedder.tokenizer_name, "window": settings["window"], "corpus": settings["corpus"],
+            "layers": names,
             "n_layers": embedder.n_layers, "dim": embedder.dim, "n_sentences": state.progress["lines"],
             "n_tokens": state.progress["tokens"],
             "n_indexed": n_indexed, "n_words": len(state.words), "words_only": settings["words_only"],
@@ -277,9 +293,20 @@ def _check_out(out: Path) -> None:
     publishing the index replaces the whole directory."""
     if out.is_file():
         raise SearchError(f"{out} is a file; the index is a directory (give a new path)", "out")
-    if out.is_dir() and any(out.iterdir()) and not (out / layout.META).is_file():
+    if out.is_dir() and any(out.iterdir()) and not _holds_only_an_index(out):
         raise SearchError(f"{out} is a directory that holds something other than an index, which building the "
                           "index would replace; give a new or empty directory, or an index to rebuild", "out")
+
+
+def _holds_only_an_index(directory: Path) -> bool:
+    """Whether ``directory`` holds an index's files and nothing else, its ``meta.json`` one that an index
+    writes: a ``meta.json`` of something else beside other files is not an index to replace."""
+    try:
+        meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and {"format", "fingerprint"} <= meta.keys() and \
+        all(entry.is_file() and layout.is_index_file(entry.name) for entry in directory.iterdir())
 
 
 def _check_factory(factory: str, dim: int) -> None:

@@ -97,8 +97,9 @@ def _table(title: str, rows: Sequence[tuple[str, float]]) -> list[str]:
 
 def _senses(args: argparse.Namespace) -> int:
     from elmo.search.index import ContextIndex
-    from elmo.search.senses import plot_senses, senses
+    from elmo.search.senses import plot_senses, png_path, senses
 
+    png_path(args.out)  # before the clustering
     result = senses(ContextIndex.load(args.index), args.word, clusters=args.clusters, layer=args.layer,
                     max_occurrences=args.max_occurrences)
     plot_senses(result, args.out)
@@ -154,6 +155,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                         help="number of senses (default: best silhouette)")
     senses.add_argument("--layer", type=_layer, default=None,
                         help="an indexed layer (default: the first the index holds)")
-    senses.add_argument("--max-occurrences", type=positive_int, default=2000, help="a random sample if there are more")
-    senses.add_argument("--out", required=True, type=Path, help="PNG to write")
+    senses.add_argument("--max-occurrences", type=positive_int, default=2000,
+                        help="a random sample if there are more (at least 3)")
+    senses.add_argument("--out", required=True, type=Path, help="PNG to write (a name ending in .png)")
     senses.set_defaults(func=_senses, extra="search")

@@ -16,7 +16,7 @@ from elmo.search import layout
 from elmo.search.ann import CHUNK_ROWS, ann_search, exact_search, read_ann, unit_rows
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
-from elmo.search.model import LayerEmbedder
+from elmo.search.model import LayerEmbedder, window_of
 from elmo.tokenizers import get_tokenizer
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ class ContextIndex:
             if self.meta["model"] is None:
                 raise SearchError(f"{self.directory} was built from an Embedder object; pass that embedder to "
                                   "ContextIndex.load(..., embedder=...)", "embedder")
-            self._embedder = Embedder.load(self.meta["model"], tokenizer=self.meta["tokenizer"])
+            self._embedder = Embedder.load(self.meta["model"], tokenizer=self.meta["tokenizer"],
+                                           **self.meta.get("window", {}))
         if not self._embedder_checked:
             fingerprint = self._embedder.fingerprint
             if fingerprint != self.meta["fingerprint"]:
@@ -104,6 +105,12 @@ class ContextIndex:
                                   f"{self.directory} was built with {self.meta['tokenizer']!r}: query sentences "
                                   "must be split as the corpus was; load the embedder with that tokenizer",
                                   "embedder")
+            window = self.meta.get("window")  # absent from indexes built before it was recorded
+            if window is not None and window_of(self._embedder) != window:
+                raise SearchError(f"the embedder cuts long sentences as {window_of(self._embedder)}, {self.directory} "
+                                  f"was built with {window}: a long query sentence would get other vectors than its "
+                                  "corpus twin; load the embedder with those settings (elmo serve: "
+                                  "--max-sentence-tokens, --window-context)", "embedder")
             self._embedder_checked = True
         return self._embedder
 

@@ -1,6 +1,6 @@
 """The on-disk format of an index directory, named once for the writer (``build``) and the reader (``index``).
 
-- ``meta.json``: the format version, the model (its name and ``elmo.fingerprint``), tokenizer, layers and
+- ``meta.json``: the format version, the model (its name and ``elmo.fingerprint``), tokenizer, windows, layers and
   sizes, and how the ANN index was made;
 - ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as read, and the byte offset of each line
   (``n_sentences + 1`` int64), so a hit's sentence is one seek away;
@@ -33,6 +33,15 @@ LAYER0 = "layer0.f16"
 OFFSET_DTYPE = np.dtype("<i8")
 VECTOR_DTYPE = np.dtype("<f2")
 TOKEN_DTYPE = np.dtype([("sentence", "<i8"), ("position", "<i4"), ("word", "<i4")])
+
+INDEX_FILES = frozenset({META, SENTENCES, SENTENCE_OFFSETS, TOKENS, VOCAB, COUNTS, LAYER0})
+
+
+def is_index_file(name: str) -> bool:
+    """Whether a finished index directory may hold a file of this name (its per-layer files included)."""
+    return name in INDEX_FILES or (name.startswith("vectors-") and name.endswith(".f16")) or \
+        (name.startswith("ann-") and name.endswith(".faiss"))
+
 
 def vectors_file(layer: str) -> str:
     """The file of a stored layer's token vectors (``layer``: a name from ``layer_name``)."""

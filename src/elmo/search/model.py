@@ -17,6 +17,10 @@ class LayerEmbedder(Protocol):
     recorded too, so queries are split as the corpus was."""
 
     tokenizer_name: str
+    # How a sentence longer than a window is cut (``elmo.embedder``): its tokens' vectors depend on both, so the
+    # index records them and its queries must be cut alike.
+    max_window_tokens: int
+    window_context: int
 
     @property
     def fingerprint(self) -> str: ...
@@ -35,3 +39,8 @@ class LayerEmbedder(Protocol):
               batch_size: int = 32) -> list[np.ndarray]:
         """Each sentence's layers, ``(n_layers, T, dim)`` float32, in order."""
         ...
+
+
+def window_of(embedder: LayerEmbedder) -> dict[str, int]:
+    """How ``embedder`` cuts long sentences, as an index's ``meta.json`` records it."""
+    return {"max_window_tokens": embedder.max_window_tokens, "window_context": embedder.window_context}

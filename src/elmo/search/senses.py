@@ -13,6 +13,8 @@ from elmo.layer_choice import LayerChoice
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex, Occurrence
 
+MIN_OCCURRENCES = 3  # fewer uses than this are not clustered into senses
+
 
 @dataclass(frozen=True)
 class Senses:
@@ -33,17 +35,22 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
            max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
     """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more).
 
-    SearchError ``too_few_occurrences`` (field ``word``) if the word has fewer than 3 uses; naming ``clusters``
+    SearchError ``too_few_occurrences`` (field ``word``) if the word has fewer than 3 uses; naming
+    ``max_occurrences`` if that is under 3 (a sample of fewer uses would pass the rule); naming ``clusters``
     if that is more than its uses (after sampling) or than their distinct vectors (uses in identical contexts
     have identical vectors: k-means cannot split them)."""
+    if max_occurrences < MIN_OCCURRENCES:
+        raise SearchError(f"max_occurrences {max_occurrences}: expected at least {MIN_OCCURRENCES} (senses are found "
+                          f"among at least {MIN_OCCURRENCES} uses)", "max_occurrences")
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
     from sklearn.metrics import silhouette_score
 
     name = index.layer(layer)
     rows = index.rows_of(word)
-    if len(rows) < 3:
-        raise SearchError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens; at least 3 are needed "
+    if len(rows) < MIN_OCCURRENCES:
+        raise SearchError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens; at least "
+                          f"{MIN_OCCURRENCES} are needed "
                           "to find senses", "word", SearchError.TOO_FEW_OCCURRENCES)
     if len(rows) > max_occurrences:
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_occurrences, replace=False))
@@ -77,14 +84,24 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
     return Senses(word, name, rows, labels, points, examples, sizes, float(score))
 
 
+def png_path(path: str | Path) -> Path:
+    """``path`` if its name ends in ``.png``; SearchError (field ``out``) otherwise: matplotlib would add ``.png``
+    to a name without a suffix, or write another format for another suffix, and the file reported would not be
+    the one written."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise SearchError(f"{path}: the map is a PNG; give a file name ending in .png", "out")
+    return path
+
+
 def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
     """A PNG: the occurrences' 2-D projection coloured by cluster, and each cluster's example sentence."""
+    path = png_path(path)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
     n_clusters = len(result.sizes)
     figure, (scatter, notes) = plt.subplots(2, 1, figsize=(10, 7 + 0.45 * n_clusters),
                                             gridspec_kw={"height_ratios": [4, 0.4 + 0.35 * n_clusters]})
@@ -105,7 +122,7 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
                    color=colours(cluster % 10), transform=notes.transAxes)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, format="png")
     plt.close(figure)
     return path
 

@@ -64,6 +64,8 @@ class BatchedEmbedder:
     def __init__(self, embedder: Embedder, batcher: DynamicBatcher, timeout_s: float, fingerprint: str) -> None:
         self.fingerprint = fingerprint
         self.tokenizer_name = embedder.tokenizer_name
+        self.max_window_tokens = embedder.max_window_tokens
+        self.window_context = embedder.window_context
         self.n_layers = embedder.n_layers
         self.dim = embedder.dim
         self.tokenize = embedder.tokenize
@@ -103,7 +105,7 @@ def open_index(name: str, directory: str | Path, model_name: str, embedder: Embe
     if index.meta["tokenizer"] != embedder.tokenizer_name:
         raise ValueError(f"--index {directory} was built with the {index.meta['tokenizer']} tokenizer; model "
                          f"{model_name!r} splits text with {embedder.tokenizer_name}")
-    index.embedder  # noqa: B018 -- ValueError if the model's fingerprint differs from the index's
+    index.embedder  # noqa: B018 -- ValueError if the model's fingerprint or windows differ from the index's
     for layer in index.layers:
         index.vectors(layer)
         index.ann(layer)
