@@ -20,7 +20,7 @@ from elmo.datasets.domain_sources import (
     read_china_law,
     read_scancode_licenses,
 )
-from elmo.tasks.data import law_branch_splits, license_category_splits
+from elmo.tasks.data import law_branch_splits, license_category_splits, near_copy
 
 SHARED = "The software is provided without any warranty of merchantability or fitness."
 
@@ -129,6 +129,23 @@ def test_license_category_task_splits_by_license_family_caps_each_license_and_dr
     assert not families["test"] & families["dev"]
     assert sum(len(rows) for rows in splits.values()) == 50 + 39 * 3  # the first capped at 50; the extra two dropped
     assert all(label == category[text.split()[3]] for rows in splits.values() for label, text in rows)
+
+
+def test_a_held_out_notice_nearly_equal_to_a_training_notice_is_dropped():
+    """Licenses related under other names (``artistic-perl-1.0`` and ``artistic-2.0``) fall in different
+    families and share notices with a word or two changed."""
+    words = ("you may make and give away verbatim copies of the source form of the standard version of this package "
+             "without restriction provided that you duplicate all original notices")  # 28 distinct words
+    notices = [LicenseNotice(f"lic{letter}-1.0", "Copyleft", f"{letter} {words}") for letter in ascii_lowercase]
+    plain = license_category_splits(notices, min_words=8, per_license=50, test_share=0.15, dev_share=0.1)
+    assert not plain["test"] and not plain["dev"]  # one word of 29 changed: Jaccard 28 / 30, each a near copy
+    assert len(plain["train"]) == 19
+    distinct = [LicenseNotice(f"lic{letter}-1.0", "Copyleft", f"{letter} {letter * 2} {letter * 3} {words}")
+                for letter in ascii_lowercase]  # three words of 31 changed: Jaccard 28 / 34, kept
+    splits = license_category_splits(distinct, min_words=8, per_license=50, test_share=0.15, dev_share=0.1)
+    assert (len(splits["test"]), len(splits["dev"]), len(splits["train"])) == (4, 3, 19)
+    assert near_copy(set("abcdefghijklmnopqrst"), set("abcdefghijklmnopqrsu"))  # 19 / 21
+    assert not near_copy(set("abcdefghij"), set("abcdefghik"))  # 9 / 11
 
 
 def test_the_licenses_corpus_is_registered_with_the_en_tokenizer():
