@@ -20,6 +20,7 @@ from elmo.characters import batch_to_char_ids
 from elmo.modules.lstm import LstmState
 from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, export_model, load_language_model, train
 from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
+from elmo.training.corpus import CorpusError
 from elmo.training.export import grow_vocabulary
 from elmo.weights import load_bilm
 
@@ -185,10 +186,33 @@ def test_resume_refuses_a_training_text_whose_files_changed(tmp_path: Path, micr
         train(TrainingOptions(corpus=[], max_steps=4), tmp_path / "run", resume=True, progress=False)
 
 
+def test_epochs_count_the_corpus_tokens_as_bilm_tf_and_train_every_row_to_the_end(tmp_path: Path,
+                                                                                   micro_options_file: Path):
+    """A row whose share is one long line holds far more tokens than the rest: with --epochs the run trains
+    epochs x targets / (rows x steps) steps (the other rows wrap around), instead of stopping when the rows
+    with the least text run out, or, as before, at step 0."""
+    short = ["the cat sat on the mat", "a dog ran in the park"] * 30
+    long_line = " ".join(["the cat sat on the mat and a dog ran in the park"] * 40)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join([*short, long_line, *short]) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)
+    n_targets = sum(len(line.split()) + 1 for line in [*short, long_line, *short])
+    options = _options(corpus, vocab, micro_options_file, epochs=2, dropout=0.0, checkpoint_every=1000)
+    expected = 2 * n_targets // (options.batch_size * options.unroll_steps)
+    assert expected > 0
+    assert train(options, tmp_path / "run", progress=False) == expected == load_checkpoint(tmp_path / "run").step
+    capped = _options(corpus, vocab, micro_options_file, epochs=2, max_steps=3, dropout=0.0, checkpoint_every=1000)
+    assert train(capped, tmp_path / "capped", progress=False) == 3
+    with pytest.raises(CorpusError, match="less than one step"):
+        train(_options(corpus, vocab, micro_options_file, epochs=1, batch_size=n_targets), tmp_path / "big",
+              progress=False)
+
+
 def test_two_processes_that_run_out_of_text_stop_at_the_step_one_process_stops_at(tmp_path: Path,
                                                                                    micro_options_file: Path):
-    """With --epochs the text runs out on the process whose rows hold the most tokens first; every process must
-    stop at that step (else one saves while the other waits in a collective)."""
+    """With --epochs every process must stop at the step one process stops at (else one saves while the other
+    waits in a collective)."""
     corpus = write_synthetic_corpus(tmp_path / "corpus.txt", 40)
     vocab = tmp_path / "vocab.txt"
     Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)

@@ -56,9 +56,10 @@ def _char_ids(token: str, max_characters: int) -> np.ndarray:
 class Batcher:
     """Batches for the global rows ``rows`` (those this process owns) of an ``n_rows``-row global batch.
 
-    Training (``pad=False``) stops at the first batch some row cannot fill, as bilm-tf drops the last
-    incomplete batch. Evaluation (``pad=True``) pads rows that ran out, with ``<S>`` inputs and no
-    targets, until every row has run out, so every token is scored once.
+    Training reads with no ``max_epochs``: each row wraps around into the next pass over its share, so every
+    batch is full, and the trainer decides when to stop (``TrainingOptions.step_limit``). With ``max_epochs``,
+    ``pad=False`` ends at the first batch some row cannot fill; ``pad=True`` (evaluation) pads rows that ran
+    out, with ``<S>`` inputs and no targets, until every row has run out, so every token is scored once.
     """
 
     def __init__(self, corpus: Corpus, vocab: Vocabulary, rows: range, n_rows: int, unroll_steps: int,

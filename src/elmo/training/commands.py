@@ -182,7 +182,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
                               help="stop after this many optimizer steps (with --epochs: whichever comes first)")
     train_parser.add_argument("--epochs", type=_POSITIVE, default=None,
-                              help="stop after this many passes over the corpus (give it, --max-steps, or both)")
+                              help="stop after this many passes' worth of the corpus's tokens, as bilm-tf counts them: "
+                                   "epochs x (tokens + sentences) / (batch size x unroll steps) steps, rows wrapping "
+                                   "around (give it, --max-steps, or both)")
     train_parser.add_argument("--batch-size", type=_POSITIVE, default=128, help="rows of the global batch")
     train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20,
                               help="tokens per row per step (truncated backpropagation through time)")

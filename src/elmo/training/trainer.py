@@ -47,7 +47,7 @@ from elmo.training.checkpoints import (
     save_checkpoint,
     set_aside,
 )
-from elmo.training.corpus import Corpus
+from elmo.training.corpus import Corpus, CorpusError
 from elmo.training.export import (
     grow_vocabulary,
     lacks_softmax,
@@ -153,6 +153,25 @@ class TrainingOptions:
         if self.lr_final is not None and not 0 < self.lr_final <= self.learning_rate:
             raise ValueError(f"lr_final is {self.lr_final}; expected 0 < lr_final <= learning_rate "
                              f"({self.learning_rate})")
+
+    def step_limit(self, corpus: Corpus) -> int:
+        """The step to stop after: ``max_steps``, or with ``epochs`` bilm-tf's count, ``epochs`` times the
+        corpus's targets (a sentence of n words is n + 1) over the tokens a step trains, whichever comes first.
+        Rows wrap around into the next pass, so every row trains to the end (had the run stopped when the row
+        with the least text ran out, text of the other rows would never be read). CorpusError if the corpus holds
+        less than one step's tokens."""
+        limits = [] if self.max_steps is None else [self.max_steps]
+        if self.epochs is not None:
+            n_targets = sum(len(sentence) + 1 for sentence in corpus.sentences())
+            epoch_steps = self.epochs * n_targets // (self.batch_size * self.unroll_steps)
+            if epoch_steps == 0:
+                raise CorpusError(f"the corpus holds {n_targets} tokens (with one end of sentence each): "
+                                  f"--epochs {self.epochs} is less than one step of {self.batch_size} x "
+                                  f"{self.unroll_steps}; use a smaller batch or more text")
+            limits.append(epoch_steps)
+        if not limits:
+            raise ValueError("give --max-steps or --epochs (or both): training needs a stopping point")
+        return min(limits)
 
     def learning_rate_at(self, step: int) -> float:
         """The rate of the step after ``step`` steps: constant, or a cosine from ``learning_rate`` down to
@@ -273,13 +292,14 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     keep_freed_memory()  # most tensors of a step have the last step's sizes: reused, not faulted in (elmo.memory)
     trimmer = FreedMemoryTrimmer()  # the char CNN's vary with the batch's words: the trimmer bounds what is held
 
-    batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, options.epochs,
+    step_limit = options.step_limit(corpus)
+    batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, None,
                       model.config.char_cnn.max_characters_per_token,
                       None if positions is None else positions[rows.start : rows.stop])
     log = RunLog(out_dir, step) if processes.is_writer else None
     if log is not None and checkpoint is None:
         vocab.save(out_dir / "vocab.txt")
-    bar = tqdm(total=options.max_steps, initial=step, disable=not (progress and processes.is_writer),
+    bar = tqdm(total=step_limit, initial=step, disable=not (progress and processes.is_writer),
                unit="step", dynamic_ncols=True)
     tokens_per_step = options.batch_size * options.unroll_steps
     interval = IntervalMeter(checkpoint.log_interval if checkpoint is not None else LogInterval())
@@ -287,18 +307,12 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     interrupted = False
     with StopSignals() as stop:
         try:
-            while options.max_steps is None or step < options.max_steps:
+            while step < step_limit:
                 if processes.any(stop.signal_number is not None):
                     interrupted = True
                     break
-                before = batcher.positions()
                 inputs = batcher.next_batch()
-                # The text has run out when any row of the global batch has, on whichever process holds it: every
-                # process stops at this step with its rows where they stood, as one process would.
-                if processes.any(inputs is None):
-                    batcher.restore(before)
-                    break
-                assert inputs is not None  # no process ran out, this one included
+                assert inputs is not None  # rows wrap around: the text never runs out
                 noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
                                        options.batch_size, options.state_reset)
                 output = wrapped(inputs.to(processes.device), noise.reset_rows(state), noise)
