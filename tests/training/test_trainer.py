@@ -186,6 +186,36 @@ def test_resume_refuses_a_training_text_whose_files_changed(tmp_path: Path, micr
         train(TrainingOptions(corpus=[], max_steps=4), tmp_path / "run", resume=True, progress=False)
 
 
+def test_resume_refuses_a_checkpoint_directory_and_names_its_run(tmp_path: Path, synthetic_corpus: Path,
+                                                                  vocab_file: Path, micro_options_file: Path):
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=2, checkpoint_every=1),
+          tmp_path / "run", progress=False)
+    checkpoint = list_checkpoints(tmp_path / "run")[0]
+    with pytest.raises(CheckpointError, match=re.escape(f"{checkpoint} is a checkpoint, not a run directory: resume "
+                                                        f"the run ({tmp_path / 'run'})")):
+        train(TrainingOptions(corpus=[], max_steps=4), checkpoint, resume=True, progress=False)
+    assert sorted(path.name for path in checkpoint.iterdir()) == sorted(
+        ["model.safetensors", "optimizer.safetensors", "state.safetensors", "vocab.txt", "state.json"])
+
+
+def test_resume_refuses_a_training_text_rewritten_at_the_same_size(tmp_path: Path, micro_options_file: Path):
+    """The same lines in another order (a corpus prepared again with another shuffle): the sizes agree, but the
+    rows' saved offsets now fall inside lines."""
+    corpus = write_synthetic_corpus(tmp_path / "corpus.txt", 40)
+    vocab = tmp_path / "vocab.txt"
+    Vocabulary.from_counts(Corpus([str(corpus)]).count_tokens()).save(vocab)
+    train(_options(corpus, vocab, micro_options_file, max_steps=2), tmp_path / "run", progress=False)
+    lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    saved = load_checkpoint(tmp_path / "run").rows
+    starts = {sum(map(len, map(str.encode, lines[:k]))) for k in range(len(lines) + 1)}
+    assert all(row.offset in starts for row in saved)
+    corpus.write_text("".join(reversed(lines)), encoding="utf-8")
+    reversed_starts = {sum(map(len, map(str.encode, list(reversed(lines))[:k]))) for k in range(len(lines) + 1)}
+    assert any(row.offset not in reversed_starts for row in saved)  # the case the check is for
+    with pytest.raises(CorpusError, match="not the start of a line of the text: the text changed since"):
+        train(TrainingOptions(corpus=[], max_steps=4), tmp_path / "run", resume=True, progress=False)
+
+
 def test_epochs_count_the_corpus_tokens_as_bilm_tf_and_train_every_row_to_the_end(tmp_path: Path,
                                                                                    micro_options_file: Path):
     """A row whose share is one long line holds far more tokens than the rest: with --epochs the run trains

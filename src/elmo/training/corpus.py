@@ -130,6 +130,21 @@ class RowReader:
         self._order: list[int] = []
         self.position = position if position is not None else RowPosition(0, self._segment_start(0))
         self._epochs_without_text = 0
+        if position is not None and not self._at_line_start(position):
+            raise CorpusError(f"row {row} was saved at byte {position.offset:,} of pass {position.epoch}, which is not "
+                              "the start of a line of the text: the text changed since (the same size, other "
+                              "bytes), and resuming would read from the wrong places")
+
+    def _at_line_start(self, position: RowPosition) -> bool:
+        """Whether ``position`` stands where a line of the text starts, as every saved position does."""
+        if position.offset >= self.corpus.n_bytes:
+            return position.offset == self.corpus.n_bytes
+        file_index, local = self._locate(position.epoch, position.offset)
+        if local == 0:
+            return True
+        handle = self._handle(file_index)
+        handle.seek(local - 1)
+        return handle.read(1) == b"\n"
 
     def close(self) -> None:
         for handle in self._handles.values():

@@ -35,6 +35,7 @@ from elmo.extras import require
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
+    STATE_FILE,
     Checkpoint,
     CheckpointError,
     LogInterval,
@@ -366,7 +367,13 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
 
 
 def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
-    """The newest checkpoint that verifies; newer ones that do not are named and set aside."""
+    """The newest checkpoint that verifies; newer ones that do not are named and set aside. A checkpoint directory
+    itself is refused: the run would go on inside it, beside the run it came from, unseen by its log and export."""
+    if (out_dir / STATE_FILE).is_file():
+        run = out_dir.parent.parent if out_dir.parent.name == "checkpoints" else None
+        raise CheckpointError(f"{out_dir} is a checkpoint, not a run directory: resume the run"
+                              f"{f' ({run})' if run is not None else ''}, whose newest good checkpoint it continues "
+                              "from, or start a new run from this checkpoint with --init-from")
     checkpoint, directory, refused = load_newest_good_checkpoint(out_dir)
     processes.barrier()  # every process has read its checkpoint before any is renamed
     for damaged, reason in refused:
