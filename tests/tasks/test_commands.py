@@ -122,6 +122,15 @@ def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     assert "bad.tsv:2: expected 'label<TAB>text'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind, flag", [("classifier", ["--segment", "jieba"]), ("qa", ["--segment", "jieba"]),
+                                        ("tagger", ["--max-words", "5"]), ("qa", ["--max-words", "5"])])
+def test_an_option_the_task_kind_does_not_use_is_refused(tmp_path: Path, fixture_dir: Path, capsys, kind, flag):
+    missing = str(tmp_path / "none.txt")  # refused before any file is read
+    assert main(["task", "train", kind, "--train", missing, "--dev", missing, "--test", missing,
+                 "--model", str(fixture_dir), "--out", str(tmp_path / "out"), *flag]) == 2
+    assert f"{flag[0]} " in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
 def test_character_tagger_reads_jieba_words_and_keeps_characters(tmp_path: Path, fixture_dir: Path):
     sentences = [(list("北京很大"), ["B-LOC", "I-LOC", "O", "O"]), (list("我在上海"), ["O", "O", "B-LOC", "I-LOC"])] * 3
     splits = _files(tmp_path, write_tagged, sentences, "bio")

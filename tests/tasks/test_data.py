@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from elmo.tasks import data
-from elmo.tasks.data import Example, read_tagged, split, to_bio
+from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
+from elmo.tasks.qa_data import read_qa
 from elmo.tasks.features import cache_layers, load_layers
 
 
@@ -35,6 +36,18 @@ def test_read_tagged_accepts_tabs_spaces_and_bmes(tmp_path: Path):
     path.write_text("token-without-tag\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"msra\.txt:1"):
         read_tagged(path)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_token_label_or_row(tmp_path: Path):
+    """Editors on Windows save UTF-8 with one; it would make a class of its own or a token of no vector."""
+    tagged, labelled, qa = tmp_path / "a.bio", tmp_path / "a.tsv", tmp_path / "a.jsonl"
+    tagged.write_text("\ufeffParis\tB-LOC\nis\tO\n", encoding="utf-8")
+    labelled.write_text("\ufeffpos\tgreat film\n", encoding="utf-8")
+    qa.write_text('\ufeff{"id": "q1", "question": "who ?", "passage": "Ann came .", "answers": [{"text": "Ann", "start": 0}]}\n',
+                  encoding="utf-8")
+    assert read_tagged(tagged) == [(["Paris", "is"], ["B-LOC", "O"])]
+    assert read_labelled(labelled) == [("pos", "great film")]
+    assert [example.key for example in read_qa(qa, str.split)] == ["q1"]
 
 
 def test_split_is_fixed_by_its_seed_and_disjoint():

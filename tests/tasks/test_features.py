@@ -20,7 +20,7 @@ def _batch() -> Batch:
     word_index = torch.tensor(WORD_INDEX)
     mask = torch.tensor([[True, True, True, True, False], [True] * 5])
     return Batch(None, None, None, mask, mask.sum(1), torch.zeros(2, 5, dtype=torch.long),
-                 batch_to_char_ids(WORDS), word_index)
+                 [list(words) for words in WORDS], word_index)
 
 
 def _features(fixture_dir, elmo) -> TokenFeatures:
@@ -40,7 +40,7 @@ def test_fine_tuned_features_equal_the_layers_gathered_per_token_and_mixed_by_ha
     vectors = features(batch)
 
     with torch.no_grad():
-        layers = features.elmo_layer.bilm(batch.char_ids)[0].layers.numpy()  # (L, B, W, D)
+        layers = features.elmo_layer.bilm(batch_to_char_ids(WORDS))[0].layers.numpy()  # (L, B, W, D)
     w = np.exp([0.5, -1.0, 2.0])
     w /= w.sum()
     expected = np.stack([1.5 * np.einsum("l,ltd->td", w, layers[:, row, WORD_INDEX[row]]) for row in range(2)])
@@ -58,9 +58,29 @@ def test_fine_tuned_top_layer_is_the_last_layer_gathered_and_carries_no_mix(fixt
     batch = _batch()
     with torch.no_grad():
         vectors = features(batch).numpy()
-        top = features.elmo_layer.bilm(batch.char_ids)[0].layers[-1].numpy()
+        top = features.elmo_layer.bilm(batch_to_char_ids(WORDS))[0].layers[-1].numpy()
     np.testing.assert_array_equal(vectors, np.stack([top[row, WORD_INDEX[row]] for row in range(2)]))
     assert features.mix_weights() is None and features.regularization().item() == 0.0
+
+
+def test_fine_tuned_features_read_words_at_the_models_own_character_width(fixture_dir):
+    """A model of ``max_characters_per_token`` 4 (its biLM refuses ids of another width) cuts 北京 (6 UTF-8
+    bytes) as its frozen features do; fine-tuning made ids 50 wide, and stopped."""
+    import dataclasses
+
+    from elmo import BiLM
+
+    config = ModelDir.find(str(fixture_dir)).load_bilm().config
+    narrow_config = dataclasses.replace(config, char_cnn=dataclasses.replace(
+        config.char_cnn, max_characters_per_token=4, filters=[(1, 8), (2, 8)]))
+    torch.manual_seed(0)
+    narrow = BiLM(narrow_config)
+    features = TokenFeatures("top", narrow_config.n_output_layers, narrow_config.output_dim, dropout=0.0,
+                             bilm=narrow).double().eval()
+    with torch.no_grad():
+        vectors = features(_batch()).numpy()
+        top = features.elmo_layer.bilm(batch_to_char_ids(WORDS, 4))[0].layers[-1].numpy()
+    np.testing.assert_array_equal(vectors, np.stack([top[row, WORD_INDEX[row]] for row in range(2)]))
 
 
 @pytest.mark.parametrize("elmo", ["mix", "top"])

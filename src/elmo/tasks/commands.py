@@ -35,6 +35,11 @@ def _train(args: argparse.Namespace) -> int:
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
 
+    if args.segment is not None and args.kind != "tagger":
+        raise ValueError(f"--segment makes the words a character tagger's biLM reads; a {args.kind} reads the "
+                         "model tokenizer's words: leave it out")
+    if args.max_words is not None and args.kind != "classifier":
+        raise ValueError(f"--max-words cuts classification texts; a {args.kind} reads whole texts: leave it out")
     if args.kind == "qa":
         return _train_qa(args)
     elmo = None if args.elmo == "none" else args.elmo

@@ -108,7 +108,7 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
     sentences: list[tuple[list[str], list[str]]] = []
     tokens: list[str] = []
     tags: list[str] = []
-    for number, line in enumerate([*path.read_text(encoding="utf-8").splitlines(), ""], start=1):
+    for number, line in enumerate([*path.read_text(encoding="utf-8-sig").splitlines(), ""], start=1):
         fields = line.split("\t") if "\t" in line else line.split()
         if not line.strip():
             if tokens:
@@ -135,7 +135,7 @@ def read_labelled(path: str | Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such classification file")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         label, tab, text = line.partition("\t")

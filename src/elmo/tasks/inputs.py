@@ -42,7 +42,8 @@ class Item:
 class Batch:
     """``layers`` ``(n_layers, B, T, D)``, ``static`` ``(B, T, S)``, ``positions`` ``(B, T)``, ``mask``
     ``(B, T)`` bool, ``lengths`` ``(B,)``; ``targets`` ``(B, T)`` (tags, 0 at padding) or ``(B,)``; for a
-    fine-tuned biLM ``char_ids`` ``(B, W, 50)`` and ``word_index`` ``(B, T)``."""
+    fine-tuned biLM the sentences' ``words`` (the biLM makes their character ids at its own width) and
+    ``word_index`` ``(B, T)``."""
 
     layers: torch.Tensor | None
     static: torch.Tensor | None
@@ -50,7 +51,7 @@ class Batch:
     mask: torch.Tensor
     lengths: torch.Tensor
     targets: torch.Tensor
-    char_ids: torch.Tensor | None = None
+    words: list[list[str]] | None = None
     word_index: torch.Tensor | None = None
 
 
@@ -116,11 +117,11 @@ def collate(items: Sequence[Item]) -> Batch:
         targets = pad(_all_present(tag_ids, "tag ids"), 0)
     else:
         targets = torch.tensor([item.target for item in items])
-    char_ids = word_index = None
+    words = word_index = None
     if first.words is not None:
-        char_ids = batch_to_char_ids(_all_present([item.words for item in items], "words"))
+        words = [list(item_words) for item_words in _all_present([item.words for item in items], "words")]
         word_index = pad(_all_present([item.word_index for item in items], "word_index"), 0)
-    return Batch(layers, static, positions, mask, lengths, targets, char_ids, word_index)
+    return Batch(layers, static, positions, mask, lengths, targets, words, word_index)
 
 
 def _length(item: Item) -> int:
@@ -184,9 +185,10 @@ class TokenFeatures(nn.Module):
         """``(B, T, D)``: each token's ELMo vector, from the biLM being fine-tuned (run on the words, then
         each token takes its word's vector) or from the batch's cached layers."""
         if self.elmo_layer is not None:
-            if batch.char_ids is None or batch.word_index is None:
-                raise ValueError("this model fine-tunes its biLM, but the batch has no char_ids")
-            word_vectors = self.elmo_layer(batch.char_ids).mixes[0]
+            if batch.words is None or batch.word_index is None:
+                raise ValueError("this model fine-tunes its biLM, but the batch has no words")
+            width = self.elmo_layer.bilm.config.char_cnn.max_characters_per_token  # as the frozen features use
+            word_vectors = self.elmo_layer(batch_to_char_ids(batch.words, width)).mixes[0]
             return word_vectors.gather(1, batch.word_index[:, :, None].expand(-1, -1, word_vectors.shape[-1]))
         if batch.layers is None:
             raise ValueError("this model reads ELMo layers, but the batch has none")

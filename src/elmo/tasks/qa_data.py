@@ -79,7 +79,7 @@ def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAEx
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such QA file (JSON lines of id, question, passage, answers)")
     examples = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         try:
