@@ -8,8 +8,8 @@ import pytest
 
 from elmo.tasks import data
 from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
-from elmo.tasks.qa_data import read_qa
 from elmo.tasks.features import cache_layers, load_layers
+from elmo.tasks.qa_data import read_qa
 
 
 def test_to_bio_keeps_every_entity_span():
@@ -43,8 +43,8 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token_label_or_row(tmp_path:
     tagged, labelled, qa = tmp_path / "a.bio", tmp_path / "a.tsv", tmp_path / "a.jsonl"
     tagged.write_text("\ufeffParis\tB-LOC\nis\tO\n", encoding="utf-8")
     labelled.write_text("\ufeffpos\tgreat film\n", encoding="utf-8")
-    qa.write_text('\ufeff{"id": "q1", "question": "who ?", "passage": "Ann came .", "answers": [{"text": "Ann", "start": 0}]}\n',
-                  encoding="utf-8")
+    qa.write_text('\ufeff{"id": "q1", "question": "who ?", "passage": "Ann came .", '
+                  '"answers": [{"text": "Ann", "start": 0}]}\n', encoding="utf-8")
     assert read_tagged(tagged) == [(["Paris", "is"], ["B-LOC", "O"])]
     assert read_labelled(labelled) == [("pos", "great film")]
     assert [example.key for example in read_qa(qa, str.split)] == ["q1"]
