@@ -66,6 +66,19 @@ def test_a_text_is_kept_once_and_not_at_all_when_it_comes_with_two_labels():
     assert data.distinct_examples(tweets, labelled_first=False) == [(["a", "b"], ["O", "O"]), (["d"], ["O"])]
 
 
+def test_one_text_tokenized_two_ways_or_cased_otherwise_is_one_text():
+    """A retweet of WNUT-16 as ``don't`` and as ``do n't``: one text with the same entities, kept once; the same
+    words with other entities have two labels, and neither is kept."""
+    tweets = [(["And", "don't", "worry", "Ben"], ["O", "O", "O", "B-person"]),
+              (["and", "do", "n't", "worry", "Ben"], ["O", "O", "O", "O", "B-person"]),
+              (["I", "'m", "at", "Paris"], ["O", "O", "O", "B-loc"]),
+              (["I'm", "at", "Paris"], ["O", "O", "B-person"]),
+              (["Ben", "Stiller"], ["B-person", "I-person"]), (["Ben", "Stiller"], ["B-person", "B-person"])]
+    assert data.distinct_examples(tweets, labelled_first=False) == [tweets[0]]
+    reviews = [("pos", "A good  film"), ("pos", "a good film"), ("neg", "ＯＫ then"), ("pos", "ok then")]
+    assert data.distinct_examples(reviews, labelled_first=True) == [("pos", "A good  film")]
+
+
 def test_feature_cache_is_float16_and_rebuilt_for_other_words(tmp_path: Path, fixture_dir: Path):
     import torch
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from elmo.tasks import probes
-from elmo.tasks.probes import SenseInstance, TaggedLine
+from elmo.tasks.probes import SenseInstance, TaggedLine, brown_tagged_line
 
 WORDNET_LINE = ('09236472 17 n 02 bank 0 cant 1 003 @ 09387222 n 0000 | sloping land (especially the slope beside '
                 'a body of water); "they pulled the canoe up on the bank"; "he sat on the bank of the river"  ')
@@ -89,3 +89,14 @@ def test_an_example_wordnet_quotes_under_two_senses_of_a_lemma_is_left_out():
     instances = [SenseInstance("fly", "verb", "operate", shared, 0), SenseInstance("fly", "verb", "move", shared, 0),
                  SenseInstance("fly", "verb", "move", ("birds", "fly", "south"), 1)]
     assert probes._without_shared_examples(instances) == instances[2:]
+
+
+def test_a_brown_line_reads_its_quotes_as_the_corpus_text_has_them_and_splits_by_the_corpus_key():
+    from elmo.datasets import heldout_split
+
+    line = brown_tagged_line("``/`` The/at Fulton/np-tl jury/nn said/vbd ''/'' ./.")
+    assert line is not None
+    assert line.words == ('"', "The", "Fulton", "jury", "said", '"', ".")
+    assert line.tags == ("``", "at", "np", "nn", "vbd", "''", ".")
+    assert line.split == heldout_split("`` The Fulton jury said '' .")
+    assert brown_tagged_line("   ") is None

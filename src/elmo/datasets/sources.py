@@ -195,8 +195,12 @@ def read_brown(archive_path: Path) -> Iterator[Passage]:
         for line in text.splitlines():
             words = untag(line)
             if words:
-                quoted = ['"' if word in ("``", "''") else word for word in words]
-                yield Passage(" ".join(words), (" ".join(quoted),))
+                yield Passage(" ".join(words), (" ".join(map(brown_word_as_text, words)),))
+
+
+def brown_word_as_text(word: str) -> str:
+    """A Brown word as text has it: its opening and closing quotes (````` and ``''``) are ``"``."""
+    return '"' if word in ("``", "''") else word
 
 
 def read_peoples_daily(archive_path: Path) -> Iterator[Passage]:

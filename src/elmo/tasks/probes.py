@@ -48,7 +48,7 @@ def simplify_brown_tag(tag: str) -> str:
 
 
 def brown_pos_lines(cache: Path | None = None) -> list[TaggedLine]:
-    from elmo.datasets import fetch, heldout_split
+    from elmo.datasets import fetch
     from elmo.datasets.sources import BROWN, BROWN_FILE
 
     lines = []
@@ -56,12 +56,23 @@ def brown_pos_lines(cache: Path | None = None) -> list[TaggedLine]:
         names = sorted(name for name in archive.getnames() if BROWN_FILE.fullmatch(name))
         for name in names:
             for line in archive.extractfile(name).read().decode("ascii").splitlines():  # type: ignore[union-attr]
-                pairs = [_word_tag(token) for token in line.split()]
-                if pairs:
-                    words = tuple(word for word, _ in pairs)
-                    lines.append(TaggedLine(words, tuple(simplify_brown_tag(tag) for _, tag in pairs),
-                                            heldout_split(" ".join(words))))
+                if tagged := brown_tagged_line(line):
+                    lines.append(tagged)
     return lines
+
+
+def brown_tagged_line(line: str) -> TaggedLine | None:
+    """A line of Brown (``word/tag`` pairs) with its words as the corpus's text has them (``brown_word_as_text``:
+    the biLM never read Brown's ````` quotes) and its held-out split by the corpus's key; None for a blank line."""
+    from elmo.datasets import heldout_split
+    from elmo.datasets.sources import brown_word_as_text
+
+    pairs = [_word_tag(token) for token in line.split()]
+    if not pairs:
+        return None
+    words = tuple(word for word, _ in pairs)
+    return TaggedLine(tuple(map(brown_word_as_text, words)), tuple(simplify_brown_tag(tag) for _, tag in pairs),
+                      heldout_split(" ".join(words)))
 
 
 def peoples_daily_pos_lines(cache: Path | None = None) -> list[TaggedLine]:
