@@ -44,7 +44,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DATA_SEED = 0
-SPLIT_RULE = "distinct texts (text_key; tagged: by their entities) with one label, shuffled, cut"  # distinct_examples, split
+# elmo.tasks.data.distinct_examples, then split
+SPLIT_RULE = "distinct texts (text_key; tagged: by their entities) with one label, shuffled, cut"
 SEEDS = (0, 1, 2)
 # Taggers: entity F1 stays 0 until the CRF starts to predict entities, so a higher rate and no early stop
 # before epoch 5 (at 2e-3 with patience 2, the first WNUT runs stopped at epoch 3 with F1 0). Classifiers

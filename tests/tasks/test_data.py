@@ -75,7 +75,7 @@ def test_one_text_tokenized_two_ways_or_cased_otherwise_is_one_text():
               (["I'm", "at", "Paris"], ["O", "O", "B-person"]),
               (["Ben", "Stiller"], ["B-person", "I-person"]), (["Ben", "Stiller"], ["B-person", "B-person"])]
     assert data.distinct_examples(tweets, labelled_first=False) == [tweets[0]]
-    reviews = [("pos", "A good  film"), ("pos", "a good film"), ("neg", "ＯＫ then"), ("pos", "ok then")]
+    reviews = [("pos", "A good  film"), ("pos", "a good film"), ("neg", "\uff2f\uff2b then"), ("pos", "ok then")]
     assert data.distinct_examples(reviews, labelled_first=True) == [("pos", "A good  film")]
 
 
