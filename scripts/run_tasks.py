@@ -699,8 +699,9 @@ def probe_tables(probes: dict) -> list[str]:
 
 
 def static_coverage(work: Path, tasks: tuple[Task, ...]) -> dict[str, dict[str, float]]:
-    """For each task, the share of its test tokens (the words the task model reads) that GloVe and word2vec
-    cover: a static model gives every other token a zero vector."""
+    """For each task, the share of its test tokens (what the task model labels: a Chinese tagger's characters,
+    each reading its word's vector) that GloVe and word2vec cover: a static model gives every other token a zero
+    vector."""
     from elmo.static_vectors import StaticVectors
     from elmo.tasks.pipeline import read_examples
 
@@ -714,7 +715,7 @@ def static_coverage(work: Path, tasks: tuple[Task, ...]) -> dict[str, dict[str, 
             continue
         model = json.loads(model_file.read_text())["model"]
         examples = read_examples(task.kind, test, model, task.segment, task.max_words)
-        words = [word for example in examples for word in example.words]
+        words = [example.words[index] for example in examples for index in example.word_index]
         shares = {"word2vec": StaticVectors.load(vectors_file).coverage(words)}
         if task.language == "en":
             glove = glove or StaticVectors.glove()
