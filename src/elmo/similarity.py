@@ -30,7 +30,9 @@ def average_linkage_groups(similarity: np.ndarray, n_groups: int) -> list[list[i
     n = len(similarity)
     if n < 2:
         return [list(range(n))]
-    distance = 1.0 - (similarity + similarity.T) / 2  # symmetric, as the cosines are up to rounding
+    # symmetric, as the cosines are up to rounding; never below 0: two equal vectors' cosine may round above 1
+    # (layer 0 gives every use of a spelling one vector), and scipy refuses a negative distance
+    distance = np.maximum(1.0 - (similarity + similarity.T) / 2, 0.0)
     np.fill_diagonal(distance, 0.0)
     tree = linkage(squareform(distance, checks=False), method="average")
     labels = cut_tree(tree, n_clusters=min(max(n_groups, 1), n))[:, 0]

@@ -81,6 +81,25 @@ def test_a_half_sent_body_gets_408_and_the_connection_closed(guarded_server: Ser
     assert httpx.post(f"{guarded_server.url}/v1/embed", json={"sentences": ["a b"]}).status_code == 200
 
 
+def _requests_counted(server: ServerProcess, status: int) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    found = re.search(rf'^elmo_requests_total{{endpoint="/v1/embed",status="{status}"}} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_client_that_leaves_while_sending_its_body_is_counted_as_499_not_as_a_server_error(
+        guarded_server: ServerProcess) -> None:
+    before = {status: _requests_counted(guarded_server, status) for status in (499, 500)}
+    with connect(guarded_server) as client:
+        client.sendall(post_head(100) + b'{"sentences": ')
+    deadline = time.monotonic() + 5
+    while _requests_counted(guarded_server, 499) == before[499]:
+        assert time.monotonic() < deadline, "the request that lost its client was never counted"
+        time.sleep(0.05)
+    assert _requests_counted(guarded_server, 499) == before[499] + 1
+    assert _requests_counted(guarded_server, 500) == before[500]
+
+
 def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_body_timeout(guarded_server: ServerProcess) -> None:
     body = json.dumps({"sentences": ["a b c"]}).encode()
     with connect(guarded_server) as client:

@@ -147,6 +147,16 @@ def test_tokens_per_request_are_capped_by_default(default_server: ServerProcess,
     assert embed(default_server, ["w"] * 4096).status_code == 200  # at the limit is fine
 
 
+def test_an_integer_too_long_to_convert_is_malformed_json_naming_the_body(default_server: ServerProcess) -> None:
+    """Python refuses to convert an integer of over 4,300 digits with a plain ValueError, which the body limit lets
+    through at its default; FastAPI's fallback answered a bare http_error."""
+    body = b'{"sentences": ["a b"], "layers": ' + b"1" * 5000 + b"}"
+    response = httpx.post(f"{default_server.url}/v1/embed", content=body,
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "malformed_json" and response.json()["error"]["field"] == "body"
+
+
 def test_a_npy_answer_counts_its_zero_padding_against_the_request_limit(default_server: ServerProcess) -> None:
     """One long sentence among short ones: 2,007 tokens, but 8 x 2,000 positions once padded for .npy."""
     sentences = ["w " * 2000, *(["w"] * 7)]

@@ -127,6 +127,8 @@ def test_models_healthz_docs(server, embedder: Embedder) -> None:
     assert [(m["name"], m["n_layers"], m["dim"]) for m in models["models"]] == [("en", 3, 32), ("elmo", 3, 32)]
     assert [m["fingerprint"] for m in models["models"]] == [embedder.fingerprint] * 2  # one model, served twice
     assert models["limits"]["max_sentences"] == 8
+    assert {"window_context", "limit_concurrency", "header_timeout_s", "body_timeout_s", "write_timeout_s",
+            "keep_alive_s", "max_sentence_tokens", "request_timeout_s"} <= models["limits"].keys()
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok", "models": ["en", "elmo"]}
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert {"/v1/embed", "/v1/similarity", "/v1/models", "/healthz", "/metrics"} <= set(schema["paths"])

@@ -52,6 +52,14 @@ def test_average_linkage_recovers_planted_blocks() -> None:
     assert average_linkage_groups(similarity, 7) == [[i] for i in range(7)]
 
 
+def test_equal_vectors_whose_cosine_rounds_above_one_are_grouped() -> None:
+    """Layer 0 gives every use of a spelling one vector; their float cosine may be 1 + 2e-16, and a distance
+    below zero made scipy refuse (a 500 on /v1/similarity)."""
+    over_one = 1.0000000000000002
+    similarity = np.array([[over_one, over_one, 0.2], [over_one, over_one, 0.2], [0.2, 0.2, over_one]])
+    assert average_linkage_groups(similarity, 2) == [[0, 1], [2]]
+
+
 def test_average_linkage_merges_the_closest_groups_first() -> None:
     # 0-1 are closest (0.9); then {0,1} and 2 average (0.6 + 0.4) / 2 = 0.5 > 2-3's 0.45 and {0,1}-3's 0.05
     similarity = np.array([[1.0, 0.9, 0.6, 0.0], [0.9, 1.0, 0.4, 0.1], [0.6, 0.4, 1.0, 0.45], [0.0, 0.1, 0.45, 1.0]])

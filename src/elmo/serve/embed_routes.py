@@ -124,7 +124,10 @@ async def models(service: ServiceDep) -> dict[str, Any]:
             "limits": {"max_body_bytes": config.max_body_bytes, "max_sentences": config.max_sentences,
                        "max_sentence_tokens": config.max_sentence_tokens, "long_sentences": config.long_sentences,
                        "max_request_tokens": config.max_request_tokens, "max_queue": config.max_queue,
-                       "max_queue_tokens": config.max_queue_tokens, "request_timeout_s": config.request_timeout_s}}
+                       "max_queue_tokens": config.max_queue_tokens, "request_timeout_s": config.request_timeout_s,
+                       "window_context": config.context_tokens, "limit_concurrency": config.limit_concurrency,
+                       "header_timeout_s": config.header_timeout_s, "body_timeout_s": config.body_timeout_s,
+                       "write_timeout_s": config.write_timeout_s, "keep_alive_s": config.keep_alive_s}}
 
 
 def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:

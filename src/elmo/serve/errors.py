@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from elmo.search.errors import SearchError
 from elmo.serve.batching import QueueFull, ShuttingDown
 from elmo.serve.config import ServeConfig
-from elmo.serve.guards import error_payload
+from elmo.serve.guards import CLIENT_CLOSED, error_payload
 from elmo.serve.schemas import REQUEST_FIELDS
 
 
@@ -65,7 +65,7 @@ def refusal(error: Exception, config: ServeConfig) -> JSONResponse:
         case TimeoutError():
             return _answer(504, "timeout", f"not answered within {config.request_timeout_s:g} s (--request-timeout)")
         case ClientGone():
-            return _answer(499, "client_closed", "the client closed the connection before its answer")
+            return _answer(CLIENT_CLOSED, "client_closed", "the client closed the connection before its answer")
         case StarletteHTTPException():
             return _answer(error.status_code, "http_error", str(error.detail), headers=error.headers)
     raise TypeError(f"{type(error).__name__} is not a refusal") from error

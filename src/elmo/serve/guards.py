@@ -15,6 +15,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from elmo.serve.metrics import Metrics
 
+CLIENT_CLOSED = 499  # nginx's status for a client that left before its answer: counted, sent to nobody
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -130,7 +132,7 @@ class RequestMetrics:
             return
         endpoint = scope["path"] if scope["path"] in self.endpoints else "other"  # bounded label values
         started = time.perf_counter()
-        status = 500
+        status: int | None = None
 
         async def send_recording(message: Message) -> None:
             nonlocal status
@@ -140,7 +142,12 @@ class RequestMetrics:
 
         try:
             await self.app(scope, receive, send_recording)
+        except BaseException:
+            status = status or 500
+            raise
         finally:
+            # no answer and no error: the client left before one (while sending its body), as 499 counts it
+            status = status or CLIENT_CLOSED
             self.metrics.requests.labels(endpoint, str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
 

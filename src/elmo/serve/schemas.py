@@ -115,6 +115,10 @@ class _JsonRequest(Request):
                                            error.start) from None
             except RecursionError:
                 raise json.JSONDecodeError("nested too deeply", "", 0) from None
+            except json.JSONDecodeError:
+                raise
+            except ValueError as error:  # an integer of more digits than Python converts
+                raise json.JSONDecodeError(str(error), "", 0) from None
         return self._json
 
 
