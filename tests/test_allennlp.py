@@ -286,6 +286,21 @@ def test_embed_file_keys_by_sentence_or_forgets_sentences_and_reads_an_open_file
         assert set(written) == {"0", "1", "2"}
 
 
+def test_embed_file_reads_a_path_as_elmo_embed_does(embedder, first_batch, tmp_path):
+    """Lines end at \\n only and a byte-order mark is not part of the first token, as ``elmo embed`` and the
+    file check read them: the line numbers and sentence keys are those the check counted."""
+    input_path = tmp_path / "in.txt"
+    input_path.write_bytes(b"\xef\xbb\xbf" + "\n".join(" ".join(tokens) for tokens in first_batch).encode()
+                           + b" a\rb\n")
+    output = tmp_path / "out.hdf5"
+    embedder.embed_file(input_path, output, "top")
+    with h5py.File(output, "r") as written:
+        assert set(written) == {"0", "1", "2", "sentence_to_index"}
+        keys = json.loads(written["sentence_to_index"][0])
+        np.testing.assert_allclose(written["0"][...], embedder.embed_batch(first_batch[:1])[0][-1], atol=1e-6)
+    assert keys[" ".join(first_batch[0])] == "0"
+
+
 @pytest.mark.parametrize(("text", "options", "message"), [
     ("a b\n\nc\n  \n", {}, r"2 empty lines \(counting from 0: 1, 3\)"),
     ("a b\nc\na b\n", {"use_sentence_keys": True}, r"lines 0 and 2 hold the same sentence"),

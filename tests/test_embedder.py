@@ -157,6 +157,10 @@ def test_bad_arguments_are_named(bilm):
         embedder.embed([["a"]], batch_size=0)
     with pytest.raises(ValueError, match="must exceed 2 \\* window_context"):
         Embedder(bilm, max_window_tokens=10, window_context=5)
+    with pytest.raises(ValueError, match="window_context be 0 or more"):  # a window would start after its core
+        Embedder(bilm, max_window_tokens=10, window_context=-1)
+    with pytest.raises(ValueError, match="bucket_batches is 0"):  # it read the whole input before a first answer
+        Embedder(bilm, bucket_batches=0)
     with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):
         Embedder.load("no-such-model")
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
 from elmo.embed_job.job import check_output_path
-from elmo.embed_job.source import check_text_file
+from elmo.embed_job.source import EmbedReport, check_text_file, read_lines
 from elmo.embedder import layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.task_module import Elmo as TaskElmo
@@ -143,11 +143,11 @@ def _check_batch_size(batch_size: int) -> None:
 
 
 def _read_sentences(input_file: str | Path | TextIO) -> list[str]:
-    """Every line, stripped. A path is first checked to be UTF-8 text; an empty line is refused, as AllenNLP
-    refused it (its dataset would hold no tokens)."""
+    """Every line, stripped. A path is first checked to be UTF-8 text and read as ``elmo embed`` reads it (lines
+    end at ``\n`` only, a byte-order mark dropped); an empty line is refused, as AllenNLP refused it (its dataset
+    would hold no tokens)."""
     if isinstance(input_file, str | Path):
-        with check_text_file(input_file).path.open(encoding="utf-8") as handle:
-            sentences = [line.strip() for line in handle]
+        sentences = [line.strip() for line in read_lines(check_text_file(input_file).path, EmbedReport())]
     else:
         sentences = [line.strip() for line in input_file]
     if not sentences:

@@ -93,10 +93,11 @@ class Embedder:
     ) -> None:
         """``device`` defaults to where ``bilm`` is. A ``bilm`` passed in is never moved or changed: on another
         device the embedder works on a copy of it."""
-        if max_window_tokens - 2 * window_context < 1:
-            raise ValueError(
-                f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context ({window_context})"
-            )
+        if window_context < 0 or max_window_tokens - 2 * window_context < 1:
+            raise ValueError(f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context "
+                             f"({window_context}), and window_context be 0 or more")
+        if bucket_batches < 1:
+            raise ValueError(f"bucket_batches is {bucket_batches}; expected at least 1 (batches read ahead)")
         self.bilm = bilm
         self._owns_bilm = False
         self.device = _device_of(bilm)
