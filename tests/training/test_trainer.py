@@ -240,7 +240,7 @@ def test_epochs_count_the_corpus_tokens_as_bilm_tf_and_train_every_row_to_the_en
 
 
 def test_two_processes_given_epochs_stop_at_the_step_one_process_stops_at(tmp_path: Path,
-                                                                                   micro_options_file: Path):
+                                                                          micro_options_file: Path):
     """With --epochs every process must stop at the step one process stops at (else one saves while the other
     waits in a collective)."""
     corpus = write_synthetic_corpus(tmp_path / "corpus.txt", 40)
