@@ -23,14 +23,16 @@ def test_options_round_trip_through_the_dataclass():
         assert BiLMConfig.from_options(config.to_options()) == config
 
 
-def test_a_model_without_clips_writes_no_clip_keys_which_bilm_tf_would_read_as_clip_to_zero():
-    """bilm-tf passes ``options['lstm'].get('cell_clip')`` to TF's LSTMCell, which clips whenever it is a number."""
+def test_a_model_without_clips_writes_null_clips_which_bilm_tf_and_allennlp_read_as_no_clip():
+    """bilm-tf passes ``options['lstm'].get('cell_clip')`` to TF's LSTMCell, which clips whenever it is a number
+    (0.0 would clip to zero); AllenNLP reads ``options['lstm']['cell_clip']`` with no default (a missing key is a
+    KeyError) and clips only when it is truthy."""
     options = BiLMConfig.preset("small").to_options()
     options["lstm"].pop("cell_clip"), options["lstm"].pop("proj_clip")
     unclipped = BiLMConfig.from_options(options)
     assert unclipped.lstm.cell_clip == unclipped.lstm.proj_clip == 0.0
-    written = unclipped.to_options()["lstm"]
-    assert "cell_clip" not in written and "proj_clip" not in written
+    written = json.loads(json.dumps(unclipped.to_options()))["lstm"]
+    assert written["cell_clip"] is None and written["proj_clip"] is None
     assert BiLMConfig.from_options(unclipped.to_options()) == unclipped
     assert BiLMConfig.preset("small").to_options()["lstm"]["cell_clip"] == 3.0  # a clip that is set is written
 

@@ -54,6 +54,20 @@ def test_an_in_place_update_of_the_weight_is_seen():
     torch.testing.assert_close(after, 2.0 * before, rtol=1e-6, atol=1e-6)
 
 
+def test_a_replaced_weight_never_takes_the_key_of_the_one_it_replaced():
+    """A freed tensor's memory goes to the next one of its size, at the same address and update count: two
+    ``load_state_dict(assign=True)`` between forwards gave the first weights' reordered copy (0.40 off)."""
+    weight, inputs = torch.randn(64, 32), torch.randn(3, 32)
+    cache = PrepackedWeight()
+    with torch.no_grad():
+        linear(inputs, weight, None, cache)
+        for _ in range(20):
+            del weight
+            weight = torch.randn(64, 32)
+            torch.testing.assert_close(linear(inputs, weight, None, cache), F.linear(inputs, weight), rtol=1e-6,
+                                       atol=1e-5)
+
+
 @pytest.mark.parametrize("optimizer", ["adam", "adagrad"])
 def test_a_fused_optimizers_step_is_seen(optimizer):
     """The fused optimizers update their parameters without counting it in ``_version``: before the fix, every

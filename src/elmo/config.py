@@ -202,13 +202,14 @@ class BiLMConfig:
             )
 
     def to_options(self) -> dict[str, Any]:
-        """bilm-tf's options. A clip of 0 (none) is left out: bilm-tf clips whenever the key holds a number, so a
-        written 0.0 would clamp every cell or output there to zero."""
+        """bilm-tf's options. A clip of 0 (none) is written as null: bilm-tf clips whenever the key holds a number,
+        so a written 0.0 would clamp every cell or output there to zero, and AllenNLP reads both keys without a
+        default, so a model without them would not load there; both read null as no clip."""
         cnn, lstm = self.char_cnn, self.lstm
-        clips = {name: clip for name, clip in (("cell_clip", lstm.cell_clip), ("proj_clip", lstm.proj_clip)) if clip}
         return {
             "lstm": {
-                **clips,
+                "cell_clip": lstm.cell_clip or None,
+                "proj_clip": lstm.proj_clip or None,
                 "use_skip_connections": lstm.use_skip_connections,
                 "n_layers": lstm.n_layers,
                 "projection_dim": lstm.projection_dim,
