@@ -263,6 +263,38 @@ def test_two_processes_given_epochs_stop_at_the_step_one_process_stops_at(tmp_pa
     assert load_checkpoint(tmp_path / "two").rows == load_checkpoint(tmp_path / "one").rows
 
 
+def test_an_export_replaces_a_model_whole_or_not_at_all_and_never_a_folder_of_other_files(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, monkeypatch
+):
+    from elmo.training import export as export_module
+
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=2), tmp_path / "run", progress=False)
+    model, vocab = load_language_model(tmp_path / "run")
+    out = tmp_path / "model"
+    export_model(model, vocab, out, tokenizer="english")
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with torch.no_grad():
+        model.softmax_bias.add_(1.0)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export_module, "write_softmax", killed)
+    with pytest.raises(KeyboardInterrupt):
+        export_model(model, vocab, out)
+    monkeypatch.undo()
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # the old model, whole
+    assert not list(tmp_path.glob(".model.*"))  # no partial left beside it
+    export_model(model, vocab, out)  # without a tokenizer: the old tokenizer.json goes with the old model
+    assert sorted(path.name for path in out.iterdir()) == ["options.json", "softmax.safetensors", "vocab.txt",
+                                                           "weights.hdf5"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep\n")
+    with pytest.raises(ValueError, match=r"holds files other than a model's \(mine\.txt\)"):
+        export_model(model, vocab, tmp_path / "notes")
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "keep\n"
+
+
 def test_exported_model_loads_through_load_bilm_and_gives_the_training_models_vectors(
     tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
 ):

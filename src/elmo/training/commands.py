@@ -140,8 +140,9 @@ def _perplexity(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from elmo.training.export import export_model, load_language_model, model_tokenizer
+    from elmo.training.export import check_export_target, export_model, load_language_model, model_tokenizer
 
+    check_export_target(args.out)
     model, vocab = load_language_model(args.source)
     export_model(model, vocab, args.out, args.tokenizer or model_tokenizer(args.source))
     print(f"options.json, weights.hdf5, vocab.txt, softmax.safetensors, tokenizer.json -> {args.out}")

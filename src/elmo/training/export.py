@@ -12,13 +12,14 @@ on once it holds a softmax.
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from elmo.files import write_bytes_atomic, write_text_atomic
+from elmo.files import new_partial_directory, publish_directory, write_bytes_atomic, write_text_atomic
 from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, shipped_models_root
 from elmo.training.checkpoints import STATE_FILE, CheckpointError, load_checkpoint, resolve_checkpoint
 from elmo.training.language_model import LanguageModel, initialize_like_bilm_tf
@@ -27,19 +28,42 @@ from elmo.weights import save_bilm
 
 SOFTMAX_FILE = "softmax.safetensors"
 SOFTMAX_DTYPES = (torch.float32, torch.float16)
+# What a model directory holds: these, and a shipped model's card.
+MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FILE, "tokenizer.json", "README.md"})
+
+
+def check_export_target(out_dir: str | Path) -> Path:
+    """``out_dir`` if an export may replace it: new, empty, or a model directory (its files only); ValueError
+    otherwise, before any work (the export replaces the whole directory)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir} is a file; a model is a directory (give a new path)")
+    others = sorted(path.name for path in out_dir.iterdir() if path.name not in MODEL_FILES) if out_dir.is_dir() \
+        else []
+    if others:
+        raise ValueError(f"{out_dir} holds files other than a model's ({', '.join(others[:5])}), which the export "
+                         "would replace with the directory: give a new or empty directory, or a model to replace")
+    return out_dir
 
 
 def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None,
                  softmax_dtype: torch.dtype = torch.float32) -> Path:
     """Write the model directory; ``tokenizer`` (how the training text was split) goes to ``tokenizer.json``,
-    which the embedder and ``elmo perplexity`` then use by default."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_bilm(model.bilm, out_dir / "options.json", out_dir / "weights.hdf5")
-    vocab.save(out_dir / "vocab.txt")
-    if tokenizer is not None:
-        write_text_atomic(out_dir / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
-    write_softmax(model, out_dir, softmax_dtype)
+    which the embedder and ``elmo perplexity`` then use by default. The files are written beside it and the
+    directory replaced whole: a killed export leaves the old model or the new one, never one's weights with the
+    other's softmax or vocabulary."""
+    out_dir = check_export_target(out_dir)
+    partial = new_partial_directory(out_dir)
+    try:
+        save_bilm(model.bilm, partial / "options.json", partial / "weights.hdf5")
+        vocab.save(partial / "vocab.txt")
+        if tokenizer is not None:
+            write_text_atomic(partial / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
+        write_softmax(model, partial, softmax_dtype)
+        publish_directory(partial, out_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return out_dir
 
 
