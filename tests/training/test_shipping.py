@@ -16,7 +16,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 from elmo.cli import main
 from elmo.training import LanguageModel, load_language_model
-from elmo.training.checkpoints import list_checkpoints, load_checkpoint
+from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
@@ -253,3 +253,14 @@ def test_a_run_exported_on_another_machine_ships_its_weights_and_its_records(shi
     (brought / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records + valid))
     with pytest.raises(SystemExit, match="the exported step is 6, but step 3 has the lowest validation perplexity"):
         make_models.ship_run(brought, "mini", tmp_path / "again", tests=[], corpus_paths=[str(shipped["corpus"])])
+
+
+def test_a_folder_here_named_as_a_shipped_model_is_named_when_it_holds_no_run(tmp_path: Path, monkeypatch):
+    """``elmo train --init-from en`` in a folder holding a corpus folder ``en/`` read that folder and said only that
+    it held no checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "en").mkdir()
+    (tmp_path / "en" / "train.txt").write_text("a corpus, not a model\n")
+    with pytest.raises(CheckpointError, match=r"\./en is a folder here that holds no model or run, and a folder is "
+                                              r"read before the shipped model 'en'"):
+        load_language_model("en")

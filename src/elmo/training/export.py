@@ -21,7 +21,13 @@ from safetensors.torch import load_file, save
 
 from elmo.files import new_partial_directory, publish_directory, write_bytes_atomic, write_text_atomic
 from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, shipped_models_root
-from elmo.training.checkpoints import STATE_FILE, CheckpointError, load_checkpoint, resolve_checkpoint
+from elmo.training.checkpoints import (
+    STATE_FILE,
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    resolve_checkpoint,
+)
 from elmo.training.language_model import LanguageModel, initialize_like_bilm_tf
 from elmo.training.vocab import Vocabulary
 from elmo.weights import save_bilm
@@ -138,8 +144,18 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
             model.softmax_weight.copy_(softmax["weight"])
             model.softmax_bias.copy_(softmax["bias"])
         return model, vocab
+    _refuse_a_folder_shadowing_a_shipped_model(path)
     checkpoint = load_checkpoint(path)
     return checkpoint.language_model(), checkpoint.vocab
+
+
+def _refuse_a_folder_shadowing_a_shipped_model(path: Path) -> None:
+    """A folder here named as a shipped model (``en``) is read before the model; say so when it holds no run."""
+    if len(path.parts) == 1 and path.is_dir() and (shipped_models_root() / path.name / "options.json").is_file() \
+            and not (path / STATE_FILE).is_file() and not list_checkpoints(path):
+        raise CheckpointError(f"./{path} is a folder here that holds no model or run, and a folder is read before "
+                              f"the shipped model {path.name!r} of that name: run from another folder, or rename "
+                              f"./{path}")
 
 
 def lacks_softmax(path: str | Path) -> bool:
