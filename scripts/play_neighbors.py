@@ -8,7 +8,8 @@ indexed. Same-word neighbours are the same as in an index of the whole corpus, b
 on its own.
 
 The sports uses of the noun in the corpus were picked out by reading every line that holds "play" (below). The
-script prints each query's 5 nearest uses per layer, and how the sports uses rank among all uses.
+script prints each query's 5 nearest uses per layer, and how the uses in the sports lines rank among all uses (a
+line may hold "play" more than once: ranks count uses, every one of them ranked).
 """
 
 import argparse
@@ -49,13 +50,15 @@ def main() -> None:
     sports = {number for number, line in enumerate(lines) if any(use in line for use in SPORTS_USES)}
     queries = {"sports": next(line for line in lines if SPORTS_QUERY in line),
                "theatre": next(line for line in lines if THEATRE_QUERY in line)}
-    print(f"{len(lines)} lines hold 'play'; {len(sports)} of them use it in the sports sense (read by hand)\n")
+    uses = len(index.rows_of("play"))
+    print(f"{uses} uses of 'play' in {len(lines)} lines; {len(sports)} of the lines use it in the sports sense (read "
+          "by hand)\n")
     for layer in LAYERS:
         for name, query in queries.items():
-            ranked = neighbors(index, query, "play", k=len(lines), layer=layer, same_word=True, exact=True)
+            ranked = neighbors(index, query, "play", k=uses, layer=layer, same_word=True, exact=True)
             ranks = [rank for rank, hit in enumerate(ranked, start=1) if hit.line in sports]
-            print(f"{layer}, {name} query: sports uses among the nearest 10: {sum(r <= 10 for r in ranks)}; "
-                  f"their mean rank {sum(ranks) / len(ranks):.0f} of {len(ranked)}")
+            print(f"{layer}, {name} query: uses in sports lines among the nearest 10: {sum(r <= 10 for r in ranks)}; "
+                  f"the mean rank of those {len(ranks)} uses {sum(ranks) / len(ranks):.0f} of {len(ranked)}")
             for hit in ranked[:5]:
                 mark = "sports " if hit.line in sports else "       "
                 print(f"  {hit.score:.3f} {mark}{hit.highlighted()[:110]}")
