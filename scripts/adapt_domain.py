@@ -131,7 +131,7 @@ def sense_sentences(domain_file: Path, general_file: Path, words: Sequence[str],
             found[sense] = []
             for line in lines:
                 tokens = line.split()
-                if word in tokens and len(tokens) <= 60:
+                if word in tokens and len(tokens) <= 60:  # lowercase uses only (docs/domain.md says why it matters)
                     found[sense].append(SenseSentence(word, sense, line, tuple(tokens), tokens.index(word)))
                     if len(found[sense]) == per_side:
                         break

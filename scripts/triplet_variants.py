@@ -43,7 +43,9 @@ def variants(vectors: np.ndarray, tokens: np.ndarray) -> dict[str, np.ndarray]:
         out[f"layer {k} z-scored"] = centered / std
         for top in TOP_COMPONENTS:
             out[f"layer {k} less top {top} PCs"] = centered - (centered @ components[:top].T) @ components[:top]
-    for k in range(1, len(vectors)):  # a layer less the one below it: the LSTM's own output, the residual out
+    # A layer less the one below it: for layer 2 the LSTM's own output (the residual out); layer 1 has no residual
+    # connection (bilm-tf adds none to the first layer), so there it takes out the context-free vector
+    for k in range(1, len(vectors)):
         out[f"layer {k} - layer {k - 1}"] = vectors[k] - vectors[k - 1]
     out["layers 1 + 2"] = vectors[1] + vectors[2]
     out["layers 0 + 1 + 2"] = vectors.sum(axis=0)
