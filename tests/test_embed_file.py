@@ -104,6 +104,37 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token(fixture_dir, tmp_path)
         assert handle["0"].attrs["id"] == "s0"
 
 
+def test_files_joined_together_keep_no_byte_order_mark_at_a_later_line(fixture_dir, tmp_path):
+    """``cat a.txt b.txt`` of two files a Windows editor saved: each starts with a mark."""
+    (tmp_path / "in.txt").write_bytes(b"\xef\xbb\xbfThe cat\n" * 2)
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+                 "--quiet"]) == 0
+    written = _read(tmp_path / "out.hdf5")
+    np.testing.assert_array_equal(written["1"], written["0"])
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert list(handle["1"].attrs["tokens"]) == ["The", "cat"]
+
+
+def test_a_json_escaped_lone_surrogate_is_refused_naming_its_line_before_the_model_loads(tmp_path, capsys,
+                                                                                      no_model_load):
+    records = [{"text": "fine here", "id": "a"}, {"text": "bad \ud800 here", "id": "b"}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    assert main(["embed", str(tmp_path / "in.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "text",
+                 "--id-field", "id", "--quiet"]) == 2
+    assert "line 1: field 'text' holds the lone surrogate U+D800" in capsys.readouterr().err
+    assert not list(tmp_path.glob("out.hdf5*"))
+
+
+def test_vectors_float16_cannot_hold_are_reported_by_line(fixture_dir, tmp_path, capsys, caplog):
+    (tmp_path / "in.txt").write_text("the bank of the river\nshe played\n", encoding="utf-8")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.npy"), "--model", str(fixture_dir),
+                 "--pooling", "max", "--layers", "100000,0,0", "--dtype", "float16", "--quiet"]) == 0
+    assert not np.isfinite(np.load(tmp_path / "out.npy")).all()  # written as numpy casts them
+    assert "2 warning(s)" in capsys.readouterr().out
+    assert [record.message.split(" (")[0] for record in caplog.records if "float16" in record.message] == [
+        "line 0: vectors beyond float16's range", "line 1: vectors beyond float16's range"]
+
+
 def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
     from elmo.embed_job.commands import _shipped_model_for
     from elmo.embed_job.source import Source
@@ -197,6 +228,22 @@ def _assert_complete_and_fresh(tmp_path, fresh_vectors) -> None:
     assert sorted(written) == sorted([*map(str, range(len(LINES))), "sentence_to_index"])
     for i, array in enumerate(fresh_vectors):  # a cold token cache after resuming changes float32 rounding only
         np.testing.assert_allclose(written[str(i)], array, atol=1e-5, rtol=0)
+
+
+def test_an_hdf5_run_resumed_writes_a_line_of_thousands_of_tokens_as_a_fresh_run_does(fixture_dir, tmp_path,
+                                                                                      monkeypatch, interrupt_after):
+    """Tokens of a long line (over 64 KiB) need HDF5 1.8's attribute storage: a resumed file opened at the
+    library's earliest format could not hold them, and every later resume stopped at that line."""
+    lines = ["the bank of the river", " ".join(["w"] * 5000), "she played"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    command = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+               "--batch-size", "1", "--quiet"]
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 1, signal.SIGINT)
+        assert main(command) == 130
+    assert main([*command, "--resume"]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as handle:
+        assert len(handle["1"].attrs["tokens"]) == 5000 and handle["1"].shape[1] == 5000
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -11,6 +11,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _process_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+# What a file or directory made here may grant, as ``open`` and ``mkdir`` would: ``mkstemp`` and ``mkdtemp``
+# make them for the owner alone, and a renamed partial keeps that (read once: reading it sets it for a moment).
+_UMASK = _process_umask()
+FILE_MODE, DIRECTORY_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK
+
+
 @contextmanager
 def atomic_path(path: Path, durable: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` for a writer that wants a file name; renamed onto ``path`` only if
@@ -47,6 +59,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
+        os.fchmod(descriptor, FILE_MODE)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -60,6 +73,7 @@ def new_partial_file(final: Path) -> Path:
     """An empty file beside ``final`` (``.NAME.*.partial``) to fill and then rename onto it."""
     final.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    os.fchmod(descriptor, FILE_MODE)
     os.close(descriptor)
     return Path(name)
 
@@ -73,7 +87,9 @@ def remove_partial_files_of(final: Path) -> None:
 def new_partial_directory(final: Path) -> Path:
     """An empty directory beside ``final`` to fill and then ``publish_directory`` onto it."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    partial = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    partial.chmod(DIRECTORY_MODE)
+    return partial
 
 
 def publish_directory(partial: Path, final: Path) -> None:

@@ -55,7 +55,7 @@ class Hdf5Writer:
         """The partial file to continue and how many lines it holds, or a new one and 0."""
         if resume and self.partial.exists():
             try:
-                out = h5py.File(self.partial, "a")
+                out = h5py.File(self.partial, "a", libver=_LIBVER)  # as it was made: long lines' tokens fit
             except OSError as error:
                 log.warning(f"{self.partial} cannot be read (a run killed as it began leaves such a file: {error}); "
                             "starting over")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -210,13 +211,25 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
             for line, tokens, line_vectors in zip(batch, token_lists, vectors, strict=True):
                 if options.pooling is not None:
                     line_vectors = pool(line_vectors, options.pooling)
-                writer.add(EmbeddedLine(line.index, tokens, line_vectors.astype(dtype, copy=False), line.id))
+                writer.add(EmbeddedLine(line.index, tokens, _in_dtype(line_vectors, dtype, line.index, report),
+                                        line.id))
                 report.tokens += len(tokens)
             writer.flush()
             bar.update(len(batch))
             bar.set_postfix(tokens_per_s=f"{report.tokens / max(bar.format_dict['elapsed'], 1e-9):.0f}")
     finally:
         bar.close()
+
+
+def _in_dtype(vectors: np.ndarray, dtype: np.dtype, index: int, report: EmbedReport) -> np.ndarray:
+    """``vectors`` as ``dtype``; a warning naming the line when float16 cannot hold them (they are written as
+    inf, which only numpy's warning on stderr said)."""
+    with np.errstate(over="ignore"):
+        cast = vectors.astype(dtype, copy=False)
+    if cast.dtype == np.float16 and not np.isfinite(cast).all():
+        report.warnings.append(f"line {index}: vectors beyond float16's range (largest magnitude "
+                               f"{float(np.abs(vectors).max()):.4g}) written as inf; --dtype float32 holds them")
+    return cast
 
 
 def embed_file(input_path: str | Path, output: str | Path, embedder: Embedder, options: EmbedOptions = EmbedOptions(),

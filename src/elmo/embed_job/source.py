@@ -97,8 +97,9 @@ BYTE_ORDER_MARK = "\ufeff"
 
 
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
-    """Each line of ``path`` as text without its line break or the file's byte-order mark (which Windows
-    editors write; it would stick to the first token); ValueError at the first NUL or non-UTF-8 byte."""
+    """Each line of ``path`` as text without its line break or a byte-order mark (which Windows editors write at
+    a file's start, so files joined together hold one at a line's start; it would stick to the first token);
+    ValueError at the first NUL or non-UTF-8 byte."""
     offset = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle):
@@ -112,7 +113,7 @@ def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None)
                 raise ValueError(f"{name} is not UTF-8 at byte {offset + error.start} (line {number}, counting from "
                                  f"0: {error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
                                  ) from None
-            if number == 0 and line.startswith(BYTE_ORDER_MARK):
+            if line.startswith(BYTE_ORDER_MARK):
                 line = line[1:]
             if digest is not None:
                 digest.update(raw)
@@ -225,6 +226,7 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
     else:
         found = "no such field" if text is None else f"a JSON {type(text).__name__}"
         raise ValueError(f"line {number}: field {source.text_field!r}: {found}; expected text or a list of tokens")
+    _refuse_unencodable(number, f"field {source.text_field!r}", sentence)
     if source.id_field is not None:
         identifier = record.get(source.id_field)
         if not isinstance(identifier, str | int) or isinstance(identifier, bool):
@@ -233,7 +235,18 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
         if isinstance(identifier, str) and (control := _CONTROL.search(identifier)):
             raise ValueError(f"line {number}: id field {source.id_field!r} holds the control character "
                              f"U+{ord(control.group()):04X}; ids must be printable text")
+        _refuse_unencodable(number, f"id field {source.id_field!r}", str(identifier))
     return SourceLine(number, sentence, tokens, None if identifier is None else str(identifier))
+
+
+def _refuse_unencodable(number: int, what: str, text: str) -> None:
+    """ValueError for text that UTF-8 cannot hold: a lone surrogate, which JSON can escape (``"\\ud800"``) and
+    every writer would fail on mid-run."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"line {number}: {what} holds the lone surrogate U+{ord(text[error.start]):04X} (a JSON "
+                         "escape of half a character); expected text that UTF-8 can hold") from None
 
 
 @contextmanager
