@@ -97,3 +97,27 @@ def test_good_numbers_and_devices_still_parse():
     args = build_parser().parse_args(["embed", "in.txt", "out.hdf5", "--device", "cpu", "--batch-size", "1",
                                       "--layers", "0.5,0.25,-0.25"])
     assert (args.device, args.batch_size, args.layers) == ("cpu", 1, [0.5, 0.25, -0.25])
+
+
+def test_info_shows_a_clip_of_zero_as_none(fixture_dir, tmp_path, capsys):
+    """bilm-tf reads a written 0.0 as clip to zero; the model has no clip, which info must not suggest."""
+    import json
+    import shutil
+
+    unclipped = tmp_path / "model"
+    shutil.copytree(fixture_dir, unclipped)
+    options = json.loads((unclipped / "options.json").read_text())
+    options["lstm"]["cell_clip"] = None
+    (unclipped / "options.json").write_text(json.dumps(options))
+    assert main(["info", str(unclipped)]) == 0
+    out = capsys.readouterr().out
+    assert "cell clip none, projection clip " in out and "cell clip 0" not in out
+
+
+def test_prepare_refuses_a_limit_below_one(tmp_path, capsys):
+    from elmo.datasets.__main__ import main as datasets_main
+
+    with pytest.raises(SystemExit) as exited:
+        datasets_main(["prepare", "en", "--out", str(tmp_path / "en"), "--limit", "0"])
+    assert exited.value.code == 2 and "--limit" in capsys.readouterr().err
+    assert not (tmp_path / "en").exists()

@@ -653,3 +653,10 @@ def test_fetch_command_goes_on_past_a_failing_archive_and_names_it(tmp_path, mon
     assert out == f"b-cached: {tmp_path / 'archives' / cached.filename}\n"  # fetched after the failure
     assert "a-gone: error: gone@1.0: unknown registry 'nowhere'" in err
     assert err.rstrip().endswith("1 of 2 sources could not be fetched: a-gone")
+
+
+def test_chinese_sentences_are_split_at_line_breaks_too_and_none_is_lost():
+    from elmo.datasets.sources import split_chinese_sentences
+
+    assert split_chinese_sentences("第一句没有句号\n第二句有。第三句……第四句！") == [
+        "第一句没有句号", "第二句有。", "第三句……", "第四句！"]

@@ -34,11 +34,16 @@ def _info(args: argparse.Namespace) -> int:
           f"({cnn.n_filters} total), {cnn.activation}, {cnn.n_highway} highway layer(s), "
           f"{cnn.max_characters_per_token} characters per token")
     print(f"LSTM:         {lstm.n_layers} layers x {lstm.dim} cells -> {lstm.projection_dim} per direction, "
-          f"cell clip {lstm.cell_clip:g}, projection clip {lstm.proj_clip:g}, "
+          f"cell clip {_clip(lstm.cell_clip)}, projection clip {_clip(lstm.proj_clip)}, "
           f"skip connections {'on' if lstm.use_skip_connections else 'off'}")
     print(f"ELMo layers:  {config.n_output_layers} x {config.output_dim} "
           f"(layer 0 = token vector twice, layers 1..{lstm.n_layers} = [forward, backward])")
     return 0
+
+
+def _clip(clip: float) -> str:
+    """A clip as bilm-tf means it: 0 is none (a written 0.0 would clip to zero)."""
+    return f"{clip:g}" if clip else "none"
 
 
 def _demo(args: argparse.Namespace) -> int:

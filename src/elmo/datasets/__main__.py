@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from elmo.command_line import positive_int
 from elmo.datasets.archives import ArchiveError, cache_dir, fetch
 from elmo.datasets.prepare import CORPORA, SPLITS, prepare
 from elmo.datasets.sources import SOURCES
@@ -18,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     prepare_parser.add_argument("model", choices=sorted(CORPORA))
     prepare_parser.add_argument("--out", type=Path, required=True)
     prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
-    prepare_parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
+    prepare_parser.add_argument("--limit", type=positive_int,
+                                help="only the first N passages of each source (smoke runs)")
     prepare_parser.add_argument("--with", dest="extra", default="", metavar="SOURCE[,SOURCE]",
                                 help="en-large/zh-large: optional sources to add (docs/data.md lists them)")
     fetch_parser = commands.add_parser("fetch", help="download and verify archives, for later offline use")

@@ -401,9 +401,12 @@ def gcide_blocks(text: str) -> Iterator[tuple[str, str]]:
 
 def read_gcide(archive_path: Path) -> Iterator[Passage]:
     """GCIDE (Webster's 1913 dictionary and later additions), from dict-gcide's dictd file: one passage per
-    block (a definition with its quotations), keyed by headword and text."""
+    block (a definition with its quotations), keyed by headword and text. The blocks holding one of the file's
+    few bytes that are not UTF-8 (Windows-1252 quotes) are left out, not trained on with a replacement mark."""
     text = gzip.decompress(read_member(archive_path, GCIDE_MEMBER)).decode("utf-8", errors="replace")
     for headword, block in gcide_blocks(text):
+        if "\ufffd" in block:
+            continue
         sentences = english_sentences([block])
         if sentences:
             yield Passage(f"gcide:{headword}:{block}", sentences)

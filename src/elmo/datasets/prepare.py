@@ -320,7 +320,8 @@ def sources_markdown(report: dict[str, Any]) -> str:
     large = "base" in report
     lines = [f"Corpus `{report['model']}`, tokenized with `{report['tokenizer']}`"
              + (f" ({report['tokenizer_package']})" if report["tokenizer_package"] else "")
-             + (f", first {report['limit']} passages of each source only" if report["limit"] else "") + ".", "",
+             + (f", first {report['limit']} passages of each source only" if report["limit"] is not None else "")
+             + ".", "",
              "| source | package | what | license | " + " | ".join(f"{split} tokens" for split in splits)
              + " | dropped |" + (" duplicates |" if large else ""),
              "|---|---|---|---|" + "---|" * len(splits) + "---|" + ("---|" if large else "")]

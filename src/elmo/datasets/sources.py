@@ -143,8 +143,10 @@ _CHINESE_SENTENCE = re.compile(".+?(?:[\u3002\uff01\uff1f!?\u2026]+[\u201d\u2019
 
 
 def split_chinese_sentences(text: str) -> list[str]:
-    """Breaks after a full-width (or ASCII) full stop, exclamation or question mark and its closing quotes."""
-    return [sentence.strip() for sentence in _CHINESE_SENTENCE.findall(text.strip()) if sentence.strip()]
+    """Breaks after a full-width (or ASCII) full stop, exclamation or question mark or an ellipsis, and its
+    closing quotes, and at every line break (the pattern reads within a line: text before a break would be lost)."""
+    return [sentence.strip() for line in text.splitlines() for sentence in _CHINESE_SENTENCE.findall(line.strip())
+            if sentence.strip()]
 
 
 # --- the archives ---------------------------------------------------------------------------------------
