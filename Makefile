@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 
 $(BIN)/.torch:
 	$(PYTHON) -m venv $(VENV)
-	# The CPU build of PyTorch, pinned: an unpinned torch pulls a multi-GB CUDA build.
+	# PyTorch pinned: on this project's machines pip resolves 2.13.0 to the CPU build (torch-2.13.0+cpu, from the
+	# local wheel folder pip is set up with); an unpinned torch, or pip on plain PyPI, pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	touch $@
 
