@@ -27,6 +27,24 @@ def test_the_shipped_models_cuda_vectors_equal_cpu_vectors_with_pytorchs_default
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
 
 
+def test_an_unclipped_models_cuda_vectors_equal_cpu_vectors_with_pytorchs_default_tf32_rnns(fixture_bilm,
+                                                                                           fixture_sentences):
+    """A model without clips runs cuDNN's fused LSTM on CUDA, in TF32 by PyTorch's default unless told not to."""
+    import dataclasses
+
+    from elmo import BiLM
+
+    assert torch.backends.cudnn.allow_tf32
+    config = fixture_bilm.config
+    unclipped = BiLM(dataclasses.replace(config, lstm=dataclasses.replace(config.lstm, cell_clip=0.0,
+                                                                          proj_clip=0.0))).eval()
+    unclipped.load_state_dict(fixture_bilm.state_dict())
+    cpu = Embedder(unclipped).embed(fixture_sentences, "all")
+    gpu = Embedder(unclipped, device="cuda").embed(fixture_sentences, "all")
+    for a, b in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
 def test_cuda_training_step_gives_the_cpu_loss_and_gradients():
     """The paired training kernel and the sampled softmax's backward on CUDA (batched products, no oneDNN)."""
     from elmo.bilm import BiLMState

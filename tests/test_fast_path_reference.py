@@ -59,6 +59,15 @@ def _layers_of_every_path(bilm: BiLM, sentences: list[list[str]]) -> dict[str, l
     return {"BiLM.forward": forward, "Embedder": Embedder(bilm).embed(sentences, "all", batch_size=2)}
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_fast_tanh_in_half_precision_is_tanh(dtype):
+    """``2 sigmoid(2x) - 1`` loses small values in a 16-bit format (tanh(1e-4) came out 0)."""
+    x = torch.tensor([1e-4, 3e-3, -0.02, 0.5, 4.0], dtype=dtype)
+    with torch.no_grad():
+        assert torch.equal(fast_tanh(x), torch.tanh(x))
+        assert fast_tanh(x)[0] != 0
+
+
 def test_fast_tanh_equals_float64_tanh_to_float32_rounding():
     """The identity ``2 sigmoid(2x) - 1`` that the inference cell uses. Measured: 1.5 eps (1.8e-7)."""
     x = torch.linspace(-12.0, 12.0, 200_001)

@@ -73,9 +73,11 @@ def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
 
     PyTorch's tanh is slower than its sigmoid on CPU, and each step takes two (measured: docs/performance.md). The
-    identity agrees with tanh to float32 rounding (``tests/test_fast_path_reference.py``).
+    identity agrees with tanh to float32 rounding (``tests/test_fast_path_reference.py``); in float16 or bfloat16
+    its error is a step of the format near 0.5, not of the result (small values come out 0), so those use tanh.
     """
-    if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or \
+            (torch.is_grad_enabled() and x.requires_grad):
         return torch.tanh(x)
     return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
 
@@ -229,9 +231,14 @@ class ProjectedLstm(nn.Module):
         if self.projection is not None:
             weights.append(self.projection)
         sizes = torch.tensor(batch_sizes, dtype=torch.long)
-        outputs, h, c = torch.lstm(
-            packed_inputs, sizes, (state.h[None], state.c[None]), weights, True, 1, 0.0, self.training, False
-        )
+        # cuDNN runs float32 RNNs in TF32 by PyTorch's default (allow_tf32), which moves the vectors by about 1e-3
+        # as it did the char CNN's: the products in full float32, the other cuDNN settings as they are.
+        cudnn = torch.backends.cudnn
+        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                         allow_tf32=False):
+            outputs, h, c = torch.lstm(
+                packed_inputs, sizes, (state.h[None], state.c[None]), weights, True, 1, 0.0, self.training, False
+            )
         return outputs, LstmState(h[0], c[0])
 
 
