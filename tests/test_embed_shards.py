@@ -48,6 +48,11 @@ def test_shard_parsing_and_the_launchers_environment():
     assert shard_from_environment({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) == Shard(1, 4)
     slurm = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"}
     assert shard_from_environment(slurm) == Shard(2, 3)  # --array=1-3 counts from 1
+    stepped = {"SLURM_ARRAY_TASK_COUNT": "8", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_STEP": "2"}
+    assert [shard_from_environment({**stepped, "SLURM_ARRAY_TASK_ID": str(task)}) for task in (0, 2, 14)] == [
+        Shard(0, 8), Shard(1, 8), Shard(7, 8)]  # --array=0-14:2: every shard once
+    with pytest.raises(ValueError, match="step 2"):
+        shard_from_environment({**stepped, "SLURM_ARRAY_TASK_ID": "3"})
     with pytest.raises(ValueError, match="WORLD_SIZE='two'"):
         shard_from_environment({"RANK": "0", "WORLD_SIZE": "two"})
     with pytest.raises(ValueError, match="RANK=4 and WORLD_SIZE=4"):
@@ -97,6 +102,29 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert "holds parts of a run in another number of shards (part-00000-of-00002.json; this run has 3)" in \
         capsys.readouterr().err
     assert not (out / "part-00000-of-00003.parquet").exists()
+
+
+def test_under_a_launcher_standard_input_is_refused_before_any_work(tmp_path, fixture_dir, monkeypatch, capsys):
+    """torchrun's processes inherit one pipe: each would read a different piece of it as the whole input."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["embed", "-", str(tmp_path / "out") + "/", "--model", str(fixture_dir), "--quiet"]) == 2
+    assert "share one standard input" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_part_recorded_with_other_settings_stops_the_manifest_loudly(tmp_path):
+    from elmo.embed_job.shards import PartsDirectory
+
+    parts = PartsDirectory(tmp_path, "parquet")
+    settings = {"input": "in.txt", "sha256": "a" * 64, "format": "parquet", "layers": "top"}
+    for index, digest in ((0, "a" * 64), (1, "b" * 64)):  # shard 1 read other input (its own piece of a pipe)
+        parts.part(Shard(index, 2)).write_bytes(b"")
+        record = {"settings": {**settings, "sha256": digest, "shard": f"{index}/2"}, "lines": 5}
+        parts.record(Shard(index, 2)).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="sha256"):
+        parts.write_manifest(2, {**settings, "shard": "0/2"})
+    assert not (tmp_path / "manifest.json").exists()
 
 
 def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(text, tmp_path, fixture_dir,

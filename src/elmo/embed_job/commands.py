@@ -100,6 +100,9 @@ def _embed(args: argparse.Namespace) -> int:
                          f"{launched.count}th line of the input into a directory of parts, but {args.output} names "
                          f"a file: to embed the whole input here, give --shard 0/1; to share it out, give OUTPUT as "
                          f"a directory ({Path(args.output).with_suffix('')}/)")
+    if launched is not None and args.input == "-":
+        raise ValueError(f"this process is shard {launched} of a launcher, whose processes share one standard "
+                         "input and would each read a different piece of it: write the input to a file first")
     parts = launched is not None or named_directory
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format=args.format,
                            batch_size=args.batch_size, sentence_keys=args.use_sentence_keys, shard=shard, parts=parts)

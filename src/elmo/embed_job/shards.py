@@ -6,9 +6,9 @@ shards ``0/N`` .. ``N-1/N`` is the whole input, each line once.
 
 A worker learns its shard from ``--shard`` or from its launcher: torchrun sets ``RANK`` and ``WORLD_SIZE``,
 a Slurm job array ``SLURM_ARRAY_TASK_ID`` and ``SLURM_ARRAY_TASK_COUNT`` (counted from
-``SLURM_ARRAY_TASK_MIN``). Workers do not talk to each other: each writes its part and then a record of it,
-both atomically, and whichever finds every part recorded writes the manifest, so the manifest exists only
-once every part is whole.
+``SLURM_ARRAY_TASK_MIN`` in steps of ``SLURM_ARRAY_TASK_STEP``). Workers do not talk to each other: each
+writes its part and then a record of it, both atomically, and whichever finds every part recorded writes the
+manifest, so the manifest exists only once every part is whole.
 """
 
 import json
@@ -57,20 +57,25 @@ WHOLE = Shard(0, 1)
 def shard_from_environment(environ: Mapping[str, str] = os.environ) -> Shard | None:
     """The shard torchrun (``RANK``/``WORLD_SIZE``) or a Slurm job array gives this process; None outside
     both. ValueError when the variables are malformed."""
-    for index_name, count_name, first_name in (("RANK", "WORLD_SIZE", None),
-                                               ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
-                                                "SLURM_ARRAY_TASK_MIN")):
+    for index_name, count_name, first_name, step_name in (
+            ("RANK", "WORLD_SIZE", None, None),
+            ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP")):
         if index_name in environ and count_name in environ:
-            values = {name: environ.get(name, "0") for name in (index_name, count_name, first_name) if name}
+            values = {name: environ.get(name, "1" if name == step_name else "0")
+                      for name in (index_name, count_name, first_name, step_name) if name}
             bad = [f"{name}={value!r}" for name, value in values.items() if not value.isdigit()]
             if bad:
                 raise ValueError(f"{', '.join(bad)}: expected a whole number (set by the launcher)")
             first = int(values[first_name]) if first_name else 0
+            step = int(values[step_name]) if step_name else 1
+            offset = int(values[index_name]) - first
             try:
-                return Shard(int(values[index_name]) - first, int(values[count_name]))
+                if step < 1 or offset % step:
+                    raise ValueError
+                return Shard(offset // step, int(values[count_name]))
             except ValueError:
                 raise ValueError(f"{index_name}={values[index_name]} and {count_name}={values[count_name]} "
-                                 f"(first {first}) do not make a shard I/N with 0 <= I < N") from None
+                                 f"(first {first}, step {step}) do not make a shard I/N with 0 <= I < N") from None
     return None
 
 
@@ -122,9 +127,11 @@ class PartsDirectory:
         for index in range(count):
             shard = Shard(index, count)
             record = self._read(self.record(shard))
-            expected = {**common, "shard": str(shard)}
-            if record is None or not self.part(shard).is_file() or record["settings"] != expected:
+            if record is None or not self.part(shard).is_file():
                 return False
+            # a part recorded since this run began, of other input or options: the parts never make one output
+            check_same(record["settings"], {**common, "shard": str(shard)}, self.part(shard),
+                       f"remove {self.directory} or write to another directory", ignoring=("shard",))
             parts.append({"file": self.part(shard).name, "shard": str(shard), "lines": record["lines"]})
         manifest = {"input": common["input"], "sha256": common["sha256"], "lines": sum(p["lines"] for p in parts),
                     "format": common["format"], "options": options, "parts": parts}
