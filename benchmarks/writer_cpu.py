@@ -4,9 +4,10 @@ shared host's noise moves far less than wall-clock overheads (benchmarks/writer_
     python benchmarks/writer_cpu.py --input en-large/train.txt --lines 3000 [--model en] [--formats hdf5 parquet]
 
 The lines are embedded once (all layers, float32, one thread; that CPU time is the model's), then written by each
-format's writer in this process as `elmo embed` writes them (a flush every 256 lines, then finish), `--repeats`
-times; the best process CPU time of each (the kernel's part of writing included) is printed with its share of the
-model's. Parquet stores its chunks in line here (no thread), so all of its work is counted.
+format's writer in this process as `elmo embed` writes them (a flush after each chunk of batch size x bucket
+batches lines, then finish), `--repeats` times; the best process CPU time of each (the kernel's part of writing
+included) is printed with its share of the model's. Parquet stores its chunks in line here (no thread), so all of
+its work is counted.
 """
 
 import argparse
@@ -22,8 +23,6 @@ from elmo.embed_job.layout import EmbeddedLine
 from elmo.embed_job.source import Source
 from elmo.embedder import Embedder
 
-FLUSH_EVERY = 256
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,6 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     embedder = Embedder.load(args.model)
+    flush_every = EmbedOptions().batch_size * embedder.bucket_batches  # a chunk of elmo embed's, then a flush
     with tempfile.TemporaryDirectory(prefix="writer-cpu-", dir=args.scratch) as scratch:
         text = Path(scratch) / "in.txt"
         lines = first_lines(args.input, args.lines, text)
@@ -58,7 +58,7 @@ def main() -> None:
                 writer = make_writer(target, False)
                 for index, (tokens_of_line, line_vectors) in enumerate(zip(sentences, vectors, strict=True)):
                     writer.add(EmbeddedLine(index, tokens_of_line, line_vectors, None))
-                    if index % FLUSH_EVERY == FLUSH_EVERY - 1:
+                    if index % flush_every == flush_every - 1:
                         writer.flush()
                 writer.flush()
                 writer.finish()
