@@ -12,6 +12,11 @@ from functools import cache
 
 Tokenizer = Callable[[str], list[str]]
 
+# Text that no reader keeps as it is: control characters (read as spaces) and the byte-order mark a Windows
+# editor starts a file with (dropped at a line's start), by the embedder and the trainer alike.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+BYTE_ORDER_MARK = "\ufeff"
+
 
 def whitespace_tokenize(text: str) -> list[str]:
     return text.split()

@@ -117,3 +117,21 @@ def test_bad_inputs_get_errors_that_name_the_problem(tmp_path: Path):
     (tmp_path / "vocab.txt").write_text("the\ncat\n<UNK>\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match="lacks <S>, </S>"):
         Vocabulary.load(tmp_path / "vocab.txt")
+
+
+def test_a_file_two_patterns_name_is_read_once(tmp_path: Path):
+    (tmp_path / "a.txt").write_text("x y\n")
+    (tmp_path / "b.txt").write_text("z\n")
+    corpus = Corpus([str(tmp_path / "a.txt"), str(tmp_path / "*.txt")])
+    assert corpus.paths == [tmp_path / "a.txt", tmp_path / "b.txt"]
+    assert corpus.count_tokens() == Counter({"x": 1, "y": 1, "z": 1})
+
+
+def test_training_reads_a_line_as_the_embedder_does(tmp_path: Path):
+    """A byte-order mark made a word of its own (``\\ufeffThe``), a control character joined two words."""
+    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbfThe cat\nthe\x01dog\n")
+    assert list(Corpus([str(tmp_path / "a.txt")]).sentences()) == [["The", "cat"], ["the", "dog"]]
+    batcher = Batcher(Corpus([str(tmp_path / "a.txt")]), Vocabulary.from_counts(Counter({"The": 1})), range(1), 1,
+                      3, seed=0, max_epochs=1)
+    row = batcher.readers[0].take(6)
+    assert row.forward_targets == ["The", "cat", "</S>", "the", "dog", "</S>"]

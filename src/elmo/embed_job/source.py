@@ -9,7 +9,6 @@ Standard input is copied to a temporary file first, so it can be hashed, checked
 
 import hashlib
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -19,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
+from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS
 
 # C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
 # refused before this applies; JSON can still spell one (``\u0000``), which HDF5's strings cannot hold.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BAD_LINES_SHOWN = 10
 STDIN = "standard input"  # the name of input "-" in messages and recorded settings
 
@@ -93,7 +92,6 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-BYTE_ORDER_MARK = "\ufeff"
 
 
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
@@ -129,8 +127,8 @@ def read_lines(path: Path, report: EmbedReport, name: str | None = None) -> Iter
 
 
 def _cleaned(number: int, line: str, report: EmbedReport) -> str:
-    if _CONTROL.search(line):
-        line = _CONTROL.sub(" ", line)
+    if CONTROL_CHARACTERS.search(line):
+        line = CONTROL_CHARACTERS.sub(" ", line)
         report.warnings.append(f"line {number}: control characters replaced by spaces")
     if not line.strip():
         report.warnings.append(f"line {number}: empty; it has 0 tokens")
@@ -217,12 +215,12 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
     text, identifier = record.get(source.text_field), None
     if isinstance(text, list) and all(isinstance(token, str) for token in text):
         for position, token in enumerate(text):
-            if control := _CONTROL.search(token):
+            if control := CONTROL_CHARACTERS.search(token):
                 raise ValueError(f"line {number}: field {source.text_field!r}: token {position} holds the control "
                                  f"character U+{ord(control.group()):04X}; tokens must be printable text")
         sentence, tokens = " ".join(text), text
     elif isinstance(text, str):
-        sentence, tokens = _CONTROL.sub(" ", text), None
+        sentence, tokens = CONTROL_CHARACTERS.sub(" ", text), None
     else:
         found = "no such field" if text is None else f"a JSON {type(text).__name__}"
         raise ValueError(f"line {number}: field {source.text_field!r}: {found}; expected text or a list of tokens")
@@ -232,7 +230,7 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
         if not isinstance(identifier, str | int) or isinstance(identifier, bool):
             found = "no such field" if identifier is None else f"a JSON {type(identifier).__name__}"
             raise ValueError(f"line {number}: id field {source.id_field!r}: {found}; expected text or a whole number")
-        if isinstance(identifier, str) and (control := _CONTROL.search(identifier)):
+        if isinstance(identifier, str) and (control := CONTROL_CHARACTERS.search(identifier)):
             raise ValueError(f"line {number}: id field {source.id_field!r} holds the control character "
                              f"U+{ord(control.group()):04X}; ids must be printable text")
         _refuse_unencodable(number, f"id field {source.id_field!r}", str(identifier))

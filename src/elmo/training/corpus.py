@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
-from elmo.tokenizers import get_tokenizer
+from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, get_tokenizer
 
 
 class CorpusError(ValueError):
@@ -44,12 +44,16 @@ class Corpus:
                 paths.append(Path(pattern))
             else:
                 raise CorpusError(f"{pattern}: no such corpus file")
-        self.paths = paths
-        self.sizes = [os.path.getsize(path) for path in paths]
+        # A file that two patterns name is read once (twice, its words counted double and read twice a pass)
+        first: dict[Path, Path] = {}
+        for path in paths:
+            first.setdefault(path.resolve(), path)
+        self.paths = list(first.values())
+        self.sizes = [os.path.getsize(path) for path in self.paths]
         self.tokenizer_name = tokenizer
         self.tokenize = get_tokenizer(tokenizer)
         if not any(True for _ in self.sentences()):
-            raise CorpusError(f"the corpus ({', '.join(map(str, paths))}) holds no tokens")
+            raise CorpusError(f"the corpus ({', '.join(map(str, self.paths))}) holds no tokens")
 
     @property
     def n_bytes(self) -> int:
@@ -60,9 +64,14 @@ class Corpus:
         for path in self.paths:
             with path.open("rb") as handle:
                 for line in handle:
-                    tokens = self.tokenize(line.decode("utf-8", errors="replace"))
-                    if tokens:
+                    if tokens := self.line_tokens(line):
                         yield tokens
+
+    def line_tokens(self, line: bytes) -> list[str]:
+        """A line's tokens, read as the embedder reads text: a byte-order mark at its start dropped, control
+        characters as spaces (bytes that are not UTF-8 become U+FFFD: a run does not stop at one bad byte)."""
+        text = line.decode("utf-8", errors="replace").removeprefix(BYTE_ORDER_MARK)
+        return self.tokenize(CONTROL_CHARACTERS.sub(" ", text))
 
     def count_tokens(self) -> Counter[str]:
         counts: Counter[str] = Counter()
@@ -190,7 +199,7 @@ class RowReader:
                 continue
             line = self._read_line(position.epoch, position.offset)
             position.offset += len(line)
-            tokens = self.corpus.tokenize(line.decode("utf-8", errors="replace"))
+            tokens = self.corpus.line_tokens(line)
             if tokens:
                 self._epochs_without_text = 0
                 return tokens
