@@ -86,6 +86,30 @@ def test_float16_is_float32_rounded(embedder, sentences):
                 np.testing.assert_allclose(a.astype(np.float32), b, rtol=1e-3, atol=2**-24)
 
 
+def test_normalizing_vectors_whose_float32_squares_overflow_still_gives_unit_vectors(embedder, sentences):
+    unit = embedder.encode(sentences[:2], layers=[1e20, 0.0, 0.0], pooling="mean", normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(unit.astype(np.float64), axis=-1), 1.0, rtol=1e-6)
+
+
+def test_iter_embed_checks_its_arguments_when_called_not_at_the_first_vector(embedder):
+    for arguments, error in ((("the bank",), TypeError), (([["a"]], 7), ValueError), (([["a"]], "all", 0), ValueError)):
+        with pytest.raises(error):
+            embedder.iter_embed(*arguments)  # no next(): the generator of before raised nothing here
+
+
+def test_float16_overflow_is_named_by_sentence_each_time(embedder, sentences):
+    for _ in range(2):  # NumPy's own warning about the cast is shown once a process
+        with pytest.warns(RuntimeWarning, match=r"float16 cannot hold the vectors of sentence\(s\) 0, 1 "):
+            pooled = embedder.encode(sentences[:2], layers=[1e6, 0.0, 0.0], pooling="mean", dtype="float16")
+        assert np.isinf(pooled).any()
+
+
+def test_a_layer_returned_alone_holds_its_own_memory_not_every_layers(embedder, sentences):
+    """A view of the sentence's (L + 1, T, D) array kept every layer alive behind each returned one."""
+    for vectors in (embedder.encode(sentences[:2], layers="top"), embedder.embed(sentences[:2], 1)):
+        assert all(array.base is None or array.base.nbytes == array.nbytes for array in vectors)
+
+
 def test_normalize_gives_unit_vectors_in_the_same_directions_and_keeps_zeros(embedder, sentences):
     for pooling in ("mean", None):
         raw = embedder.encode(sentences, pooling=pooling)

@@ -31,6 +31,7 @@ cutting, the lane groups, the token cache, the device) share its state; the lane
 """
 
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from typing import Literal, Self, TypedDict, Unpack, overload
@@ -260,7 +261,10 @@ class Embedder:
         if pooling is not None and not single:
             pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
             output_vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), np.float32)
-        result = _convert(vectors[0] if single else output_vectors, target_dtype, output)
+        with np.errstate(over="ignore"):  # said below, by sentence, and each time
+            result = _convert(vectors[0] if single else output_vectors, target_dtype, output)
+        if target_dtype == np.float16:
+            _warn_of_overflow(vectors, target_dtype)
         if return_tokens:
             return result, (tokens[0] if single else tokens)
         return result
@@ -281,14 +285,19 @@ class Embedder:
     def iter_embed(
         self, sentences: Sentences, layers: LayerChoice = "all", batch_size: int = 32, progress: bool = False
     ) -> Iterator[np.ndarray]:
-        """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences."""
+        """``embed`` as a stream: holds only a window of ``batch_size * bucket_batches`` sentences. The arguments
+        are checked at the call, not at the first ``next`` (which may come long after)."""
         if isinstance(sentences, str):
             raise TypeError(f"sentences is a str ({sentences[:40]!r}); embed takes a list of sentences: "
                             "embed([text]), or encode(text) for one sentence")
         weights = layer_weights(layers, self.n_layers)
         _check_batch_size(batch_size)
-        with _progress_bar(sentences, progress) as bar:
-            yield from self._mixed((self.tokenize(sentence) for sentence in sentences), weights, batch_size, bar)
+
+        def stream() -> Iterator[np.ndarray]:
+            with _progress_bar(sentences, progress) as bar:
+                yield from self._mixed((self.tokenize(sentence) for sentence in sentences), weights, batch_size, bar)
+
+        return stream()
 
     def embed_tfhub(self, sentences: Sentences, batch_size: int = 32) -> list[dict[str, np.ndarray]]:
         """The outputs TF Hub's ELMo module names: ``word_emb`` (T, P), ``lstm_outputs1``, ``lstm_outputs2``
@@ -449,9 +458,21 @@ def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.
 
 
 def _unit_length(vectors: np.ndarray) -> np.ndarray:
-    """Each vector along the last axis divided by its L2 norm; a zero vector stays zero."""
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1)
+    """Each vector along the last axis divided by its L2 norm; a zero vector stays zero. The norm is taken in
+    float64: float32 squares of very large mixed vectors overflow, and the vector would come out zero."""
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=-1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1)).astype(vectors.dtype, copy=False)
+
+
+def _warn_of_overflow(vectors: list[np.ndarray], dtype: np.dtype) -> None:
+    """A warning naming the sentences whose vectors ``dtype`` cannot hold (they come out inf): NumPy's own
+    warning about the cast names none and is shown once a process."""
+    with np.errstate(over="ignore"):
+        over = [index for index, array in enumerate(vectors) if np.isinf(array.astype(dtype)).any()]
+    if over:
+        shown = ", ".join(map(str, over[:10])) + (", ..." if len(over) > 10 else "")
+        warnings.warn(f"{np.dtype(dtype).name} cannot hold the vectors of sentence(s) {shown} (counting from 0): "
+                      "they are inf; dtype float32 holds them", RuntimeWarning, stacklevel=3)
 
 
 def _convert(vectors: np.ndarray | list[np.ndarray], dtype: np.dtype, output: Output):

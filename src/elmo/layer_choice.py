@@ -129,7 +129,8 @@ def mix_layers(all_layers: np.ndarray, weights: np.ndarray | None) -> np.ndarray
     if weights is None:
         return all_layers
     if np.count_nonzero(weights) == 1 and weights.max() == 1.0:  # one-hot: one layer as it is, no arithmetic
-        return all_layers[int(weights.argmax())]
+        # a copy: a view would keep every layer of the sentence alive for as long as the caller keeps this one
+        return all_layers[int(weights.argmax())].copy()
     return np.tensordot(weights, all_layers, axes=1)
 
 
