@@ -91,6 +91,12 @@ def test_normalizing_vectors_whose_float32_squares_overflow_still_gives_unit_vec
     np.testing.assert_allclose(np.linalg.norm(unit.astype(np.float64), axis=-1), 1.0, rtol=1e-6)
 
 
+def test_flags_that_are_not_booleans_are_refused_not_read_as_true(embedder):
+    for flag in ("normalize", "return_tokens"):
+        with pytest.raises(TypeError, match=f"{flag} is 'no'; expected True or False"):
+            embedder.encode(["a b"], **{flag: "no"})
+
+
 def test_iter_embed_checks_its_arguments_when_called_not_at_the_first_vector(embedder):
     for arguments, error in ((("the bank",), TypeError), (([["a"]], 7), ValueError), (([["a"]], "all", 0), ValueError)):
         with pytest.raises(error):

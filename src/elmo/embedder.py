@@ -238,6 +238,9 @@ class Embedder:
         check_pooling(pooling)
         if output not in ("numpy", "torch"):
             raise ValueError(f"output is {output!r}; expected 'numpy' or 'torch'")
+        for name, flag in (("normalize", normalize), ("return_tokens", return_tokens)):
+            if not isinstance(flag, bool | np.bool_):  # "no" is true: it would normalize
+                raise TypeError(f"{name} is {flag!r}; expected True or False")
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
         _check_batch_size(batch_size)
