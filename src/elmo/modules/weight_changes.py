@@ -3,9 +3,9 @@ reordered weights, the embedder's cached token vectors) is computed again.
 
 A weight changes by being replaced (another tensor, so another ``data_ptr``: the key holds the tensors it was taken
 of, so their memory cannot be freed and handed to a replacement while the key stands), by an in-place update
-(counted in ``Tensor._version``, a private PyTorch API), or by an optimizer's step: the fused Adam and Adagrad (torch 2.13
-on CPU) update their parameters without counting it in ``_version``, so every ``torch.optim`` step of the
-process is counted here by a hook (``elmo train`` validated on stale weights before this). A write through
+(counted in ``Tensor._version``, a private PyTorch API), or by an optimizer's step: the fused Adam and Adagrad
+(torch 2.13 on CPU) update their parameters without counting it in ``_version``, so every ``torch.optim`` step
+of the process is counted here by a hook (``elmo train`` validated on stale weights before this). A write through
 ``.data`` is counted nowhere: whoever changes weights that way must make a new embedder. Inference tensors
 (parameters made under ``torch.inference_mode``) count nothing, so nothing computed from them is kept.
 """
