@@ -110,9 +110,14 @@ class PartsDirectory:
         for other in (Shard(index, shard.count) for index in range(shard.count)):
             record = self._read(self.record(other))
             if record is not None:
-                check_same(record["settings"], settings, self.part(other),
-                           f"remove {self.directory} or write to another directory", ignoring=("shard",))
+                self._check_same_run(other, record, settings)
         return self._read(self.record(shard)) is not None and self.part(shard).is_file()
+
+    def _check_same_run(self, shard: Shard, record: dict, settings: dict) -> None:
+        """ValueError, naming what differs, when a recorded part was made with other settings than ``settings``
+        (another input, other options or another model) but for its shard: parts of two runs never make one."""
+        check_same(record["settings"], settings, self.part(shard),
+                   f"remove {self.directory} or write to another directory", ignoring=("shard",))
 
     def finish(self, shard: Shard, settings: dict, lines: int) -> bool:
         """Record this shard's whole part; then write the manifest if every part is recorded with the same
@@ -129,9 +134,7 @@ class PartsDirectory:
             record = self._read(self.record(shard))
             if record is None or not self.part(shard).is_file():
                 return False
-            # a part recorded since this run began, of other input or options: the parts never make one output
-            check_same(record["settings"], {**common, "shard": str(shard)}, self.part(shard),
-                       f"remove {self.directory} or write to another directory", ignoring=("shard",))
+            self._check_same_run(shard, record, settings)  # a part recorded since this run began, too
             parts.append({"file": self.part(shard).name, "shard": str(shard), "lines": record["lines"]})
         manifest = {"input": common["input"], "sha256": common["sha256"], "lines": sum(p["lines"] for p in parts),
                     "format": common["format"], "options": options, "parts": parts}

@@ -334,8 +334,12 @@ def license_category_splits(notices: Sequence["LicenseNotice"], min_words: int =
     trained = [_word_set(text) for _, text in splits["train"]]
     for held_out in ("dev", "test"):
         splits[held_out] = [(label, text) for label, text in splits[held_out]
-                            if not any(near_copy(_word_set(text), words) for words in trained)]
+                            if not _copies_any(_word_set(text), trained)]
     return splits
+
+
+def _copies_any(words: set[str], others: Sequence[set[str]]) -> bool:
+    return any(near_copy(words, other) for other in others)
 
 
 def _word_set(text: str) -> set[str]:

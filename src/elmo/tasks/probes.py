@@ -240,7 +240,8 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
     for n in scored:
         others = [m for m in groups[instances[n].lemma, instances[n].pos] if m != n]
         similarities = unit[others] @ unit[n]
-        nearest = [m for m, similarity in zip(others, similarities, strict=True) if similarity == similarities.max()]
+        best = similarities.max()
+        nearest = [m for m, similarity in zip(others, similarities, strict=True) if similarity == best]
         right += sum(instances[m].synset == instances[n].synset for m in nearest) / len(nearest)
     return right / len(scored)
 

@@ -78,7 +78,7 @@ class Batcher:
         ]
 
     def positions(self) -> list[RowPosition]:
-        """Where every row stands now, as copies (a checkpoint's record, or what ``restore`` puts back)."""
+        """Where every row stands now, as copies (a checkpoint's record)."""
         return [replace(reader.position, sentence=list(reader.position.sentence)) for reader in self.readers]
 
     def close(self) -> None:

@@ -89,12 +89,15 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
     return path
 
 
+def _shipped_model(path: Path) -> Path | None:
+    """The shipped model's directory when ``path`` is a bare name such as ``en`` that names one."""
+    shipped = shipped_models_root() / path.name
+    return shipped if len(path.parts) == 1 and (shipped / "options.json").is_file() else None
+
+
 def _shipped_directory(path: Path) -> Path | None:
     """The shipped model's directory when ``path`` is a bare name such as ``en`` and no such path exists."""
-    if path.exists() or len(path.parts) != 1:
-        return None
-    shipped = shipped_models_root() / path.name
-    return shipped if (shipped / "options.json").is_file() else None
+    return None if path.exists() else _shipped_model(path)
 
 
 def resolve_model(path: str | Path) -> Path:
@@ -151,8 +154,8 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
 
 def _refuse_a_folder_shadowing_a_shipped_model(path: Path) -> None:
     """A folder here named as a shipped model (``en``) is read before the model; say so when it holds no run."""
-    if len(path.parts) == 1 and path.is_dir() and (shipped_models_root() / path.name / "options.json").is_file() \
-            and not (path / STATE_FILE).is_file() and not list_checkpoints(path):
+    if path.is_dir() and _shipped_model(path) is not None and not (path / STATE_FILE).is_file() \
+            and not list_checkpoints(path):
         raise CheckpointError(f"./{path} is a folder here that holds no model or run, and a folder is read before "
                               f"the shipped model {path.name!r} of that name: run from another folder, or rename "
                               f"./{path}")
