@@ -260,14 +260,15 @@ class Embedder:
             for array in self._mixed(tokenized(), weights, batch_size, bar):
                 vector = pool(array, pooling) if pooling is not None else array
                 vectors.append(_unit_length(vector) if normalize else vector)
+        with np.errstate(over="ignore"):  # said by sentence, and each time
+            vectors = [vector.astype(target_dtype, copy=False) for vector in vectors]
+        if target_dtype == np.float16:  # float32 holds whatever the model makes
+            _warn_of_overflow(vectors)
         output_vectors: np.ndarray | list[np.ndarray] = vectors
         if pooling is not None and not single:
             pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
-            output_vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), np.float32)
-        with np.errstate(over="ignore"):  # said below, by sentence, and each time
-            result = _convert(vectors[0] if single else output_vectors, target_dtype, output)
-        if target_dtype == np.float16:
-            _warn_of_overflow(vectors, target_dtype)
+            output_vectors = np.stack(vectors) if vectors else np.zeros((0, *pooled_shape), target_dtype)
+        result = _convert(vectors[0] if single else output_vectors, target_dtype, output)
         if return_tokens:
             return result, (tokens[0] if single else tokens)
         return result
@@ -467,15 +468,14 @@ def _unit_length(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms > 0, norms, 1)).astype(vectors.dtype, copy=False)
 
 
-def _warn_of_overflow(vectors: list[np.ndarray], dtype: np.dtype) -> None:
-    """A warning naming the sentences whose vectors ``dtype`` cannot hold (they come out inf): NumPy's own
-    warning about the cast names none and is shown once a process."""
-    with np.errstate(over="ignore"):
-        over = [index for index, array in enumerate(vectors) if np.isinf(array.astype(dtype)).any()]
+def _warn_of_overflow(vectors: list[np.ndarray]) -> None:
+    """A warning naming the sentences whose vectors came out inf when cast (float16 holds at most 65504):
+    NumPy's own warning about the cast names none and is shown once a process."""
+    over = [index for index, array in enumerate(vectors) if np.isinf(array).any()]
     if over:
         shown = ", ".join(map(str, over[:10])) + (", ..." if len(over) > 10 else "")
-        warnings.warn(f"{np.dtype(dtype).name} cannot hold the vectors of sentence(s) {shown} (counting from 0): "
-                      "they are inf; dtype float32 holds them", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{vectors[over[0]].dtype.name} cannot hold the vectors of sentence(s) {shown} (counting from "
+                      "0): they are inf; dtype float32 holds them", RuntimeWarning, stacklevel=3)
 
 
 def _convert(vectors: np.ndarray | list[np.ndarray], dtype: np.dtype, output: Output):
