@@ -9,9 +9,9 @@ the polysemy set, and the nearest words of a few words used in domain sentences.
 
 Perplexity over two vocabularies. An adapted model's vocabulary holds the words the domain added, so its own
 perplexity counts each of them as a word to predict where the general model had ``<UNK>``: not the same task.
-``--reference-vocab`` also computes it over the reference model's vocabulary (the general model's, a prefix of
-the adapted one's): a target outside it counts as ``<UNK>``, and the model's probability of ``<UNK>`` is that
-of ``<UNK>`` plus every added word. For the general model itself both figures are the same.
+``--reference-vocab`` also computes it over the reference model's vocabulary (the general model's, all of whose
+words the adapted one holds): a target outside it counts as ``<UNK>``, and the model's probability of ``<UNK>`` is
+that of ``<UNK>`` plus every added word. For the general model itself both figures are the same.
 
 Same word, two kinds of text: for each word, its first occurrences in the domain's held-out sentences and in
 general held-out sentences (at most ``--per-side`` of each; the word in lower case, as a whole token). The
@@ -72,16 +72,18 @@ NEIGHBOUR_QUERIES = {
 }
 
 
-def perplexities(model: LanguageModel, vocab: Vocabulary, n_reference: int, corpus: Corpus, batch_size: int = 32,
-                 unroll_steps: int = 20) -> dict[str, Any]:
-    """Full-softmax perplexity of ``corpus`` over the model's own vocabulary and over its first ``n_reference``
-    words (module docstring). The evaluation path of ``LanguageModel.forward`` (and ``perplexity.evaluate``'s
+def perplexities(model: LanguageModel, vocab: Vocabulary, reference: Vocabulary, corpus: Corpus,
+                 batch_size: int = 32, unroll_steps: int = 20) -> dict[str, Any]:
+    """Full-softmax perplexity of ``corpus`` over the model's own vocabulary and over ``reference``'s words
+    (module docstring). The evaluation path of ``LanguageModel.forward`` (and ``perplexity.evaluate``'s
     batching), with both figures taken from the same logits."""
     batcher = Batcher(corpus, vocab, range(batch_size), batch_size, unroll_steps, seed=0, max_epochs=1,
                       max_characters=model.config.char_cnn.max_characters_per_token, pad=True)
     model.eval()
     state = model.bilm.zero_state(batch_size)
     unk = vocab.unk_id
+    # <UNK> of the reference: <UNK> itself and every word the reference lacks.
+    as_unk = torch.tensor([token not in reference.ids or index == unk for index, token in enumerate(vocab.tokens)])
     nll = torch.zeros(2, 2, dtype=torch.float64)  # (own, reference) x (forward, backward)
     n_targets = n_beyond = 0
     with torch.no_grad():
@@ -99,10 +101,9 @@ def perplexities(model: LanguageModel, vocab: Vocabulary, n_reference: int, corp
                 logits = F.linear(run.layers[-1][direction][real], model.softmax_weight, model.softmax_bias)
                 normalizer = torch.logsumexp(logits, dim=-1)
                 target_logit = logits.gather(1, target[:, None]).squeeze(1)
-                beyond = target >= n_reference
-                unk_class = torch.logsumexp(torch.cat([logits[:, unk : unk + 1], logits[:, n_reference:]], dim=1),
-                                            dim=1)
-                reference_logit = torch.where(beyond | (target == unk), unk_class, target_logit)
+                beyond = as_unk[target] & (target != unk)
+                unk_class = torch.logsumexp(logits[:, as_unk], dim=1)
+                reference_logit = torch.where(as_unk[target], unk_class, target_logit)
                 nll[0, direction] += (normalizer - target_logit).double().sum()
                 nll[1, direction] += (normalizer - reference_logit).double().sum()
                 if direction == 0:
@@ -174,11 +175,10 @@ def measure(args: argparse.Namespace) -> None:
 
     if "perplexity" not in report:
         model, vocab = load_language_model(resolve_model(args.model))
-        reference = args.reference_vocab
-        n_reference = len(load_language_model(resolve_model(reference))[1]) if reference else len(vocab)
-        report.update(model=args.model, vocabulary=len(vocab), reference_vocabulary=n_reference, perplexity={})
+        reference = load_language_model(resolve_model(args.reference_vocab))[1] if args.reference_vocab else vocab
+        report.update(model=args.model, vocabulary=len(vocab), reference_vocabulary=len(reference), perplexity={})
         for label, path in (text.split("=", 1) for text in args.text):
-            report["perplexity"][label] = perplexities(model, vocab, n_reference, Corpus([path], "whitespace"))
+            report["perplexity"][label] = perplexities(model, vocab, reference, Corpus([path], "whitespace"))
             print(label, json.dumps(report["perplexity"][label]), file=sys.stderr)
         del model
         save()

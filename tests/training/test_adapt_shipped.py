@@ -47,10 +47,10 @@ def test_init_from_the_shipped_en_model_adds_the_domain_words_and_lowers_held_ou
     adapted, adapted_vocab = load_language_model(run)
     options = json.loads(next((run / "checkpoints").iterdir()).joinpath("state.json").read_text())["options"]
     assert options["init_from"] == str(resolve_model("en").absolute())
-    added = adapted_vocab.tokens[len(shipped_vocab):]
-    assert adapted_vocab.tokens[: len(shipped_vocab)] == shipped_vocab.tokens
+    added = [token for token in adapted_vocab.tokens if token not in shipped_vocab.ids]
+    assert set(shipped_vocab.tokens) <= set(adapted_vocab.tokens)
     assert {"Licensee", "Licensor", "sublicense", "hereunder"} <= set(added)
-    assert all(token not in shipped_vocab.ids for token in added)
+    assert adapted_vocab.ids["Licensee"] < 100  # the text's frequent words lead, whatever the shipped order
 
     held_out_text = Corpus([str(tmp_path / "heldout.txt")], "whitespace")
     # Before: the shipped model with its softmax grown to the same vocabulary, as training starts from it.

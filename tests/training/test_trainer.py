@@ -341,28 +341,38 @@ def test_domain_adaptation_grows_the_vocabulary_keeps_old_rows_and_lowers_domain
                                    for line in lines))
     domain = Corpus([str(domain_text)])
 
-    grown_vocab = old_vocab.extended(["patient", "nurse", "stat", "the"])
-    assert grown_vocab.tokens == [*old_vocab.tokens, "patient", "nurse", "stat"]
+    grown_vocab = old_vocab.adapted_to(["stat", "the", "patient", "nurse"])
+    rest = [token for token in old_vocab.tokens[3:] if token != "the"]
+    assert grown_vocab.tokens == [*old_vocab.tokens[:3], "stat", "the", "patient", "nurse", *rest]
     grown = grow_vocabulary(general, old_vocab, grown_vocab)
-    assert torch.equal(grown.softmax_weight[: len(old_vocab)], general.softmax_weight)
-    # For any hidden state, every old word but <UNK> keeps its probability, and <UNK> and the new words
-    # together have what <UNK> had.
+    old_ids = [old_vocab.ids[token] for token in old_vocab.tokens]
+    new_ids = [grown_vocab.ids[token] for token in old_vocab.tokens]
+    assert torch.equal(grown.softmax_weight[new_ids], general.softmax_weight[old_ids])
+    # For any hidden state, every old word but <UNK> keeps its probability under its new id, and <UNK> and the
+    # new words together have what <UNK> had.
     hidden = torch.randn(5, general.softmax_weight.shape[1], generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         before = torch.softmax(hidden @ general.softmax_weight.T + general.softmax_bias, -1).double()
         after = torch.softmax(hidden @ grown.softmax_weight.T + grown.softmax_bias, -1).double()
     unk = old_vocab.unk_id
-    others = [k for k in range(len(old_vocab)) if k != unk]
-    torch.testing.assert_close(after[:, others], before[:, others], rtol=1e-5, atol=1e-9)
-    torch.testing.assert_close(after[:, unk] + after[:, len(old_vocab) :].sum(-1), before[:, unk], rtol=1e-5, atol=1e-9)
+    others = [token for token in old_vocab.tokens if token != "<UNK>"]
+    torch.testing.assert_close(after[:, [grown_vocab.ids[token] for token in others]],
+                               before[:, [old_vocab.ids[token] for token in others]], rtol=1e-5, atol=1e-9)
+    added = [grown_vocab.ids[token] for token in ("stat", "patient", "nurse")]
+    torch.testing.assert_close(after[:, grown_vocab.unk_id] + after[:, added].sum(-1), before[:, unk], rtol=1e-5,
+                               atol=1e-9)
+    with pytest.raises(ValueError, match="lacks 1 of the old one's tokens"):
+        grow_vocabulary(general, old_vocab, Vocabulary([token for token in grown_vocab.tokens if token != "the"]))
 
     options = TrainingOptions(corpus=[str(domain_text)], init_from=str(tmp_path / "general_model"), batch_size=4,
                               unroll_steps=6, n_negatives=12, max_steps=40, checkpoint_every=100)
     train(options, tmp_path / "adapted", progress=False)
     adapted, adapted_vocab = load_language_model(tmp_path / "adapted")
-    new_words = adapted_vocab.tokens[len(old_vocab) :]
-    assert adapted_vocab.tokens[: len(old_vocab)] == old_vocab.tokens
-    assert new_words[0] == "stat" and sorted(new_words) == ["nurse", "patient", "stat"]  # most frequent first
+    # Ordered for the sampler by the domain text's counts (old words it lacks last): a frequent new word gets a
+    # low id, as a vocabulary built from that text would give it.
+    by_count = [token for token, _ in domain.count_tokens().most_common()]
+    assert adapted_vocab.tokens == list(dict.fromkeys([*old_vocab.tokens[:3], *by_count, *old_vocab.tokens]))
+    assert adapted_vocab.ids["stat"] < adapted_vocab.ids["patient"] < len(old_vocab)
     grown = grow_vocabulary(general, old_vocab, adapted_vocab)
     before = evaluate(grown, domain, adapted_vocab, batch_size=8).average
     after = evaluate(adapted, domain, adapted_vocab, batch_size=8).average

@@ -173,7 +173,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               "own --max-steps and --epochs; giving either of them replaces both (the other is then "
                               "no limit); its other options stay the run's")
     train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
-                              "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words")
+                              "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words and "
+                              "ordering it by their frequency there")
     train_parser.add_argument("--min-count", type=_POSITIVE, default=1,
                               help="with --init-from and no --vocab: the corpus's words seen this often join its "
                                    "vocabulary (refused where it would be ignored)")

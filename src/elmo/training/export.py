@@ -202,23 +202,24 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
 
 
 def grow_vocabulary(model: LanguageModel, old_vocab: Vocabulary, new_vocab: Vocabulary) -> LanguageModel:
-    """``model`` with its softmax grown to ``new_vocab`` (which must extend ``old_vocab``): each new word
-    starts as ``<UNK>``'s row, and ``<UNK>`` and the new words get ``<UNK>``'s bias lowered by
-    ``log(n_new + 1)``, so together they share ``<UNK>``'s former probability (every other word keeps its
-    own) instead of each taking all of it."""
-    if new_vocab.tokens[: len(old_vocab)] != old_vocab.tokens:
-        raise ValueError("the new vocabulary does not start with the old one; old softmax rows would change meaning")
-    n_new = len(new_vocab) - len(old_vocab)
-    if n_new == 0:
+    """``model`` with its softmax moved to ``new_vocab`` (which must hold every token of ``old_vocab``, in
+    any order): each old word keeps its row and bias under its new id, each new word starts as ``<UNK>``'s
+    row, and ``<UNK>`` and the new words get ``<UNK>``'s bias lowered by ``log(n_new + 1)``, so together they
+    share ``<UNK>``'s former probability (every other word keeps its own) instead of each taking all of it."""
+    lost = [token for token in old_vocab.tokens if token not in new_vocab.ids]
+    if lost:
+        raise ValueError(f"the new vocabulary lacks {len(lost)} of the old one's tokens (first {lost[0]!r}); "
+                         "their trained softmax rows would be lost")
+    if new_vocab == old_vocab:
         return model
+    old_ids = torch.tensor([old_vocab.ids.get(token, old_vocab.unk_id) for token in new_vocab.tokens])
+    is_new = torch.tensor([token not in old_vocab.ids for token in new_vocab.tokens])
     grown = LanguageModel(model.config, len(new_vocab))
     grown.bilm.load_state_dict(model.bilm.state_dict())
     with torch.no_grad():
-        unk = old_vocab.unk_id
-        grown.softmax_weight[: len(old_vocab)] = model.softmax_weight
-        grown.softmax_bias[: len(old_vocab)] = model.softmax_bias
-        grown.softmax_weight[len(old_vocab) :] = model.softmax_weight[unk]
-        shared_bias = model.softmax_bias[unk] - math.log(n_new + 1)
-        grown.softmax_bias[len(old_vocab) :] = shared_bias
-        grown.softmax_bias[unk] = shared_bias
+        grown.softmax_weight.copy_(model.softmax_weight[old_ids])
+        grown.softmax_bias.copy_(model.softmax_bias[old_ids])
+        shared_bias = model.softmax_bias[old_vocab.unk_id] - math.log(int(is_new.sum()) + 1)
+        grown.softmax_bias[is_new] = shared_bias
+        grown.softmax_bias[new_vocab.unk_id] = shared_bias
     return grown

@@ -231,10 +231,11 @@ def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel,
     model, old_vocab = load_language_model(options.init_from)
     model = _shaped(model, options)
     if options.vocab is not None:
-        new_tokens = Vocabulary.load(options.vocab).tokens
+        tokens_by_frequency = Vocabulary.load(options.vocab).tokens
     else:
-        new_tokens = [token for token, count in corpus.count_tokens().most_common() if count >= options.min_count]
-    vocab = old_vocab.extended(new_tokens)
+        tokens_by_frequency = [token for token, count in corpus.count_tokens().most_common()
+                               if count >= options.min_count]
+    vocab = old_vocab.adapted_to(tokens_by_frequency)
     return grow_vocabulary(model, old_vocab, vocab), vocab
 
 

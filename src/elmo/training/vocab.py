@@ -83,8 +83,10 @@ class Vocabulary:
                 tokens.append(token)
         return cls(tokens)
 
-    def extended(self, new_tokens: Iterable[str]) -> "Vocabulary":
-        """This vocabulary with the tokens of ``new_tokens`` it lacks appended in their order: old ids keep
-        their meaning, so a trained softmax grows by rows at the end."""
-        appended = dict.fromkeys(token for token in new_tokens if token not in self.ids)
-        return Vocabulary([*self.tokens, *appended])
+    def adapted_to(self, tokens_by_frequency: Iterable[str]) -> "Vocabulary":
+        """Every token of this vocabulary and of ``tokens_by_frequency`` (a new text's tokens, most frequent
+        first), in the order the sampler needs for that text: the specials, then ``tokens_by_frequency``, then
+        this vocabulary's tokens the new text lacks, in their old order. Ids change; a trained softmax follows
+        its tokens (``grow_vocabulary``)."""
+        ordered = dict.fromkeys([*SPECIAL_TOKENS, *tokens_by_frequency, *self.tokens])
+        return Vocabulary(ordered)
