@@ -158,3 +158,12 @@ def test_without_ray_the_engine_says_in_one_line_how_to_install_it(tmp_path, fix
     assert capsys.readouterr().err == ("elmo embed: error: the Ray engine needs the 'ray' extra: "
                                        "pip install 'elmo[ray]' (missing: ray)\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_embed_batches_names_each_line_whose_vectors_float16_cannot_hold(fixture_dir):
+    batch = pa.table({"index": pa.array([7, 0], pa.int64()), "text": [LINES[7], LINES[0]]})
+    options = EmbedOptions(layers="100000,0,0", pooling="max", dtype="float16", batch_size=2)
+    with pytest.warns(RuntimeWarning) as caught:
+        table = EmbedBatches(str(fixture_dir), options)(batch)
+    assert not np.isfinite(np.array(table.column("vectors").to_pylist(), np.float32)).all()
+    assert [str(warning.message).split(" vectors")[0] for warning in caught] == ["line 7:", "line 0:"]

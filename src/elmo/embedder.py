@@ -260,10 +260,9 @@ class Embedder:
             for array in self._mixed(tokenized(), weights, batch_size, bar):
                 vector = pool(array, pooling) if pooling is not None else array
                 vectors.append(_unit_length(vector) if normalize else vector)
-        with np.errstate(over="ignore"):  # said by sentence, and each time
-            vectors = [vector.astype(target_dtype, copy=False) for vector in vectors]
-        if target_dtype == np.float16:  # float32 holds whatever the model makes
-            _warn_of_overflow(vectors)
+        cast = [cast_vectors(vector, target_dtype) for vector in vectors]
+        vectors = [vector for vector, _ in cast]
+        _warn_of_overflow([index for index, (_, overflowed) in enumerate(cast) if overflowed], target_dtype)
         output_vectors: np.ndarray | list[np.ndarray] = vectors
         if pooling is not None and not single:
             pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
@@ -468,14 +467,21 @@ def _unit_length(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms > 0, norms, 1)).astype(vectors.dtype, copy=False)
 
 
-def _warn_of_overflow(vectors: list[np.ndarray]) -> None:
-    """A warning naming the sentences whose vectors came out inf when cast (float16 holds at most 65504):
-    NumPy's own warning about the cast names none and is shown once a process."""
-    over = [index for index, array in enumerate(vectors) if np.isinf(array).any()]
-    if over:
-        shown = ", ".join(map(str, over[:10])) + (", ..." if len(over) > 10 else "")
-        warnings.warn(f"{vectors[over[0]].dtype.name} cannot hold the vectors of sentence(s) {shown} (counting from "
-                      "0): they are inf; dtype float32 holds them", RuntimeWarning, stacklevel=3)
+def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, bool]:
+    """``vectors`` in ``dtype``, and whether some came out inf: float16 holds at most 65504 (float32 holds
+    whatever the model makes), and NumPy's own warning about the cast names no sentence and is shown once a
+    process, so each caller says which of its sentences overflowed."""
+    with np.errstate(over="ignore"):
+        cast = vectors.astype(dtype, copy=False)
+    return cast, cast.dtype == np.float16 and bool(np.isinf(cast).any())
+
+
+def _warn_of_overflow(sentences: list[int], dtype: np.dtype) -> None:
+    """A warning naming the sentences whose vectors ``dtype`` could not hold."""
+    if sentences:
+        shown = ", ".join(map(str, sentences[:10])) + (", ..." if len(sentences) > 10 else "")
+        warnings.warn(f"{dtype.name} cannot hold the vectors of sentence(s) {shown} (counting from 0): they are inf; "
+                      "dtype float32 holds them", RuntimeWarning, stacklevel=3)
 
 
 def _convert(vectors: np.ndarray | list[np.ndarray], dtype: np.dtype, output: Output):

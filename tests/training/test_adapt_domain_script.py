@@ -13,7 +13,8 @@ from elmo.training import Corpus, Vocabulary
 from elmo.training.export import grow_vocabulary
 from elmo.training.language_model import LanguageModel
 
-_spec = importlib.util.spec_from_file_location("adapt_domain", Path(__file__).parents[2] / "scripts" / "adapt_domain.py")
+SCRIPT = Path(__file__).parents[2] / "scripts" / "adapt_domain.py"
+_spec = importlib.util.spec_from_file_location("adapt_domain", SCRIPT)
 assert _spec is not None and _spec.loader is not None
 adapt_domain = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(adapt_domain)

@@ -24,7 +24,7 @@ from elmo.embed_job.npy import NpyWriter
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, file_sha256, read_source
-from elmo.embedder import Embedder
+from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
@@ -222,11 +222,9 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
 
 
 def _in_dtype(vectors: np.ndarray, dtype: np.dtype, index: int, report: EmbedReport) -> np.ndarray:
-    """``vectors`` as ``dtype``; a warning naming the line when float16 cannot hold them (they are written as
-    inf, which only numpy's warning on stderr said)."""
-    with np.errstate(over="ignore"):
-        cast = vectors.astype(dtype, copy=False)
-    if cast.dtype == np.float16 and not np.isfinite(cast).all():
+    """``vectors`` as ``dtype``; a warning naming the line when float16 cannot hold them (written as inf)."""
+    cast, overflowed = cast_vectors(vectors, dtype)
+    if overflowed:
         report.warnings.append(f"line {index}: vectors beyond float16's range (largest magnitude "
                                f"{float(np.abs(vectors).max()):.4g}) written as inf; --dtype float32 holds them")
     return cast

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +26,7 @@ from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_pat
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
-from elmo.embedder import Embedder
+from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
 from elmo.files import publish_directory, write_text_atomic
 from elmo.layer_choice import layer_weights
@@ -76,6 +77,10 @@ class EmbedBatches:
         for index, tokens, line_vectors, identifier in zip(rows["index"], token_lists, vectors, ids, strict=True):
             if self.options.pooling is not None:
                 line_vectors = pool(line_vectors, self.options.pooling)
+            line_vectors, overflowed = cast_vectors(line_vectors, self.shape.dtype)
+            if overflowed:  # Ray shows a worker's warnings on the driver's console
+                warnings.warn(f"line {index}: vectors beyond float16's range written as inf; --dtype float32 holds "
+                              "them", RuntimeWarning, stacklevel=2)
             lines.append(EmbeddedLine(index, tokens, line_vectors, identifier))
         # lines_dataset always carries an id column; it holds ids only when the input named an --id-field.
         return lines_to_table(lines, self.shape, with_ids=any(identifier is not None for identifier in ids))
