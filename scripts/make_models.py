@@ -46,7 +46,7 @@ from elmo.embedder import Embedder
 from elmo.files import new_partial_directory, publish_directory
 from elmo.polysemy import LANGUAGES, evaluate_model, load_sentences, random_weights_embedder
 from elmo.training import Corpus, CorpusError, LanguageModel, Perplexities, Vocabulary, evaluate, unigram_perplexity
-from elmo.training.checkpoints import STATE_FILE, Checkpoint, CheckpointError, load_checkpoint
+from elmo.training.checkpoints import STATE_FILE, Checkpoint, CheckpointError, list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model, load_language_model, write_softmax
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -160,16 +160,6 @@ def _by_step(scores: Iterable[tuple[int, float]]) -> str:
     return ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
 
 
-def kept_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """``(step, directory)`` of a run's complete checkpoints, oldest first, found without writing anything
-    (``list_checkpoints`` also removes a killed run's partial directories, which in a live run would be the
-    trainer's checkpoint in the making)."""
-    directory = run_dir / "checkpoints"
-    found = [(int(path.name.removeprefix("step-")), path) for path in directory.glob("step-*")
-             if path.name.removeprefix("step-").isdigit() and (path / STATE_FILE).is_file()]
-    return sorted(found)
-
-
 def best_checkpoint(run_dir: Path) -> Chosen:
     """The kept checkpoint of lowest validation perplexity: the log's figure for a checkpoint at a validation
     step, computed now on the run's ``valid`` text for the others; the newest when the run has none. Reads
@@ -178,7 +168,8 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     best: tuple[float, Path, Checkpoint, str] | None = None
     scores: list[tuple[int, float]] = []
     newest: tuple[Path, Checkpoint] | None = None
-    for step, directory in reversed(kept_checkpoints(run_dir)):
+    for directory in reversed(list_checkpoints(run_dir)):
+        step = int(directory.name.removeprefix("step-"))
         try:
             checkpoint = load_checkpoint(directory)
         except (CheckpointError, OSError) as error:

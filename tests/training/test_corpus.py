@@ -135,3 +135,45 @@ def test_training_reads_a_line_as_the_embedder_does(tmp_path: Path):
                       3, seed=0, max_epochs=1)
     row = batcher.readers[0].take(6)
     assert row.forward_targets == ["The", "cat", "</S>", "the", "dog", "</S>"]
+
+
+def test_a_share_that_is_empty_in_one_shard_order_only_is_skipped_and_one_that_always_is_refused(tmp_path: Path):
+    """With shards, a row's share can fall inside one long line in one pass's order and hold lines in the next;
+    only a share that never holds a line start is 'too small' (it stopped runs midway)."""
+    (tmp_path / "a.txt").write_text("the cat sat\n" * 40)
+    (tmp_path / "b.txt").write_text("a dog ran off\n" * 30)
+    (tmp_path / "c.txt").write_text("w " * 375 + "\n" + "ok\n" * 20)
+    corpus = Corpus([str(tmp_path / name) for name in ("a.txt", "b.txt", "c.txt")])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    batcher = Batcher(corpus, vocab, range(4), 4, 5, seed=1, max_epochs=None)
+    read = Counter()
+    for _ in range(2000):
+        batch = batcher.next_batch()
+        assert batch is not None
+        read.update(vocab.tokens[target] for target in batch.forward_targets.reshape(-1).tolist())
+    epochs = [reader.position.epoch for reader in batcher.readers]
+    batcher.close()
+    assert min(epochs) >= 5 and {"cat", "dog", "w", "ok"} <= set(read)
+
+    (tmp_path / "long.txt").write_text("w " * 900 + "\n" + "ok\n" * 3)
+    with pytest.raises(CorpusError, match="row 1's share of it .* holds no sentence start"):
+        Batcher(Corpus([str(tmp_path / "long.txt")]), vocab, range(4), 4, 5, seed=0, max_epochs=None).next_batch()
+
+
+def test_rows_share_one_handle_per_file(tmp_path: Path):
+    """64 rows over 20 shards held a handle per row and file (past the usual limit of 1,024 open files)."""
+    for k in range(20):
+        (tmp_path / f"shard-{k:02d}.txt").write_text("".join(f"w{k} w{i % 7} the end\n" for i in range(40)))
+    corpus = Corpus([str(tmp_path / "shard-*.txt")])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+
+    def open_files() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    before = open_files()
+    batcher = Batcher(corpus, vocab, range(64), 64, 20, 0, None)
+    for _ in range(100):
+        batcher.next_batch()
+    assert open_files() - before <= len(corpus.paths)
+    batcher.close()
+    assert open_files() == before

@@ -564,3 +564,68 @@ def test_validation_evaluates_as_many_rows_at_once_as_valid_batch_size_says(
     corpus = Corpus([str(synthetic_corpus)])
     assert logged == [pytest.approx(evaluate(model, corpus, vocab, 3, 6).average, rel=1e-9)]
     assert evaluate(model, corpus, vocab, 32, 6).average != pytest.approx(logged[0], rel=1e-6)  # rows matter
+
+
+def test_reading_a_live_run_leaves_its_checkpoint_in_the_making_and_a_new_start_clears_a_killed_ones(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    """Listing a run's checkpoints (export, perplexity, --init-from) deleted the trainer's partial directory
+    mid-write, and the trainer crashed; only the trainer clears partial directories, when it starts."""
+    from elmo.training.checkpoints import resolve_checkpoint
+
+    run = tmp_path / "run"
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=2, checkpoint_every=2), run,
+          progress=False)
+    in_the_making = run / "checkpoints" / ".step-00000003.abc.partial"
+    in_the_making.mkdir()
+    (in_the_making / "model.safetensors").write_bytes(b"half")
+    assert resolve_checkpoint(run).name == "step-00000002"
+    load_language_model(run)
+    assert in_the_making.is_dir()
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=4, checkpoint_every=2), run,
+          resume=True, progress=False)
+    assert not in_the_making.exists() and resolve_checkpoint(run).name == "step-00000004"
+
+
+def test_an_out_that_is_a_file_and_too_few_epochs_are_refused_before_the_model_is_built(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path,
+    monkeypatch: pytest.MonkeyPatch
+):
+    import elmo.training.trainer as trainer
+
+    def no_model(*_):
+        raise AssertionError("the model was built before the options were checked")
+
+    monkeypatch.setattr(trainer, "_new_model", no_model)
+    (tmp_path / "afile").write_text("not a run")
+    with pytest.raises(CheckpointError, match="is a file; --out names a run directory"):
+        train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=2), tmp_path / "afile",
+              progress=False)
+    with pytest.raises(CorpusError, match="epoch"):
+        train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=None, epochs=1,
+                       batch_size=4096, unroll_steps=20), tmp_path / "run", progress=False)
+
+
+def test_a_stop_asked_for_at_a_validation_step_saves_at_once_without_validating(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path,
+    monkeypatch: pytest.MonkeyPatch
+):
+    import elmo.training.trainer as trainer
+
+    draw = trainer.StepNoise.draw
+
+    def draw_then_stop_at_step_3(seed, step, *rest):  # a real SIGTERM, as a scheduler sends, during step 4
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return draw(seed, step, *rest)
+
+    monkeypatch.setattr(trainer.StepNoise, "draw", staticmethod(draw_then_stop_at_step_3))
+    run = tmp_path / "run"
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=8, valid_every=2,
+                       valid=[str(synthetic_corpus)])
+    with pytest.raises(trainer.TrainingInterrupted) as stopped:
+        train(options, run, progress=False)
+    assert stopped.value.step == 4 and stopped.value.checkpoint == run / "checkpoints" / "step-00000004"
+    validated = [record["step"] for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+                 if "valid_perplexity" in record]
+    assert validated == [2]

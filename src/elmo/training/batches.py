@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from elmo.characters import token_to_char_ids
-from elmo.training.corpus import Corpus, RowPosition, RowReader
+from elmo.training.corpus import Corpus, OpenFiles, RowPosition, RowReader
 from elmo.training.vocab import Vocabulary
 
 NO_TARGET = -1
@@ -72,8 +72,9 @@ class Batcher:
         self.unroll_steps = unroll_steps
         self.max_characters = max_characters
         self.pad = pad
+        self.files = OpenFiles(corpus)
         self.readers = [
-            RowReader(corpus, row, n_rows, seed, max_epochs, None if positions is None else positions[k])
+            RowReader(corpus, self.files, row, n_rows, seed, max_epochs, None if positions is None else positions[k])
             for k, row in enumerate(rows)
         ]
 
@@ -82,8 +83,7 @@ class Batcher:
         return [replace(reader.position, sentence=list(reader.position.sentence)) for reader in self.readers]
 
     def close(self) -> None:
-        for reader in self.readers:
-            reader.close()
+        self.files.close()
 
     def restore(self, positions: list[RowPosition]) -> None:
         """Put every row back where ``positions`` says."""

@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from elmo.bilm import BiLMState
 from elmo.config import BiLMConfig
-from elmo.files import new_partial_directory, publish_directory, remove_stale_partials, sha256_of
+from elmo.files import new_partial_directory, publish_directory, sha256_of
 from elmo.training.corpus import RowPosition
 from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
@@ -167,11 +167,11 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
+    """Complete checkpoints of a run, oldest first. Reads only: a partial directory beside them may be a live
+    run's checkpoint in the making (the trainer clears a killed run's when it starts)."""
     directory = Path(run_dir) / "checkpoints"
     if not directory.is_dir():
         return []
-    remove_stale_partials(directory)
     found = [(int(match[1]), path) for path in directory.iterdir()
              if (match := _STEP_DIRECTORY.match(path.name)) and (path / STATE_FILE).is_file()]
     return [path for _, path in sorted(found)]

@@ -86,6 +86,31 @@ class Corpus:
         return np.random.default_rng([seed, epoch]).permutation(len(self.paths)).tolist()
 
 
+class OpenFiles:
+    """One read handle per corpus file, shared by every row of a batch: a handle per row and file would need
+    rows x shards descriptors, past the usual limit of 1,024 open files. A row seeks before it reads
+    wherever the handle stands elsewhere."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self._handles: dict[int, BinaryIO] = {}
+
+    def get(self, file_index: int) -> BinaryIO:
+        if file_index not in self._handles:
+            self._handles[file_index] = self.corpus.paths[file_index].open("rb")
+        return self._handles[file_index]
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+
+# Passes in a row without a sentence before a corpus of several shards counts as too small: its share may fall
+# inside one long line in one shard order and not in the next, so only a share that never holds text is refused.
+_EMPTY_PASSES_ALLOWED = 100
+
+
 @dataclass
 class RowPosition:
     """Where one row of the batch stands: the next line to read, and the sentence it is feeding.
@@ -126,19 +151,20 @@ class RowReader:
     sentences in the same order, so their rows stay aligned.
     """
 
-    def __init__(self, corpus: Corpus, row: int, n_rows: int, seed: int, max_epochs: int | None,
+    def __init__(self, corpus: Corpus, files: OpenFiles, row: int, n_rows: int, seed: int, max_epochs: int | None,
                  position: RowPosition | None = None) -> None:
         self.corpus = corpus
+        self.files = files
         self.row = row
         self.n_rows = n_rows
         self.seed = seed
         self.max_epochs = max_epochs
-        self._handles: dict[int, BinaryIO] = {}
         self._order_epoch = -1
         self._bases: list[int] = []
         self._order: list[int] = []
         self.position = position if position is not None else RowPosition(0, self._segment_start(0))
-        self._epochs_without_text = 0
+        self._text_this_pass = bool(self.position.sentence)
+        self._passes_without_text = 0
         if position is not None and not self._at_line_start(position):
             raise CorpusError(f"row {row} was saved at byte {position.offset:,} of pass {position.epoch}, which is not "
                               "the start of a line of the text: the text changed since (the same size, other "
@@ -151,14 +177,9 @@ class RowReader:
         file_index, local = self._locate(position.epoch, position.offset)
         if local == 0:
             return True
-        handle = self._handle(file_index)
+        handle = self.files.get(file_index)
         handle.seek(local - 1)
         return handle.read(1) == b"\n"
-
-    def close(self) -> None:
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
 
     def take(self, n_steps: int) -> RowTokens:
         """The next ``n_steps`` steps, fewer only when the last epoch has run out."""
@@ -188,20 +209,23 @@ class RowReader:
                 return None
             end = self._segment_end()
             if position.offset >= end:
+                self._passes_without_text = 0 if self._text_this_pass else self._passes_without_text + 1
+                self._text_this_pass = False
+                allowed = 1 if len(self.corpus.paths) == 1 else _EMPTY_PASSES_ALLOWED
+                if self._passes_without_text >= allowed and self.max_epochs is None:
+                    raise CorpusError(
+                        f"the corpus is too small for {self.n_rows} rows: row {self.row}'s share of it (1/"
+                        f"{self.n_rows} of {self.corpus.n_bytes:,} bytes) holds no sentence start, as it lies "
+                        "inside a longer line; use a smaller batch, more text, or shorter lines"
+                    )
                 position.epoch += 1
                 position.offset = self._segment_start(position.epoch)
-                self._epochs_without_text += 1
-                if self._epochs_without_text > 1 and self.max_epochs is None:
-                    raise CorpusError(
-                        f"the corpus is too small for {self.n_rows} rows: row {self.row}'s share of it holds no "
-                        "sentence; use a smaller batch or more text"
-                    )
                 continue
             line = self._read_line(position.epoch, position.offset)
             position.offset += len(line)
             tokens = self.corpus.line_tokens(line)
             if tokens:
-                self._epochs_without_text = 0
+                self._text_this_pass = True
                 return tokens
 
     def _layout(self, epoch: int) -> None:
@@ -217,14 +241,9 @@ class RowReader:
         slot = min(slot, len(self._order) - 1)
         return self._order[slot], offset - self._bases[slot]
 
-    def _handle(self, file_index: int) -> BinaryIO:
-        if file_index not in self._handles:
-            self._handles[file_index] = self.corpus.paths[file_index].open("rb")
-        return self._handles[file_index]
-
     def _read_line(self, epoch: int, offset: int) -> bytes:
         file_index, local = self._locate(epoch, offset)
-        handle = self._handle(file_index)
+        handle = self.files.get(file_index)
         if handle.tell() != local:
             handle.seek(local)
         return handle.readline()
@@ -240,7 +259,7 @@ class RowReader:
         file_index, local = self._locate(epoch, start)
         if local == 0:
             return start
-        handle = self._handle(file_index)
+        handle = self.files.get(file_index)
         handle.seek(local - 1)
         handle.readline()
         return start - local + handle.tell()

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.extras import require
+from elmo.files import remove_stale_partials
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
@@ -256,6 +257,8 @@ def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, p
 
 
 def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool, processes: Processes) -> int:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CheckpointError(f"{out_dir} is a file; --out names a run directory")
     checkpoint: Checkpoint | None = None
     if resume:
         checkpoint = _load_for_resume(out_dir, processes)
@@ -269,6 +272,9 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     corpus = Corpus(options.corpus, options.tokenizer)
     if checkpoint is not None:
         _check_same_corpus(checkpoint, corpus, out_dir)
+    step_limit = options.step_limit(corpus)  # refuses --epochs too few for one step before the model is built
+    if processes.is_writer and (out_dir / "checkpoints").is_dir():
+        remove_stale_partials(out_dir / "checkpoints")  # a killed run's; only the writer may: readers list runs live
     valid_corpus = Corpus(options.valid, options.tokenizer) if options.valid else None
     rows = processes.rows(options.batch_size)
 
@@ -294,7 +300,6 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     keep_freed_memory()  # most tensors of a step have the last step's sizes: reused, not faulted in (elmo.memory)
     trimmer = FreedMemoryTrimmer()  # the char CNN's vary with the batch's words: the trimmer bounds what is held
 
-    step_limit = options.step_limit(corpus)
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, None,
                       model.config.char_cnn.max_characters_per_token,
                       None if positions is None else positions[rows.start : rows.stop])
@@ -349,7 +354,10 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                     if log is not None:
                         log.write(record)
                 bar.update(1)
-                if valid_corpus is not None and step % options.valid_every == 0:
+                # A stop asked for now skips the validation (minutes on a large text) so the checkpoint is written
+                # within a scheduler's grace period.
+                if (valid_corpus is not None and step % options.valid_every == 0
+                        and not processes.any(stop.signal_number is not None)):
                     _validate(model, valid_corpus, vocab, options, processes, log, step)
                 if step % options.checkpoint_every == 0:
                     _save(out_dir, options, model, vocab, optimizer, step, batcher, state, processes, log, interval)
