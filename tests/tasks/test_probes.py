@@ -100,3 +100,14 @@ def test_a_brown_line_reads_its_quotes_as_the_corpus_text_has_them_and_splits_by
     assert line.tags == ("``", "at", "np", "nn", "vbd", "''", ".")
     assert line.split == heldout_split("`` The Fulton jury said '' .")
     assert brown_tagged_line("   ") is None
+
+
+def test_sense_1nn_reads_float16_vectors_as_it_reads_float32():
+    """float16 layers 10 times larger than unit variance: their squared norm (about 100 * 1024) is past float16's
+    65504, so computed in float16 every unit vector was 0 and every neighbour tied."""
+    instances = [_instance("river", 0), _instance("river", 1), _instance("money", 2), _instance("money", 3)]
+    rng = np.random.default_rng(0)
+    senses = rng.normal(size=(2, 1024))
+    vectors = 10 * (senses[[0, 0, 1, 1]] + 0.1 * rng.normal(size=(4, 1024)))  # each nearest its own sense
+    assert probes.sense_1nn_accuracy(instances, vectors, [0, 1, 2, 3]) == 1.0
+    assert probes.sense_1nn_accuracy(instances, vectors.astype(np.float16), [0, 1, 2, 3]) == 1.0

@@ -234,6 +234,8 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for n, instance in enumerate(instances):
         groups[instance.lemma, instance.pos].append(n)
+    # float16 layers (the feature cache's dtype) overflow in the norm: every unit vector would be 0, every pair tie.
+    vectors = vectors.astype(np.promote_types(vectors.dtype, np.float32), copy=False)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = vectors / np.where(norms == 0, 1, norms)
     right = 0.0
