@@ -207,3 +207,21 @@ def test_on_cuda_encode_gives_the_cpu_vectors_and_the_passed_bilm_stays_on_the_c
     np.testing.assert_allclose(embedder.encode(sentences, layers="all", pooling="mean"), on_cpu, atol=1e-4)
     assert all(parameter.device.type == "cpu" for parameter in fixture_bilm.parameters())
     np.testing.assert_allclose(embedder.to("cpu").encode(sentences, layers="all", pooling="mean"), on_cpu, atol=1e-6)
+
+
+def test_raw_text_is_cleaned_as_elmo_embed_and_the_trainer_read_it(embedder, tmp_path):
+    """A byte-order mark became a token of its own and a control character joined or made tokens, so the API
+    gave other tokens and vectors than `elmo embed` and the trainer for the same line."""
+    from elmo.embed_job.source import EmbedReport, read_lines
+    from elmo.training.corpus import Corpus
+
+    raw = "\ufeffThe bank closed\x7fearly\x01today ."
+    path = tmp_path / "line.txt"
+    path.write_text(raw + "\n", encoding="utf-8")
+    [line] = read_lines(path, EmbedReport())
+    expected = ["The", "bank", "closed", "early", "today", "."]
+    assert embedder.tokenize(raw) == embedder.tokenize(line) == expected
+    assert list(Corpus([str(path)]).sentences()) == [expected]
+    vectors, tokens = embedder.encode(raw, return_tokens=True)
+    assert tokens == expected
+    np.testing.assert_array_equal(vectors, embedder.encode([expected])[0])

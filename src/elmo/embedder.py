@@ -48,7 +48,7 @@ from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
-from elmo.tokenizers import get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer
 
 Sentence = str | Sequence[str]
 Output = Literal["numpy", "torch"]
@@ -155,8 +155,10 @@ class Embedder:
         return model_fingerprint(self.bilm)
 
     def tokenize(self, sentence: Sentence) -> list[str]:
+        """Raw text cleaned as every reader cleans it (``clean_text``) and split by the model's tokenizer; a
+        tokenized sentence as it is."""
         if isinstance(sentence, str):
-            return self.tokenize_text(sentence)
+            return self.tokenize_text(clean_text(sentence))
         tokens = list(sentence)  # once: an iterator is used up by reading it
         if not all(isinstance(token, str) for token in tokens):
             raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")

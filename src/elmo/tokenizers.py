@@ -18,6 +18,12 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 BYTE_ORDER_MARK = "\ufeff"
 
 
+def clean_text(text: str) -> str:
+    """``text`` as every reader sees it before tokenizing (``Embedder.tokenize``, the trainer's corpus,
+    ``elmo embed``): a byte-order mark at its start dropped, control characters as spaces."""
+    return CONTROL_CHARACTERS.sub(" ", text.removeprefix(BYTE_ORDER_MARK))
+
+
 def whitespace_tokenize(text: str) -> list[str]:
     return text.split()
 

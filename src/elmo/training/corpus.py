@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
-from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer
 
 
 class CorpusError(ValueError):
@@ -70,8 +70,7 @@ class Corpus:
     def line_tokens(self, line: bytes) -> list[str]:
         """A line's tokens, read as the embedder reads text: a byte-order mark at its start dropped, control
         characters as spaces (bytes that are not UTF-8 become U+FFFD: a run does not stop at one bad byte)."""
-        text = line.decode("utf-8", errors="replace").removeprefix(BYTE_ORDER_MARK)
-        return self.tokenize(CONTROL_CHARACTERS.sub(" ", text))
+        return self.tokenize(clean_text(line.decode("utf-8", errors="replace")))
 
     def count_tokens(self) -> Counter[str]:
         counts: Counter[str] = Counter()
