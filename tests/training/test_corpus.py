@@ -117,6 +117,14 @@ def test_bad_inputs_get_errors_that_name_the_problem(tmp_path: Path):
     (tmp_path / "vocab.txt").write_text("the\ncat\n<UNK>\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match="lacks <S>, </S>"):
         Vocabulary.load(tmp_path / "vocab.txt")
+    (tmp_path / "spaced.txt").write_text("<S>\n</S>\n\n<UNK>\nthe\nfoo bar\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match="line 6 holds 'foo bar'"):  # the file's line, blank ones counted
+        Vocabulary.load(tmp_path / "spaced.txt")
+    (tmp_path / "twice.txt").write_text("<S>\n\n</S>\n<UNK>\nthe\nthe\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match=r"appears twice \(lines 5 and 6\)"):
+        Vocabulary.load(tmp_path / "twice.txt")
+    (tmp_path / "bom.txt").write_text("\ufeff<S>\n</S>\n<UNK>\nthe\n", encoding="utf-8")  # a Windows editor's
+    assert Vocabulary.load(tmp_path / "bom.txt").tokens == ["<S>", "</S>", "<UNK>", "the"]
 
 
 def test_a_file_two_patterns_name_is_read_once(tmp_path: Path):
@@ -156,7 +164,7 @@ def test_a_share_that_is_empty_in_one_shard_order_only_is_skipped_and_one_that_a
     assert min(epochs) >= 5 and {"cat", "dog", "w", "ok"} <= set(read)
 
     (tmp_path / "long.txt").write_text("w " * 900 + "\n" + "ok\n" * 3)
-    with pytest.raises(CorpusError, match="row 1's share of it .* holds no sentence start"):
+    with pytest.raises(CorpusError, match=r"row 1's share of it .* holds no sentence start"):
         Batcher(Corpus([str(tmp_path / "long.txt")]), vocab, range(4), 4, 5, seed=0, max_epochs=None).next_batch()
 
 

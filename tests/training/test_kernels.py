@@ -123,3 +123,19 @@ def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkey
     torch.testing.assert_close(trimmed[0], whole[0], rtol=0, atol=1e-12)
     for got, expected in zip(trimmed[1], whole[1], strict=True):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_training_step_refuses_padded_rows_instead_of_scoring_padding_as_words(tmp_path, reference):
+    """Padding targets (-1) indexed the last word's softmax row and counted as targets: a wrong loss, or NaN."""
+    corpus = Corpus([str(write_synthetic_corpus(tmp_path / "corpus.txt", 3))])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    batcher = Batcher(corpus, vocab, range(4), 4, 40, seed=0, max_epochs=1, pad=True)
+    inputs = batcher.next_batch()
+    assert inputs is not None and bool((inputs.forward_targets < 0).any())
+    model = LanguageModel(MICRO_CONFIG, len(vocab))
+    model.reference_kernels = reference
+    noise = StepNoise.draw(0, 0, 0.0, 4, len(vocab), range(4), 4)
+    with pytest.raises(ValueError, match="padding targets"):
+        model(inputs, model.bilm.zero_state(4), noise)
+    assert torch.isfinite(model(inputs, model.bilm.zero_state(4)).nll_sums).all()  # evaluation masks them

@@ -127,6 +127,9 @@ class LanguageModel(nn.Module):
         tested against.
         """
         n_rows, n_steps = inputs.forward_tokens.shape
+        if noise is not None and bool((inputs.forward_targets == NO_TARGET).any()):
+            raise ValueError("a training step needs full rows: these inputs hold padding targets (a Batcher made "
+                             "with pad=True, for evaluation); the sampled softmax would score them as words")
         token_vectors = self.bilm.token_encoder(inputs.char_ids)
         # Time-major packing of full rows, one stream per direction: step t of row r sits at t * n_rows + r.
         positions = torch.stack([inputs.forward_tokens.T.reshape(-1), inputs.backward_tokens.T.reshape(-1)])

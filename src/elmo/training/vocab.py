@@ -6,7 +6,7 @@ The input side never needs the vocabulary (the biLM reads characters), only the 
 """
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
@@ -22,15 +22,18 @@ class VocabularyError(ValueError):
 class Vocabulary:
     """Token <-> id; unknown tokens map to ``<UNK>``."""
 
-    def __init__(self, tokens: Iterable[str], source: str = "vocabulary") -> None:
+    def __init__(self, tokens: Iterable[str], source: str = "vocabulary",
+                 line_numbers: Sequence[int] | None = None) -> None:
+        """``line_numbers``: where each token stands in ``source`` (a file with blank lines), for errors."""
         self.tokens: list[str] = list(tokens)
         self.ids: dict[str, int] = {}
+        line = line_numbers if line_numbers is not None else range(1, len(self.tokens) + 1)
         for index, token in enumerate(self.tokens):
             if not token or any(character.isspace() for character in token):
-                raise VocabularyError(f"{source}: line {index + 1} holds {token!r}; expected one token, no spaces")
+                raise VocabularyError(f"{source}: line {line[index]} holds {token!r}; expected one token, no spaces")
             if token in self.ids:
-                raise VocabularyError(f"{source}: token {token!r} appears twice (lines {self.ids[token] + 1} "
-                                      f"and {index + 1})")
+                raise VocabularyError(f"{source}: token {token!r} appears twice (lines {line[self.ids[token]]} "
+                                      f"and {line[index]})")
             self.ids[token] = index
         missing = [token for token in SPECIAL_TOKENS if token not in self.ids]
         if missing:
@@ -56,11 +59,11 @@ class Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise VocabularyError(f"{path}: no such vocabulary file")
-        with path.open(encoding="utf-8") as handle:
-            tokens = [line.strip() for line in handle if line.strip()]
-        if not tokens:
+        with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark would hide <S> on the first line
+            lines = [(number, line.strip()) for number, line in enumerate(handle, 1) if line.strip()]
+        if not lines:
             raise VocabularyError(f"{path}: the vocabulary file is empty")
-        return cls(tokens, source=str(path))
+        return cls([token for _, token in lines], source=str(path), line_numbers=[number for number, _ in lines])
 
     def save(self, path: str | Path) -> None:
         from elmo.files import write_text_atomic
