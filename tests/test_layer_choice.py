@@ -12,10 +12,11 @@ ACCEPTED = [
     ("all", "all"), ("top", "top"), (" average ", "average"),
     ("2", 2), ("-1", -1), ("layer2", 2), (0, 0), (np.int64(-3), -3),
     ("0,0.5,0.5", [0.0, 0.5, 0.5]), ("1e-3, 2, -3", [0.001, 2.0, -3.0]), ([0, 1, 0], [0.0, 1.0, 0.0]),
-    ((0.25, 0.75), [0.25, 0.75]), (np.array([0.5, 0.5], np.float32), [0.5, 0.5]),
+    ((0.25, 0.75), [0.25, 0.75]), (np.array([0.5, 0.5], np.float32), [0.5, 0.5]), (np.array(2), 2),
 ]
 REFUSED_FORM = ["bottom", "", "0.5", "layer-1", "layer", "-", "1,,2", "a,b", "\uff12", "layer\uff12", "\uff11,0,0",
-                True, np.bool_(False), None, 1.5, [], ["0", "1"], [True, False], {"top": 1}]
+                True, np.bool_(False), None, 1.5, [], ["0", "1"], [True, False], {"top": 1},
+                b"top", bytearray(b"all")]  # bytes are a Sequence of ints: b"top" was three mixing weights
 NOT_FINITE = ["nan,0,1", "0,inf,0", "1e400,0,0", [float("nan"), 0.0], [1e39, 0.0]]
 
 

@@ -54,6 +54,10 @@ def parse_layers(value: object) -> LayerChoice:
         raise LayerChoiceError(_expected(value))
     if isinstance(value, int | np.integer):
         return int(value)
+    if isinstance(value, bytes | bytearray | memoryview):  # a Sequence of ints: b"top" would be 3 weights
+        raise LayerChoiceError(_expected(value))
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array: an index or nothing, as its item is
+        return parse_layers(value.item())
     if isinstance(value, Sequence | np.ndarray) and len(value) > 0:
         if not all(isinstance(weight, Real) and not isinstance(weight, bool | np.bool_) for weight in value):
             raise LayerChoiceError(_expected(value))
