@@ -62,6 +62,11 @@ def test_a_model_without_clips_writes_null_clips_which_bilm_tf_and_allennlp_read
         (lambda o: o["lstm"].update(dim=32768, projection_dim=8192, n_layers=16),
          r"77,\d{3},\d{3},\d{3} parameters; expected at most 2,147,483,648"),
         (lambda o: o.pop("lstm"), "missing or malformed section 'lstm'"),
+        # misspelled keys, which used to leave the field at its default (n_highway 0: a model with no highways)
+        (lambda o: o["char_cnn"].update(n_highways=o["char_cnn"].pop("n_highway")),
+         r"char_cnn: unknown field 'n_highways'; expected fields among \['activation', "),
+        (lambda o: o["lstm"].update(num_layers=2), r"lstm: unknown field 'num_layers'"),
+        (lambda o: o["char_cnn"]["embedding"].update(size=16), r"char_cnn\.embedding: unknown field 'size'"),
     ],
 )
 def test_invalid_options_are_refused_naming_the_field(edit, message):
@@ -91,3 +96,10 @@ def test_the_largest_options_within_every_bound_are_accepted():
     options["lstm"].update(dim=16384, projection_dim=2048, n_layers=3)
     config = BiLMConfig.from_options(options)
     assert 1e9 < config.n_parameters <= MAX_PARAMETERS
+
+
+def test_bilm_tf_training_options_at_the_top_level_are_accepted():
+    """bilm-tf's train_elmo.py writes its hyperparameters beside char_cnn and lstm in the same options.json."""
+    options = PRESETS["small"].to_options()
+    options.update(bidirectional=True, dropout=0.1, batch_size=128, n_epochs=10, unroll_steps=20)
+    assert BiLMConfig.from_options(options) == PRESETS["small"]

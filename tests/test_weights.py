@@ -100,3 +100,55 @@ def test_bad_options_name_the_field(model_copy):
     (model_copy / "options.json").write_text(json.dumps(options))
     with pytest.raises(ConfigError, match="lstm: missing field 'projection_dim'"):
         load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda o: o["char_cnn"].update(n_highway=1),
+         r"holds CNN_high_1/W_carry, which options\.json does not use \(char_cnn\.n_highway is 1; it would need "
+         r"n_highway > 1\); is options\.json from another model"),
+        (lambda o: o["char_cnn"].pop("n_highway"),  # defaults to 0
+         r"holds CNN_high_0/W_carry, which options\.json does not use \(char_cnn\.n_highway is 0"),
+        (lambda o: o["lstm"].update(n_layers=1),
+         r"holds RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B, which options\.json does not use \(lstm\.n_layers is 1; "
+         r"it would need n_layers > 1\)"),
+    ],
+)
+def test_options_describing_fewer_layers_than_the_file_holds_are_refused_naming_dataset_and_option(
+        model_copy, edit, message):
+    """Such options used to load the fixture, giving the vectors of another model."""
+    options = json.loads((model_copy / "options.json").read_text())
+    edit(options)
+    (model_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightFormatError, match=message):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+@pytest.mark.parametrize(
+    ("edit", "extra", "message"),
+    [
+        (lambda o: None, ("CNN/W_cnn_2", (1, 3, 16, 8)),
+         r"holds CNN/W_cnn_2, which options\.json does not use \(char_cnn\.filters has 2 entries; it would need "
+         r"more than 2\)"),
+        (lambda o: o["lstm"].update(projection_dim=16), ("CNN_proj/W_proj", (16, 16)),
+         r"CNN_proj/W_proj, which options\.json does not use \(char_cnn\.filters total 16 filters, equal to "
+         r"lstm\.projection_dim"),
+        (lambda o: o["lstm"].update(projection_dim=16), ("RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0", (16, 16)),
+         r"Cell0/LSTMCell/W_P_0, which options\.json does not use \(lstm\.projection_dim equals lstm\.dim \(16\)"),
+        (lambda o: None, ("softmax/W", (10, 8)),
+         r"holds softmax/W, which options\.json does not use \(it is not part of bilm-tf's weight layout\)"),
+    ],
+)
+def test_a_dataset_of_a_part_the_model_lacks_is_refused(tmp_path, edit, extra, message):
+    options = BiLMConfig.preset("small").to_options()
+    options["char_cnn"]["filters"] = [[1, 8], [2, 8]]
+    options["lstm"].update(dim=16, projection_dim=8)
+    edit(options)
+    save_bilm(BiLM(BiLMConfig.from_options(options)), tmp_path / "options.json", tmp_path / "weights.hdf5")
+    load_bilm(tmp_path / "options.json", tmp_path / "weights.hdf5")  # as written, it fits
+    with h5py.File(tmp_path / "weights.hdf5", "a") as handle:
+        handle.create_dataset(extra[0], data=np.zeros(extra[1], np.float32))
+    with pytest.raises(WeightFormatError, match=message):
+        load_bilm(tmp_path / "options.json", tmp_path / "weights.hdf5")

@@ -107,6 +107,11 @@ class BiLMConfig:
         cnn = _section(options, "char_cnn", source)
         lstm = _section(options, "lstm", source)
         embedding = _section(cnn, "embedding", f"{source}: char_cnn")
+        # bilm-tf's training options keep its hyperparameters (batch_size, dropout, ...) at the top level, so only
+        # the model's sections are closed: a misspelled key there would silently leave its field at the default.
+        _refuse_unknown_keys(cnn, _CHAR_CNN_KEYS, f"{source}: char_cnn")
+        _refuse_unknown_keys(embedding, _EMBEDDING_KEYS, f"{source}: char_cnn.embedding")
+        _refuse_unknown_keys(lstm, _LSTM_KEYS, f"{source}: lstm")
         filters_raw = _field(cnn, "filters", list, f"{source}: char_cnn")
         filters = []
         for index, pair in enumerate(filters_raw):
@@ -278,6 +283,18 @@ def _section(options: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: missing or malformed section {key!r}; expected a JSON object")
     return value
+
+
+_CHAR_CNN_KEYS = frozenset({"embedding", "filters", "n_highway", "activation", "max_characters_per_token",
+                            "n_characters"})
+_EMBEDDING_KEYS = frozenset({"dim"})
+_LSTM_KEYS = frozenset({"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"})
+
+
+def _refuse_unknown_keys(section: dict[str, Any], known: frozenset[str], source: str) -> None:
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown field {unknown[0]!r}; expected fields among {sorted(known)}")
 
 
 _MISSING = object()

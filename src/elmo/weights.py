@@ -8,6 +8,7 @@ adds that at run time, as TF does, so no arithmetic touches a loaded number.
 """
 
 import json
+import re
 from pathlib import Path
 
 import h5py
@@ -108,10 +109,12 @@ def _state_dict_to_file(state: dict[str, torch.Tensor], config: BiLMConfig) -> d
 
 def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str = "options.json"
                   ) -> dict[str, np.ndarray]:
-    """Every dataset ``config`` needs, checked by name and shape; extra datasets are ignored.
+    """Every dataset ``config`` needs, checked by name and shape.
 
     All of them are checked before any is read, so a file that does not fit costs no memory; each one
-    read must hold finite numbers (a NaN weight would make every vector NaN).
+    read must hold finite numbers (a NaN weight would make every vector NaN). A dataset that ``config`` does
+    not use is refused too: it means the options describe another model (one highway or layer fewer, a
+    misspelled key left at its default), which would load and give wrong vectors.
     """
     weight_file = Path(weight_file)
     if not weight_file.is_file():
@@ -125,6 +128,12 @@ def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str
         expected = expected_datasets(config)
         for name, shape in expected.items():
             _check_dataset(handle, name, shape, weight_file, options_name)
+        for name in _dataset_names(handle):
+            if name not in expected:
+                raise WeightFormatError(
+                    f"{weight_file} holds {name}, which {options_name} does not use ({_unused_because(name, config)});"
+                    f" is {options_name} from another model?"
+                )
         for name in expected:
             array = handle[name][...].astype(np.float32, copy=False)
             n_bad = array.size - int(np.count_nonzero(np.isfinite(array)))
@@ -148,6 +157,34 @@ def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_
         raise WeightFormatError(f"{weight_file}: {name} has dtype {dataset.dtype}; expected floats")
     if dataset.id.get_storage_size() == 0:  # declared, never written: reads as the fill value
         raise WeightFormatError(f"{weight_file}: {name} holds no stored data; expected {shape} written weights")
+
+
+def _dataset_names(handle: h5py.File) -> list[str]:
+    names: list[str] = []
+
+    def collect(name: str, item: object) -> None:
+        if isinstance(item, h5py.Dataset):
+            names.append(name)
+
+    handle.visititems(collect)
+    return names
+
+
+def _unused_because(name: str, config: BiLMConfig) -> str:
+    """The option that would have to differ for ``config`` to use dataset ``name`` (one it does not use)."""
+    cnn, lstm = config.char_cnn, config.lstm
+    if match := re.fullmatch(r"CNN/[Wb]_cnn_(\d+)", name):
+        return f"char_cnn.filters has {len(cnn.filters)} entries; it would need more than {match[1]}"
+    if match := re.fullmatch(r"CNN_high_(\d+)/[Wb]_(transform|carry)", name):
+        return f"char_cnn.n_highway is {cnn.n_highway}; it would need n_highway > {match[1]}"
+    if re.fullmatch(r"CNN_proj/[Wb]_proj", name):
+        return (f"char_cnn.filters total {cnn.n_filters} filters, equal to lstm.projection_dim; it would need them "
+                "to differ")
+    if match := re.fullmatch(r"RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/(W_0|B|W_P_0)", name):
+        if int(match[1]) >= lstm.n_layers:
+            return f"lstm.n_layers is {lstm.n_layers}; it would need n_layers > {match[1]}"
+        return f"lstm.projection_dim equals lstm.dim ({lstm.dim}); it would need projection_dim < dim"
+    return "it is not part of bilm-tf's weight layout"
 
 
 def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
