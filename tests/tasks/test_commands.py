@@ -52,6 +52,11 @@ def test_tagger_trains_caches_layers_and_predicts(tmp_path: Path, fixture_dir: P
     assert [tokens for tokens, _ in rows] == [["mr", "bob", "ran"], ["the", "cat"]]
     assert all(tag in ("O", "B-PER") for _, tags in rows for tag in tags)
 
+    with_pos = tmp_path / "with-pos.txt"  # a column that is not BIO is ignored, as the help says
+    with_pos.write_text("mr\tNNP\nbob NNP\nran\tVBD\n\nthe\tDT\ncat\tNN\n", encoding="utf-8")
+    assert main(["task", "predict", str(out), "--input", str(with_pos), "--output", str(tmp_path / "pos.bio")]) == 0
+    assert read_tagged(tmp_path / "pos.bio") == rows
+
 
 def test_predict_refuses_a_biLM_whose_weights_changed_since_the_task_model_was_trained(tmp_path: Path,
                                                                                      fixture_dir: Path, capsys):
@@ -112,6 +117,28 @@ def test_predict_reads_labels_only_where_every_line_starts_with_one_of_the_model
     given.write_text("pos\ta good film\nnot good at all\n", encoding="utf-8")
     assert main(["task", "predict", str(static_classifier), "--input", str(given)]) == 2
     assert "line 1 starts with a label of the model and a tab, line 2 does not" in capsys.readouterr().err
+
+
+def test_predict_gives_one_prediction_per_line_whatever_else_splitlines_breaks_at(tmp_path: Path,
+                                                                                  static_classifier: Path):
+    """U+0085 (NEL) and U+2028 are no line ends in a text file; read as such, 2 lines gave 3 predictions."""
+    given, predicted = tmp_path / "given.txt", tmp_path / "predicted.tsv"
+    given.write_text("first review\x85still first\nsecond\u2028review\n", encoding="utf-8")
+    assert main(["task", "predict", str(static_classifier), "--input", str(given), "--output", str(predicted)]) == 0
+    lines = predicted.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and [line.split("\t")[1] for line in lines[:-1]] == ["first review\x85still first",
+                                                                               "second\u2028review"]
+
+
+def test_predict_reads_a_byte_order_mark_as_no_part_of_the_first_line(tmp_path: Path, static_classifier: Path):
+    """It became a token '\\ufeff' written into the output, and a labelled file beginning with one was refused."""
+    given, predicted = tmp_path / "given.txt", tmp_path / "predicted.tsv"
+    for content in ("\ufeffa good film\nnot good\n", "\ufeffpos\ta good film\nneg\tnot good\n"):
+        given.write_text(content, encoding="utf-8")
+        assert main(["task", "predict", str(static_classifier), "--input", str(given), "--output",
+                     str(predicted)]) == 0
+        lines = predicted.read_text(encoding="utf-8").split("\n")
+        assert [line.split("\t")[1] for line in lines[:-1]] == ["a good film", "not good"]
 
 
 def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):

@@ -9,7 +9,7 @@ import pytest
 from elmo.tasks import data
 from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
 from elmo.tasks.features import cache_layers, load_layers
-from elmo.tasks.qa_data import read_qa
+from elmo.tasks.qa_data import read_qa, write_qa
 
 
 def test_to_bio_keeps_every_entity_span():
@@ -48,6 +48,37 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token_label_or_row(tmp_path:
     assert read_tagged(tagged) == [(["Paris", "is"], ["B-LOC", "O"])]
     assert read_labelled(labelled) == [("pos", "great film")]
     assert [example.key for example in read_qa(qa, str.split)] == ["q1"]
+
+
+# Characters that str.splitlines() takes for line ends, though a file's lines end only at \n (or \r\n).
+NOT_LINE_ENDS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def test_a_row_holding_characters_splitlines_breaks_at_stays_one_row(tmp_path: Path):
+    labelled, tagged = tmp_path / "a.tsv", tmp_path / "a.bio"
+    labelled.write_text(f"pos\tfirst{NOT_LINE_ENDS}still first\r\nneg\tsecond\n", encoding="utf-8")
+    assert read_labelled(labelled) == [("pos", f"first{NOT_LINE_ENDS}still first"), ("neg", "second")]
+    tagged.write_text(f"a{NOT_LINE_ENDS}b\tB-LOC\nc\tO\n", encoding="utf-8")
+    assert read_tagged(tagged) == [([f"a{NOT_LINE_ENDS}b", "c"], ["B-LOC", "O"])]
+    qa = tmp_path / "a.jsonl"
+    rows = [{"id": f"q{n}", "question": f"which{character}one ?", "passage": f"this{character}one here",
+             "answers": [{"text": "here", "start": 9}]} for n, character in enumerate(NOT_LINE_ENDS)]
+    write_qa(qa, rows)
+    assert [(example.key, example.question, example.passage) for example in read_qa(qa, str.split)] == [
+        (row["id"], row["question"], row["passage"]) for row in rows]
+
+
+def test_text_to_tag_ignores_its_tag_column_and_a_bad_tag_is_named_with_its_line(tmp_path: Path):
+    """Input to be tagged may carry a column of another kind (POS) or none; a training file's tag must be BIO,
+    BMES or BIOES, and the error says where the one that is not sits."""
+    path = tmp_path / "pos.conll"
+    path.write_text("EU\tNNP\nrejects VBZ\nit\n\nNew York\n", encoding="utf-8")
+    assert read_tagged(path, require_tags=False) == [(["EU", "rejects", "it"], ["O", "O", "O"]), (["New"], ["O"])]
+    with pytest.raises(ValueError, match=r"pos\.conll:1: tag 'NNP'"):
+        read_tagged(path)
+    path.write_text("Paris\tB-LOC\n\nBerlin\tB-LOC\nis\tVBZ\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pos\.conll:4: tag 'VBZ'"):
+        read_tagged(path)
 
 
 def test_split_is_fixed_by_its_seed_and_disjoint():

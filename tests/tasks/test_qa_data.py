@@ -37,3 +37,13 @@ def test_an_answer_not_at_its_stated_offset_is_refused_with_the_line(tmp_path):
                                 "answers": [{"text": "b", "start": 0}]}) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.jsonl:1: .*not at character 0"):
         read_qa(path, str.split)
+
+
+def test_a_repeated_id_is_refused_naming_both_lines(tmp_path):
+    """Answers and gold answers are matched by id: of two questions with one id only the last would be scored."""
+    path = tmp_path / "twice.jsonl"
+    rows = [{"id": key, "question": "x?", "passage": passage, "answers": [{"text": "b", "start": 2}]}
+            for key, passage in (("q1", "a b c"), ("q2", "a b d"), ("q1", "b b e"))]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"twice\.jsonl:3: duplicate id 'q1' \(first on line 1\)"):
+        read_qa(path, str.split)

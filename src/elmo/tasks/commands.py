@@ -22,6 +22,7 @@ from elmo.tasks.data import (
     read_labelled,
     read_tagged,
     tagging_examples,
+    text_lines,
     write_labelled,
     write_tagged,
 )
@@ -181,8 +182,7 @@ def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
     both is refused, naming a line of each kind, rather than read with labels inside the texts."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such input file")
-    numbered = [(number, line) for number, line in
-                enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    numbered = [(number, line) for number, line in enumerate(text_lines(Path(path)), start=1) if line.strip()]
     known = set(labels)
     labelled = [number for number, line in numbered
                 if "\t" in line and line.partition("\t")[0].strip() in known]

@@ -98,17 +98,25 @@ def to_bio(tags: Sequence[str]) -> list[str]:
 
 # --- files ---------------------------------------------------------------------------------------------
 
+def text_lines(path: Path) -> list[str]:
+    r"""The lines of a UTF-8 file (a byte order mark dropped; ``\r\n`` and ``\r`` read as ``\n``), split at
+    ``\n`` only: ``str.splitlines`` also splits at U+2028, U+0085, form feed and others, which a text may hold
+    (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two."""
+    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:
     """A CoNLL-style file: ``token TAB tag`` (or whitespace-separated, last field the tag) per line, a blank
-    line between sentences. Tags come back in BIO. Without ``require_tags`` a line may hold only the token
-    (text to be tagged); its tag reads ``O``."""
+    line between sentences. Tags come back in BIO. Without ``require_tags`` (text to be tagged) the token is
+    the first field and any other field is ignored, not parsed (a POS column is no error); tags read ``O``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such tagging file")
     sentences: list[tuple[list[str], list[str]]] = []
     tokens: list[str] = []
     tags: list[str] = []
-    for number, line in enumerate([*path.read_text(encoding="utf-8-sig").splitlines(), ""], start=1):
+    for number, line in enumerate([*text_lines(path), ""], start=1):
         fields = line.split("\t") if "\t" in line else line.split()
         if not line.strip():
             if tokens:
@@ -118,8 +126,18 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
         if (require_tags and len(fields) < 2) or not fields[0].strip():
             raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
         tokens.append(fields[0].strip())
-        tags.append(fields[-1].strip() if len(fields) >= 2 else "O")
+        tags.append(_checked_tag(fields[-1].strip(), f"{path}:{number}") if require_tags else "O")
     return sentences
+
+
+def _checked_tag(tag: str, where: str) -> str:
+    """``tag`` if ``to_bio`` reads it, else ValueError naming ``where`` (file:line): found at the end of a
+    sentence, a bad tag could not be told from its neighbours."""
+    try:
+        to_bio([tag])
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return tag
 
 
 def write_tagged(path: str | Path, sentences: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
@@ -135,7 +153,7 @@ def read_labelled(path: str | Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such classification file")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
         label, tab, text = line.partition("\t")

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from elmo.tasks.data import text_lines
+
 
 @dataclass(frozen=True)
 class QAExample:
@@ -75,11 +77,14 @@ def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
 
 
 def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAExample]:
+    """The examples of a QA file; ValueError naming the line of a bad row or of a repeated id (answers and
+    gold are matched by id, so a repeated one would score only its last question)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such QA file (JSON lines of id, question, passage, answers)")
     examples = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    lines_of_ids: dict[str, int] = {}
+    for number, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -87,9 +92,14 @@ def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAEx
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
         try:
-            examples.append(qa_example(row, tokenize))
+            example = qa_example(row, tokenize)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path}:{number}: {error}") from None
+        if example.key in lines_of_ids:
+            raise ValueError(f"{path}:{number}: duplicate id {example.key!r} (first on line "
+                             f"{lines_of_ids[example.key]}); answers are matched to questions by id")
+        lines_of_ids[example.key] = number
+        examples.append(example)
     return examples
 
 
