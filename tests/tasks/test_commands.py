@@ -14,7 +14,11 @@ import torch
 from elmo.cli import main
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import read_labelled, read_tagged, write_labelled, write_tagged
+from elmo.tasks.qa_data import write_qa
 from elmo.weights import load_bilm, save_bilm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_qa_learning import toy_rows
 
 SENTENCES = [(["mr", "ann", "saw", "the", "cat"], ["O", "B-PER", "O", "O", "O"]),
              (["the", "cat", "saw", "mr", "bob"], ["O", "O", "O", "O", "B-PER"]),
@@ -147,6 +151,23 @@ def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     assert main(["task", "train", "classifier", "--train", str(bad), "--dev", str(bad), "--test", str(bad),
                  "--model", str(fixture_dir), "--out", str(tmp_path / "out")]) == 2
     assert "bad.tsv:2: expected 'label<TAB>text'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind, write, rows", [("tagger", write_tagged, SENTENCES),
+                                              ("classifier", write_labelled, TEXTS),
+                                              ("qa", write_qa, toy_rows(4, 0))])
+def test_an_empty_split_is_refused_in_one_line_before_anything_is_embedded(tmp_path: Path, fixture_dir: Path,
+                                                                           capsys, kind, write, rows):
+    """An empty --test was found only when scored, after training (ZeroDivisionError), and no model saved."""
+    splits = _files(tmp_path, write, rows, "txt")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    splits[-1] = str(empty)
+    out = tmp_path / "out"
+    assert main(["task", "train", kind, *splits, "--model", str(fixture_dir), "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"{empty}: the test split holds no examples (a task model "
+                                                   "trains on train, stops on dev and is scored on test)")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind, flag", [("classifier", ["--segment", "jieba"]), ("qa", ["--segment", "jieba"]),

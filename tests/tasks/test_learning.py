@@ -2,8 +2,10 @@
 scalar mix moves its weight to the one layer that carries the signal."""
 
 import numpy as np
+import pytest
 
 from elmo.static_vectors import StaticVectors
+from elmo.tasks import pipeline
 from elmo.tasks.data import Example
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import (
@@ -124,3 +126,19 @@ def test_a_saved_model_predicts_as_the_trained_one(tmp_path):
     loaded_spec, loaded = TaskSpec.load(tmp_path / "model")
     assert loaded_spec == spec
     assert predict(loaded, items[2]) == predict(model, items[2])
+
+
+def test_train_and_test_refuses_an_empty_split_before_training(monkeypatch):
+    """An empty test split was found when scored, after the whole run (ZeroDivisionError), and nothing saved."""
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained although a split is empty")
+
+    monkeypatch.setattr(pipeline, "fit", no_training)
+    train, dev = _data(_sentiment_sentence, (20, 10))
+    static = _static()
+    spec = TaskSpec("classifier", labels_of("classifier", train), None, None, static="random",
+                    static_dim=static.dim, hidden=8)
+    with pytest.raises(ValueError, match="the test split holds no examples"):
+        pipeline.train_and_test(spec, {"train": train, "dev": dev, "test": []}, None, static, TrainOptions())
+    with pytest.raises(ValueError, match="the dev split holds no examples; the test split holds no examples"):
+        pipeline.train_and_test(spec, {"train": train, "dev": [], "test": []}, None, static, TrainOptions())

@@ -5,8 +5,10 @@ stays near the best it can do from position alone (1 in 7)."""
 import random
 
 import numpy as np
+import pytest
 
 from elmo.static_vectors import StaticVectors
+from elmo.tasks import qa_pipeline
 from elmo.tasks.encoders import EncoderKind
 from elmo.tasks.qa_data import qa_example
 from elmo.tasks.qa_pipeline import fit_qa, qa_items, score_spans
@@ -63,3 +65,16 @@ def test_attention_flow_over_transformer_encoders_learns_the_word_after_the_name
     """The same toy with ``--encoder transformer``: the word after the named one is found through the
     positions the Transformer adds (at 1e-2 it does not train; at 1e-3 it reaches 100 % by epoch 7)."""
     assert train_toy(passage_only=False, encoder="transformer", learning_rate=1e-3, epochs=8)["exact_match"] > 90
+
+
+def test_train_and_test_qa_refuses_an_empty_test_split_before_training(monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained although the test split is empty")
+
+    monkeypatch.setattr(qa_pipeline, "fit_qa", no_training)
+    vectors = StaticVectors(VOCABULARY, np.random.default_rng(0).standard_normal((len(VOCABULARY), 16)))
+    spec = TaskSpec("qa", (), None, None, static="toy", static_dim=16, hidden=8, max_answer_tokens=1)
+    splits = {name: [qa_example(row, str.split) for row in toy_rows(4, seed)] for name, seed in (("train", 1),
+                                                                                                 ("dev", 2))}
+    with pytest.raises(ValueError, match="the test split holds no examples"):
+        qa_pipeline.train_and_test_qa(spec, {**splits, "test": []}, None, vectors, TrainOptions())

@@ -32,7 +32,14 @@ if TYPE_CHECKING:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import embed_examples, features_embedder, load_static, read_examples, train_and_test
+    from elmo.tasks.pipeline import (
+        embed_examples,
+        features_embedder,
+        load_static,
+        read_examples,
+        require_examples,
+        train_and_test,
+    )
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
 
@@ -47,6 +54,7 @@ def _train(args: argparse.Namespace) -> int:
     static_name = None if args.static == "none" else args.static
     splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
               for name in ("train", "dev", "test")}
+    require_examples(splits, {name: getattr(args, name) for name in splits})
     static = load_static(static_name)
     if args.fine_tune and elmo is None:
         raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
@@ -78,7 +86,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer
+    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer, require_examples
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
@@ -90,6 +98,7 @@ def _train_qa(args: argparse.Namespace) -> int:
     static_name = None if args.static == "none" else args.static
     tokenize = model_tokenizer(args.model)
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
+    require_examples(splits, {name: getattr(args, name) for name in splits})
     static = load_static(static_name)
     layers = embedder = None
     n_layers = elmo_dim = 0

@@ -88,10 +88,22 @@ def bilm_fingerprint(model: str) -> str:
     return model_fingerprint(ModelDir.find(model).load_bilm())
 
 
+def require_examples(splits: Mapping[str, Sequence], files: Mapping[str, str | Path] | None = None) -> None:
+    """ValueError naming each of ``train``, ``dev`` and ``test`` that holds no examples (and its file, from
+    ``files``): checked before any embedding or training, as an empty test split is otherwise found only
+    when it is scored, after the whole run, and the model is never saved."""
+    files = files or {}
+    empty = [f"{files[name]}: the {name} split holds no examples" if name in files
+             else f"the {name} split holds no examples" for name in ("train", "dev", "test") if not splits.get(name)]
+    if empty:
+        raise ValueError("; ".join(empty) + " (a task model trains on train, stops on dev and is scored on test)")
+
+
 def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
                    static: StaticVectors | None, options: TrainOptions) -> tuple[Labeller, dict]:
     """Fits on ``train`` with early stopping on ``dev``, scores ``test`` once; returns the model and a
     summary (metric, dev and test scores, epochs, seconds, the learned mixing weights)."""
+    require_examples(splits)
     seed_everything(options.seed)
     model = spec.build_labeller()
     items = {name: items_for(spec, examples, None if layers is None else layers[name], static)

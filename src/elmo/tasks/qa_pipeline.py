@@ -17,7 +17,7 @@ import torch
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example
 from elmo.tasks.inputs import Item, collate, make_items
-from elmo.tasks.pipeline import embed_examples
+from elmo.tasks.pipeline import embed_examples, require_examples
 from elmo.tasks.qa_data import QAExample
 from elmo.tasks.qa_metrics import score_answers
 from elmo.tasks.qa_model import QABatch, SpanQA
@@ -101,6 +101,7 @@ def train_and_test_qa(spec: TaskSpec, splits: Mapping[str, Sequence[QAExample]],
                       options: TrainOptions) -> tuple[SpanQA, dict]:
     """Fits on ``train`` (early stopping on ``dev`` F1), scores ``test`` once; the summary holds dev F1 and
     test exact match and F1 (percent), epochs, seconds and the learned mixing weights."""
+    require_examples(splits)
     seed_everything(options.seed)
     model = spec.build_qa()
     items = {name: qa_items(spec, examples, None if layers is None else layers[name], static)
