@@ -18,7 +18,7 @@ pytest.importorskip("onnxscript")
 
 import onnx
 
-from elmo import BiLM, BiLMConfig, batch_to_char_ids, save_bilm
+from elmo import BiLM, BiLMConfig, batch_to_char_ids, onnx_export, save_bilm
 from elmo.cli import main
 from elmo.model_dir import ModelDir
 from elmo.onnx_export import OnnxBiLM, _ExportableBiLM, export_onnx
@@ -180,3 +180,31 @@ def test_a_torch_without_the_private_scan_still_imports_the_module_and_export_na
     assert message.startswith("RuntimeError: ONNX export needs torch._higher_order_ops.scan, which torch ")
     assert message.endswith("lacks; it is tested with torch 2.13")
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_an_export_that_fails_its_check_leaves_the_file_that_was_there_and_no_partial(tmp_path, monkeypatch):
+    """The graph used to be saved at ``path`` before the check, so a failing one replaced a good file."""
+    path = tmp_path / "bilm.onnx"
+    path.write_bytes(b"the good export of yesterday")
+    monkeypatch.setattr("elmo.onnx_export.CHECK_TOLERANCE", -1.0)  # every difference, even 0, fails the check
+    with pytest.raises(RuntimeError, match=r"bilm\.onnx: onnxruntime's outputs differ .*; nothing written"):
+        export_onnx(_random_bilm(RANDOM_OPTIONS), path)
+    assert path.read_bytes() == b"the good export of yesterday"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bilm.onnx"]
+
+
+def test_the_checked_graph_is_not_at_path_until_it_has_passed_and_is_then_renamed_there(tmp_path, monkeypatch):
+    """A kill while saving or checking must not leave a cut-short or unchecked graph under the final name."""
+    path, seen = tmp_path / "bilm.onnx", []
+    check = onnx_export.max_difference
+
+    def spying_check(bilm, checked, char_ids=None):
+        seen.append((Path(checked), path.exists(), Path(checked).read_bytes()))
+        return check(bilm, checked, char_ids)
+
+    monkeypatch.setattr(onnx_export, "max_difference", spying_check)
+    exported = export_onnx(_random_bilm(RANDOM_OPTIONS), path)
+    [(checked, final_existed, checked_bytes)] = seen
+    assert checked != path and checked.parent == path.parent and not final_existed
+    assert exported.path == path and path.read_bytes() == checked_bytes  # the very graph that passed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bilm.onnx"]

@@ -44,6 +44,7 @@ except ImportError:  # export_onnx refuses to run, so nothing calls scan
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
+from elmo.files import atomic_path
 from elmo.model_dir import ModelDir
 from elmo.modules.lstm import LstmStack, ProjectedLstm, lstm_cell
 
@@ -89,7 +90,8 @@ def export_onnx(
     are dynamic. Weights are stored inside the file (in a ``.data`` file beside it only past 2 GB).
 
     With ``check``, onnxruntime runs the file on a batch of another size and length than the one traced,
-    and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError.
+    and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError. The file appears at
+    ``path`` only once written (and checked): a failed export leaves whatever was there before.
     """
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset}: the exporter writes opset {DEFAULT_OPSET} or later only")
@@ -132,14 +134,14 @@ def export_onnx(
     written_opset = program.model.opset_imports.get("")
     if written_opset != opset:
         raise RuntimeError(f"asked for opset {opset}, the exporter produced opset {written_opset}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    program.save(path, external_data=False)
-    if not check:
-        return OnnxExport(path, None)
-    difference = max_difference(bilm, path)
-    if difference > CHECK_TOLERANCE:
-        raise RuntimeError(f"{path}: onnxruntime's outputs differ from BiLM.forward's by up to {difference:.2g} "
-                           f"(tolerance {CHECK_TOLERANCE:g}) on the check batch")
+    # Saved and checked under a partial name, renamed onto ``path`` only once it passes: a failed check or a
+    # killed save leaves the file that was there before (or none), never a graph that is wrong or cut short.
+    with atomic_path(path) as partial:
+        program.save(partial, external_data=False)
+        difference = max_difference(bilm, partial) if check else None
+        if difference is not None and difference > CHECK_TOLERANCE:
+            raise RuntimeError(f"{path}: onnxruntime's outputs differ from BiLM.forward's by up to {difference:.2g} "
+                               f"(tolerance {CHECK_TOLERANCE:g}) on the check batch; nothing written")
     return OnnxExport(path, difference)
 
 
