@@ -13,9 +13,11 @@ line may hold "play" more than once: ranks count uses, every one of them ranked)
 """
 
 import argparse
+import shutil
 from pathlib import Path
 
 from elmo.search import ContextIndex, build_index, neighbors
+from elmo.search.layout import partial_directory
 
 SPORTS_QUERY = "Chico Ruiz made a spectacular play on Alusik 's grounder"
 THEATRE_QUERY = "Olivia De Havilland signed to do a Broadway play for Garson Kanin"
@@ -42,11 +44,17 @@ def main() -> None:
     if missing:
         raise SystemExit(f"{args.corpus} is not the en corpus: no line holds {missing[0]!r}")
     args.work.mkdir(parents=True, exist_ok=True)
-    subset = args.work / "play-lines.txt"
-    subset.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    if not (args.work / "index").is_dir():
-        build_index(subset, args.work / "index", "en", layers=[1, 2, "average"], progress=False)
-    index = ContextIndex.load(args.work / "index")
+    subset, text = args.work / "play-lines.txt", "\n".join(lines) + "\n"
+    # An index is reused only for the same lines (its hits name lines by number, and `sports` numbers these
+    # lines); an interrupted build of them is resumed.
+    index_dir = args.work / "index"
+    if not subset.is_file() or subset.read_text(encoding="utf-8") != text:
+        for stale in (index_dir, partial_directory(index_dir)):
+            shutil.rmtree(stale, ignore_errors=True)
+        subset.write_text(text, encoding="utf-8")
+    if not index_dir.is_dir():
+        build_index(subset, index_dir, "en", layers=[1, 2, "average"], resume=True, progress=False)
+    index = ContextIndex.load(index_dir)
     sports = {number for number, line in enumerate(lines) if any(use in line for use in SPORTS_USES)}
     queries = {"sports": next(line for line in lines if SPORTS_QUERY in line),
                "theatre": next(line for line in lines if THEATRE_QUERY in line)}
