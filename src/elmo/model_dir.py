@@ -31,7 +31,19 @@ def shipped_models_root() -> Path:
 
 def shipped_models() -> list[str]:
     root = shipped_models_root()
-    return sorted(p.name for p in root.iterdir() if (p / "options.json").is_file()) if root.is_dir() else []
+    return sorted(p.name for p in root.iterdir() if is_model_directory(p)) if root.is_dir() else []
+
+
+def is_model_directory(path: Path) -> bool:
+    """Whether ``path`` holds a model's options under a name ``ModelDir.find`` reads (``options.json`` or
+    AllenNLP's ``<name>_options.json``): the one test of "a model, not a training run", so that every reader
+    sends such a directory to ``ModelDir.find``, which names whatever else it lacks."""
+    return path.is_dir() and ((path / "options.json").is_file() or bool(_allennlp_options_names(path)))
+
+
+def _allennlp_options_names(path: Path) -> list[str]:
+    return sorted(child.name for child in path.iterdir() if child.name.endswith(ALLENNLP_OPTIONS_SUFFIX)
+                  and child.is_file())
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ def _model_files(path: Path) -> tuple[Path, Path]:
             raise FileNotFoundError(f"{path} holds no {' or '.join(WEIGHT_FILE_NAMES)}")
         return options_file, weight_file
     names = sorted(child.name for child in path.iterdir() if child.is_file())
-    options_names = [name for name in names if name.endswith(ALLENNLP_OPTIONS_SUFFIX)]
+    options_names = _allennlp_options_names(path)
     pairs = [
         (options_name, weight_name)
         for options_name in options_names

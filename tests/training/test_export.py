@@ -138,3 +138,29 @@ def test_training_from_a_model_without_a_softmax_keeps_its_bilm_and_starts_a_new
     assert state["softmax_weight"].shape == run_softmax.shape
     assert not torch.allclose(state["softmax_weight"], run_softmax)  # a new softmax, not the run's
     assert state["softmax_bias"].abs().max() < 1e-20  # bilm-tf's zero bias
+
+
+def test_a_model_directory_with_allennlp_file_names_is_read_as_a_model_not_as_a_run(
+    shipped_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+):
+    """``<name>_options.json`` + ``<name>_weights.hdf5`` (as AllenNLP names them) used to be taken for a run
+    directory by perplexity and --init-from: "holds no checkpoint"."""
+    from elmo.training.export import lacks_softmax, model_tokenizer
+
+    renamed = tmp_path / "allennlp-named"
+    shutil.copytree(shipped_root / "mini", renamed)
+    (renamed / "options.json").rename(renamed / "mini_options.json")
+    (renamed / "weights.hdf5").rename(renamed / "mini_weights.hdf5")
+    model, vocab = load_language_model(renamed)
+    expected, expected_vocab = load_language_model(shipped_root / "mini")
+    assert vocab == expected_vocab
+    for (name, got), (_, want) in zip(model.state_dict().items(), expected.state_dict().items(), strict=True):
+        assert torch.equal(got, want), name
+    assert model_tokenizer(renamed) == "english"  # its tokenizer.json, not a run's default
+    assert not lacks_softmax(renamed)
+
+    (renamed / SOFTMAX_FILE).unlink()  # as AllenNLP publishes it: weights without a softmax
+    assert lacks_softmax(renamed)  # so `elmo train --init-from` starts a new softmax over --vocab
+    assert main(["perplexity", "--model", str(renamed), "--corpus", str(tmp_path / "none.txt")]) == 2
+    error = capsys.readouterr().err
+    assert f"{renamed} lacks {SOFTMAX_FILE}" in error and "holds no checkpoint" not in error

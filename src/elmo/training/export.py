@@ -20,7 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
 from elmo.files import new_partial_directory, publish_directory, write_bytes_atomic, write_text_atomic
-from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, shipped_models_root
+from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, shipped_models_root
 from elmo.training.checkpoints import (
     STATE_FILE,
     CheckpointError,
@@ -92,7 +92,7 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
 def _shipped_model(path: Path) -> Path | None:
     """The shipped model's directory when ``path`` is a bare name such as ``en`` that names one."""
     shipped = shipped_models_root() / path.name
-    return shipped if len(path.parts) == 1 and (shipped / "options.json").is_file() else None
+    return shipped if len(path.parts) == 1 and is_model_directory(shipped) else None
 
 
 def _shipped_directory(path: Path) -> Path | None:
@@ -110,7 +110,7 @@ def resolve_model(path: str | Path) -> Path:
 def model_tokenizer(path: str | Path) -> str:
     """The tokenizer a model was trained with: a model directory's ``tokenizer.json``, or a run's options."""
     path = resolve_model(path)
-    if (path / "options.json").is_file():
+    if is_model_directory(path):
         return ModelDir.find(path).tokenizer
     directory = resolve_checkpoint(path)
     try:
@@ -126,7 +126,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
     shipped = _shipped_directory(path)
     if shipped is not None:
         name, path = path.name, shipped
-    if (path / "options.json").is_file():
+    if is_model_directory(path):
         model_dir = ModelDir.find(path)
         for needed in ("vocab.txt", SOFTMAX_FILE):
             if (path / needed).is_file():
@@ -165,7 +165,7 @@ def lacks_softmax(path: str | Path) -> bool:
     """Whether ``path`` (a name or directory as ``load_language_model`` takes it) is a model directory without a
     softmax: published ELMo weights, or a model shipped without one."""
     directory = resolve_model(path)
-    return (directory / "options.json").is_file() and not (directory / SOFTMAX_FILE).is_file()
+    return is_model_directory(directory) and not (directory / SOFTMAX_FILE).is_file()
 
 
 def language_model_with_new_softmax(path: str | Path, vocab: Vocabulary) -> LanguageModel:
