@@ -44,6 +44,21 @@ def test_with_a_gradient_wanted_it_is_f_linear_with_its_gradients():
     assert linear(inputs.requires_grad_(), frozen, None, PrepackedWeight()).requires_grad  # inputs need one
 
 
+def test_a_model_cast_away_from_cpu_float32_lets_its_reordered_copies_and_old_weights_go():
+    """The cache held the float32 weights (its key) and their reordered copy for the model's life after .half()
+    or .to("cuda"): about twice the model's float32 size for nothing."""
+    module = torch.nn.Linear(64, 256)
+    cache = PrepackedWeight()
+    with torch.no_grad():
+        linear(torch.randn(3, 64), module.weight, module.bias, cache)
+        assert cache.packed is not None
+        module.bfloat16()
+        inputs = torch.randn(3, 64).bfloat16()
+        torch.testing.assert_close(linear(inputs, module.weight, module.bias, cache),
+                                   F.linear(inputs, module.weight, module.bias))
+    assert cache.packed is None and cache.key is None
+
+
 def test_an_in_place_update_of_the_weight_is_seen():
     weight, inputs = torch.randn(32, 16), torch.randn(3, 16)
     cache = PrepackedWeight()

@@ -45,16 +45,17 @@ class PrepackedWeight:
 
     def get(self, inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor | None:
         """The reordered ``weight`` if ``inputs @ weight.T + bias`` may run from it, else None."""
-        if bias is not None and not may_run(inputs, [bias]):
-            return None
-        return self.get_derived(inputs, [weight], weight.detach)
+        return self.get_derived(inputs, [weight], weight.detach, also_used=[] if bias is None else [bias])
 
-    def get_derived(self, inputs: torch.Tensor, parameters: list[torch.Tensor],
-                    build: Callable[[], torch.Tensor]) -> torch.Tensor | None:
-        """The reordered copy of the weight ``build()`` makes from ``parameters``, if ``inputs`` may use it, else
-        None. It is made again only when one of ``parameters`` has changed since."""
-        key = weights_key(parameters) if may_run(inputs, parameters) else None
+    def get_derived(self, inputs: torch.Tensor, parameters: list[torch.Tensor], build: Callable[[], torch.Tensor],
+                    also_used: list[torch.Tensor] | None = None) -> torch.Tensor | None:
+        """The reordered copy of the weight ``build()`` makes from ``parameters``, if ``inputs`` (and the
+        product's ``also_used`` tensors) may use it, else None. It is made again only when one of ``parameters``
+        has changed since."""
+        key = weights_key(parameters) if may_run(inputs, [*parameters, *(also_used or [])]) else None
         if key is None:
+            if not all(can_reorder(parameter) for parameter in parameters):  # moved or cast: the copy and the
+                self.key = self.packed = None  # old weights its key holds would stay in memory for nothing
             return None
         if key != self.key or self.packed is None:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(build())
