@@ -95,16 +95,33 @@ def new_partial_directory(final: Path) -> Path:
 def publish_directory(partial: Path, final: Path) -> None:
     """Rename a filled directory onto ``final`` (a rename is atomic on POSIX file systems). A directory already
     at ``final`` is renamed aside (``.NAME.*.partial``, which ``remove_stale_partials`` clears) before it is
-    deleted, so a run killed at any point leaves ``final`` whole: the old directory, none, or the new one."""
+    deleted, so a run killed at any point leaves ``final`` whole: the old directory, none, or the new one.
+
+    A symbolic link at ``final`` is refused (``check_not_a_link``) before anything moves."""
+    check_not_a_link(final)
     for child in partial.iterdir():
         fsync_file(child)
     if final.exists():
         aside = new_partial_directory(final)
-        os.replace(final, aside)  # onto the empty directory just made
+        try:
+            os.replace(final, aside)  # onto the empty directory just made
+        except BaseException:
+            aside.rmdir()
+            raise
         os.replace(partial, final)
         shutil.rmtree(aside)
     else:
         os.replace(partial, final)
+
+
+def check_not_a_link(final: Path) -> None:
+    """ValueError when ``final``, a directory to be replaced whole, is a symbolic link. Not followed on purpose:
+    replacing the directory it names would change a model under another name (``latest`` -> ``v1`` would
+    overwrite ``v1``), and replacing the link itself would turn it into a directory; the caller says which."""
+    if final.is_symlink():
+        raise ValueError(f"{final} is a symbolic link (to {os.readlink(final)}), which would be replaced by a "
+                         f"directory: give the directory it names ({final.resolve()}) to replace that, or a new "
+                         "path, and point the link there after")
 
 
 def remove_stale_partials(directory: Path) -> None:

@@ -164,3 +164,22 @@ def test_a_model_directory_with_allennlp_file_names_is_read_as_a_model_not_as_a_
     assert main(["perplexity", "--model", str(renamed), "--corpus", str(tmp_path / "none.txt")]) == 2
     error = capsys.readouterr().err
     assert f"{renamed} lacks {SOFTMAX_FILE}" in error and "holds no checkpoint" not in error
+
+
+def test_exporting_onto_a_symbolic_link_to_a_model_is_refused_before_any_work_and_leaves_nothing(
+    shipped_root: Path, tmp_path: Path
+):
+    """``latest -> v1``: the export used to fail with IsADirectoryError and leave an empty ``.latest.*.partial``."""
+    from elmo.training.export import export_model
+
+    model, vocab = load_language_model(shipped_root / "mini")
+    base = tmp_path / "exports"
+    export_model(model, vocab, base / "v1")
+    before = {path.name: path.read_bytes() for path in (base / "v1").iterdir()}
+    (base / "latest").symlink_to("v1")
+    with pytest.raises(ValueError, match=r"exports/latest is a symbolic link \(to v1\)"):
+        export_model(model, vocab, base / "latest")
+    assert sorted(path.name for path in base.iterdir()) == ["latest", "v1"]
+    assert {path.name: path.read_bytes() for path in (base / "v1").iterdir()} == before
+    export_model(model, vocab, base / "v1")  # the directory it names is replaced as any model directory is
+    assert sorted(path.name for path in base.iterdir()) == ["latest", "v1"]

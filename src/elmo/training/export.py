@@ -19,7 +19,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from elmo.files import new_partial_directory, publish_directory, write_bytes_atomic, write_text_atomic
+from elmo.files import (
+    check_not_a_link,
+    new_partial_directory,
+    publish_directory,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, shipped_models_root
 from elmo.training.checkpoints import (
     STATE_FILE,
@@ -39,9 +45,11 @@ MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FI
 
 
 def check_export_target(out_dir: str | Path) -> Path:
-    """``out_dir`` if an export may replace it: new, empty, or a model directory (its files only); ValueError
-    otherwise, before any work (the export replaces the whole directory)."""
+    """``out_dir`` if an export may replace it: new, empty, or a model directory (its files only), and not a
+    symbolic link (``check_not_a_link``); ValueError otherwise, before any work (the export replaces the whole
+    directory)."""
     out_dir = Path(out_dir)
+    check_not_a_link(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"{out_dir} is a file; a model is a directory (give a new path)")
     others = sorted(path.name for path in out_dir.iterdir() if path.name not in MODEL_FILES) if out_dir.is_dir() \
