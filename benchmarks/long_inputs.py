@@ -7,8 +7,9 @@ for several window contexts, and prints per layer the mean cosine similarity and
 stitched and unsplit vectors.
 
 Part 2 (memory) runs each case in a fresh process on the `small` preset (2x1024_128, random weights; memory
-does not depend on the values) and prints the peak RSS: the model alone, one window, the long input windowed,
-and the long input unsplit.
+does not depend on the values) and prints the peak RSS: the model alone, one window, the long input windowed
+(one window at a time, and at the default batch of 32 windows), and the long input unsplit; then the default
+batch on an input 4x as long, since windows bound memory by batch x window, not by the input's length.
 """
 
 import argparse
@@ -59,8 +60,10 @@ def memory_case(case: str, n_tokens: int) -> None:
     tokens = long_text(n_tokens)
     if case == "one-window":
         embedder.embed([tokens[:256]])
-    elif case == "windowed":
+    elif case == "windowed-batch1":
         embedder.embed([tokens], batch_size=1)
+    elif case == "windowed-batch32":
+        embedder.embed([tokens])
     elif case == "unsplit":
         embedder.max_window_tokens = n_tokens + 1
         embedder.embed([tokens])
@@ -70,11 +73,13 @@ def memory_case(case: str, n_tokens: int) -> None:
 def memory(n_tokens: int) -> None:
     print(f"\npeak RSS, small preset (2x1024_128), window 256 / context 64, {n_tokens}-token input")
     output_mib = 3 * n_tokens * 256 * 4 / 2**20
-    for case in ("model-only", "one-window", "windowed", "unsplit"):
-        result = subprocess.run([sys.executable, __file__, "--memory-case", case, "--tokens", str(n_tokens)],
+    cases = [(case, n_tokens) for case in ("model-only", "one-window", "windowed-batch1", "windowed-batch32",
+                                           "unsplit")]
+    for case, tokens in [*cases, ("windowed-batch32", 4 * n_tokens)]:
+        result = subprocess.run([sys.executable, __file__, "--memory-case", case, "--tokens", str(tokens)],
                                 capture_output=True, text=True, check=True)
-        print(f"  {case:>11}: {float(result.stdout.strip()):8.0f} MiB")
-    print(f"  (the returned (3, {n_tokens}, 256) float32 array itself is {output_mib:.0f} MiB)")
+        print(f"  {case:>16}, {tokens:>6} tokens: {float(result.stdout.strip()):8.0f} MiB")
+    print(f"  (the returned (3, {n_tokens}, 256) float32 array itself is {output_mib:.0f} MiB; 4x that at 4x tokens)")
 
 
 if __name__ == "__main__":
