@@ -111,8 +111,10 @@ def _read_tokenizer(path: Path) -> str:
         return DEFAULT_TOKENIZER
     try:
         name = json.loads(path.read_text(encoding="utf-8"))["name"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f'{path}: expected {{"name": <tokenizer>}}') from None
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f'{path}: expected UTF-8 JSON {{"name": <tokenizer>}}') from None
+    if not isinstance(name, str):
+        raise ValueError(f'{path}: "name" is {name!r}; expected a tokenizer name, one of {sorted(TOKENIZERS)}')
     if name not in TOKENIZERS:
         raise ValueError(f"{path}: unknown tokenizer {name!r}; expected one of {sorted(TOKENIZERS)}")
     return name
