@@ -189,6 +189,14 @@ def test_elmo_mask_marks_each_rows_tokens(files):
     assert mask.tolist() == [[1, 0, 0], [1, 1, 1], [0, 0, 0]]
 
 
+@pytest.mark.parametrize("sentences", [[], [[]], [[], []]], ids=["no sentence", "one empty", "two empty"])
+def test_elmo_on_a_batch_of_no_tokens_gives_empty_representations_and_mask(files, sentences):
+    """reshape(-1, 0, 50) cannot size the batch, so a batch without tokens raised a RuntimeError."""
+    output = Elmo(*files, 2, dropout=0.0).eval()(batch_to_ids(sentences))
+    assert [tuple(mix.shape) for mix in output["elmo_representations"]] == [(len(sentences), 0, 32)] * 2
+    assert tuple(output["mask"].shape) == (len(sentences), 0)
+
+
 def test_elmo_keeps_extra_leading_dimensions(files, first_batch):
     elmo = Elmo(*files, num_output_representations=1, dropout=0.0)
     ids = batch_to_ids(first_batch + first_batch[::-1])

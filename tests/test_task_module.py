@@ -51,8 +51,9 @@ def test_fixed_weights_are_used_as_given_and_not_trained(fixture_dir, char_ids):
         mixed = elmo(char_ids).mixes[0]
         layers = elmo.bilm(char_ids)[0].layers
     np.testing.assert_allclose(mixed.numpy(), (0.25 * layers[1] + 0.75 * layers[2]).numpy(), atol=1e-6)
-    with pytest.raises(ValueError, match="fixed_weights must be 3 non-negative"):
-        Elmo.from_model(str(fixture_dir), fixed_weights=[1.0, -1.0, 1.0])
+    for weights in ([1.0, -1.0, 1.0], [float("nan"), 1.0, 1.0], [float("inf"), 1.0, 1.0]):  # NaN made every mix NaN
+        with pytest.raises(ValueError, match="fixed_weights must be 3 finite non-negative"):
+            Elmo.from_model(str(fixture_dir), fixed_weights=weights)
 
 
 def test_regularization_sums_each_learned_mix_term(fixture_dir):

@@ -217,7 +217,7 @@ class Elmo(nn.Module):
             raise ValueError(f"inputs has shape {tuple(inputs.shape)}; expected (batch, timesteps, 50) character "
                              "ids from batch_to_ids")
         leading = inputs.shape[:-2]
-        mixes, mask = self.elmo(inputs.reshape(-1, *inputs.shape[-2:]))
+        mixes, mask = self.elmo(inputs.flatten(0, -3))  # reshape(-1, ...) cannot size a batch of no timesteps
         if not self.keep_sentence_boundaries:
             mixes, mask = [_remove_boundaries(mix, mask) for mix in mixes], mask[:, 2:]
         return {

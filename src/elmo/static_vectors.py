@@ -71,6 +71,8 @@ class StaticVectors:
 
     def nearest(self, query: str | np.ndarray, k: int = 10, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
         """The ``k`` words of highest cosine to ``query`` (a word, left out of its own answer, or a vector)."""
+        if k < 1:
+            raise ValueError(f"k is {k}; expected at least 1")
         if isinstance(query, str):
             excluded = {self.key(query), *map(self.key, exclude)}
             query = self.vector(query)
@@ -104,8 +106,10 @@ class StaticVectors:
     # --- files ----------------------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """``.npz`` with ``words`` and ``matrix`` (and whether lookups lowercase)."""
-        np.savez(path, words=np.array(self.words), matrix=self.matrix, lowercase=np.array(self.lowercase))
+        """``.npz`` with ``words`` and ``matrix`` (and whether lookups lowercase), at ``path`` exactly (``np.savez``
+        given a name would add ``.npz``, and ``load`` of the same name would not find it)."""
+        with Path(path).open("wb") as handle:
+            np.savez(handle, words=np.array(self.words), matrix=self.matrix, lowercase=np.array(self.lowercase))
 
     @classmethod
     def load(cls, path: str | Path) -> "StaticVectors":

@@ -86,6 +86,7 @@ class Elmo(nn.Module):
 def _log_weights(weights: Sequence[float], n_layers: int) -> list[float]:
     """Scalars whose softmax is ``weights / sum(weights)``."""
     values = torch.tensor(list(weights), dtype=torch.float64)
-    if values.shape != (n_layers,) or (values < 0).any() or values.sum() <= 0:
-        raise ValueError(f"fixed_weights must be {n_layers} non-negative numbers, not all zero; got {list(weights)}")
+    if values.shape != (n_layers,) or not torch.isfinite(values).all() or (values < 0).any() or values.sum() <= 0:
+        raise ValueError(f"fixed_weights must be {n_layers} finite non-negative numbers, not all zero; got "
+                         f"{list(weights)}")
     return torch.log(values / values.sum()).tolist()

