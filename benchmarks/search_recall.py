@@ -19,8 +19,11 @@ It prints the figures as markdown tables (docs/search.md holds a run).
 """
 
 import argparse
+import filecmp
 import itertools
+import json
 import resource
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -51,10 +54,10 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def query_vectors(embedder, sentences: list[str], layer: str, n_queries: int, seed: int) -> np.ndarray:
+    from elmo.layer_choice import stored_layer
     from elmo.search.ann import unit_rows
-    from elmo.search.layout import parse_layer
 
-    chosen = parse_layer(layer)
+    chosen = stored_layer(layer, embedder.n_layers)
     vectors = []
     for all_layers in embedder.iter_embed([s.split() for s in sentences], "all"):
         vectors.append(all_layers.mean(axis=0) if chosen == "average" else all_layers[chosen])
@@ -121,12 +124,14 @@ def bench_hnswlib(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, k
     return rows
 
 
-def float16_cost(embedder, corpus: Path, layer: str, n_tokens: int, n_queries: int, k: int, seed: int) -> float:
-    """Recall@k of exact search on float16 unit vectors against exact search on float32 ones."""
+def float16_cost(embedder, corpus: Path, layer: str, n_tokens: int, n_queries: int, k: int,
+                 seed: int) -> tuple[float, int]:
+    """Recall@k of exact search on float16 unit vectors against exact search on float32 ones, and the number of
+    tokens (of the first ``n_tokens`` or fewer) it ran on."""
+    from elmo.layer_choice import stored_layer
     from elmo.search.ann import exact_search, unit_rows
-    from elmo.search.layout import parse_layer
 
-    chosen = parse_layer(layer)
+    chosen = stored_layer(layer, embedder.n_layers)
     sentences, tokens = [], 0
     with corpus.open(encoding="utf-8") as handle:
         for line in handle:
@@ -141,7 +146,14 @@ def float16_cost(embedder, corpus: Path, layer: str, n_tokens: int, n_queries: i
     queries = unit_rows(queries + 0.05 * rng.normal(size=queries.shape).astype(np.float32))  # not in the index
     _, truth = exact_search(vectors32, queries, k)
     _, half = exact_search(vectors32.astype(np.float16), queries, k)
-    return recall_at(half, truth)
+    return recall_at(half, truth), tokens
+
+
+def _index_of(index_dir: Path, text: Path, fingerprint: str) -> bool:
+    """Whether ``index_dir`` is a finished index of ``text``'s lines by the model of ``fingerprint``."""
+    meta = index_dir / "meta.json"
+    return (meta.is_file() and json.loads(meta.read_text())["fingerprint"] == fingerprint
+            and filecmp.cmp(index_dir / "sentences.txt", text, shallow=False))
 
 
 def main() -> None:
@@ -186,7 +198,8 @@ def main() -> None:
     n_lines, n_tokens = subset(corpus, text, args.tokens)
     index_dir = args.work / f"index-{args.tokens}-layer{layer}"
     build_s = None
-    if not (index_dir / "meta.json").is_file():
+    if not _index_of(index_dir, text, embedder.fingerprint):  # another --model or --corpus: built again
+        shutil.rmtree(index_dir, ignore_errors=True)
         start = time.perf_counter()
         build_index(text, index_dir, embedder, layers=[layer], model_name=args.model, progress=True)
         build_s = time.perf_counter() - start
@@ -204,10 +217,10 @@ def main() -> None:
     start = time.perf_counter()
     _, truth = exact_search(vectors, queries, args.k)
     exact_ms = (time.perf_counter() - start) * 1000 / len(queries)
-    print(f"{len(queries)} held-out queries; brute force: {exact_ms:.1f} ms a query in a batch of {len(queries)}, "
-          f"2 threads")
+    print(f"{len(queries)} held-out queries; brute force: {exact_ms:.1f} ms a query in a batch of {len(queries)} "
+          "(NumPy's BLAS, its own thread count)")
     ours = default_factory(len(vectors), index.dim)
-    factories = args.factories or [ours, ours.split(",")[0] + ",SQ8"]
+    factories = args.factories or ([ours] if ours == "Flat" else [ours, ours.split(",")[0] + ",SQ8"])
     rows = []
     for factory in factories:
         rows += bench_faiss(factory, vectors, queries, truth, args.k, args.nprobes, args.candidates)
@@ -222,8 +235,8 @@ def main() -> None:
     for row in rows:
         print(f"| {row['index']} | {row['nprobe']} | {row['build_s']:.1f} | {row['ram_mib']:.0f} | "
               f"{row['recall']:.3f} | {row['raw_recall']:.3f} | {row['median_ms']:.2f} | {row['p95_ms']:.2f} |")
-    cost = float16_cost(embedder, text, layer, 50_000, 200, args.k, args.seed)
-    print(f"\nfloat16 storage: exact recall@{args.k} against float32 on 50,000 tokens: {cost:.3f}")
+    cost, cost_tokens = float16_cost(embedder, text, layer, 50_000, 200, args.k, args.seed)
+    print(f"\nfloat16 storage: exact recall@{args.k} against float32 on {cost_tokens:,} tokens: {cost:.3f}")
     print(f"peak RSS of this run: {peak_rss_mib():,.0f} MiB")
 
 
