@@ -12,19 +12,21 @@ and the majority-class baseline.
     python scripts/domain_task.py --task zh-law-branches --model general=zh --model adapted=domain/zh-adapted \
         --work domain/task
 
-Resumable: the data files and every finished run (its metrics.json) are kept and skipped on a rerun; a folder
-made for another task, sizes or model (by fingerprint) is refused rather than reused. Test is
-whole; train and dev are subsampled (``--train-size``, ``--dev-size``, ``random.Random(0)``) to fit CPU time.
+Resumable: a finished run (its metrics.json) is kept on a rerun when its ``inputs.sha256`` (``run_tasks``'
+digest: the command, MAX_WORDS and TRAIN_FLAGS included, and the data files' content) is that of the run asked
+for, and trained again otherwise; the data files are written afresh from the task each time, so a changed split
+reaches them and, through the digest, the runs. A folder made for another task, sizes or model (by fingerprint)
+is refused rather than reused. Test is whole; train and dev are subsampled (``--train-size``, ``--dev-size``,
+``random.Random(0)``) to fit CPU time.
 """
 
 import argparse
 import json
-import statistics
 import sys
 from collections import Counter
 from pathlib import Path
 
-from run_tasks import TRAIN_FLAGS  # a script beside this one
+from run_tasks import INPUTS_DIGEST, TRAIN_FLAGS, inputs_digest, mean_std, percent  # a script beside this one
 
 from elmo.embedder import Embedder
 from elmo.tasks.data import law_branches, license_categories, read_labelled, split, write_labelled
@@ -46,10 +48,10 @@ def check_made_with(record: Path, made_with: dict) -> None:
 
 
 def write_data(task: str, work: Path, train_size: int, dev_size: int) -> dict[str, Path]:
+    """The task's train, dev and test files, written from the task as it is now: files of an older split are not
+    kept, and a run on them is trained again (``run``'s digest covers their content)."""
     paths = {name: work / "data" / f"{name}.tsv" for name in ("train", "dev", "test")}
     check_made_with(work / "data" / "made-with.json", {"task": task, "train_size": train_size, "dev_size": dev_size})
-    if all(path.is_file() for path in paths.values()):
-        return paths
     splits = TASKS[task]()
     sizes = {"train": train_size, "dev": dev_size, "test": len(splits["test"])}
     paths["train"].parent.mkdir(parents=True, exist_ok=True)
@@ -61,17 +63,26 @@ def write_data(task: str, work: Path, train_size: int, dev_size: int) -> dict[st
 
 
 def run(label: str, model: str, seed: int, paths: dict[str, Path], work: Path) -> dict:
+    """One seed's ``elmo task train classifier`` and its metrics; a finished run is reused only when it was run on
+    the same command and data files (``INPUTS_DIGEST``), so neither changed flags nor a new split leave old figures
+    in the table."""
     from elmo.cli import main
 
     out = work / "runs" / label / f"seed-{seed}"
-    if not (out / "metrics.json").is_file():
-        argv = ["task", "train", "classifier", *(f"--{name}={path}" for name, path in paths.items()),
-                "--model", model, "--elmo", "mix", "--static", "none", "--max-words", str(MAX_WORDS),
-                *TRAIN_FLAGS["classifier"], "--cache", str(work / "features" / label), "--seed", str(seed),
-                "--out", str(out), "--quiet"]
-        print("elmo " + " ".join(argv), flush=True)
-        if main(argv) != 0:
-            sys.exit(f"{label} seed {seed} failed")
+    argv = ["task", "train", "classifier", *(item for name, path in paths.items() for item in (f"--{name}", str(path))),
+            "--model", model, "--elmo", "mix", "--static", "none", "--max-words", str(MAX_WORDS),
+            *TRAIN_FLAGS["classifier"], "--cache", str(work / "features" / label), "--seed", str(seed),
+            "--out", str(out), "--quiet"]
+    inputs = inputs_digest(argv)
+    digest = out / INPUTS_DIGEST
+    if (out / "metrics.json").is_file():
+        if digest.is_file() and digest.read_text(encoding="utf-8") == inputs:
+            return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        (out / "metrics.json").unlink()  # other data or flags; so that a run killed midway is not taken as done
+    print("elmo " + " ".join(argv), flush=True)
+    if main(argv) != 0:
+        sys.exit(f"{label} seed {seed} failed")
+    digest.write_text(inputs, encoding="utf-8")
     return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
 
 
@@ -99,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     results = {label: [run(label, model, seed, paths, args.work)["test"] for seed in args.seeds]
                for label, model in models.items()}
     majority, baseline = majority_accuracy(paths)
-    (args.work / "results.json").write_text(json.dumps({"task": args.task, "models": models, "test_accuracy": results,
-                                                        "majority": [majority, baseline]}, indent=1) + "\n")
+    (args.work / "results.json").write_text(json.dumps({"task": args.task, "models": models, "seeds": args.seeds,
+                                                        "test_accuracy": results, "majority": [majority, baseline]},
+                                                       indent=1) + "\n")
     print(f"| model | test accuracy, mean ± std ({len(args.seeds)} seeds) | runs |\n|---|---|---|")
     for label, accuracies in results.items():
-        print(f"| {label} (`{models[label]}`) | {100 * statistics.mean(accuracies):.2f} ± "
-              f"{100 * statistics.stdev(accuracies):.2f} | {', '.join(f'{100 * a:.2f}' for a in accuracies)} |")
+        print(f"| {label} (`{models[label]}`) | {percent(mean_std(accuracies))} | "
+              f"{', '.join(f'{100 * a:.2f}' for a in accuracies)} |")
     print(f"| majority class ({majority}) | {100 * baseline:.2f} | |")
     return 0
 
