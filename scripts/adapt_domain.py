@@ -165,10 +165,24 @@ def nearest_words(embedder: Embedder, pool: list[list[str]], queries: Sequence[t
     return result
 
 
+def measured_with(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments that shape the figures: a rerun keeps the parts already measured only when they match."""
+    return {"model": args.model, "reference_vocab": args.reference_vocab, "text": args.text,
+            "language": args.language, "senses_domain": args.senses_domain, "senses_general": args.senses_general,
+            "per_side": args.per_side, "pool_lines": args.pool_lines, "k": args.k}
+
+
 def measure(args: argparse.Namespace) -> None:
-    """Every figure into ``args.out``, written after each part; parts already there (a rerun) are kept."""
+    """Every figure into ``args.out``, written after each part; parts already there (a rerun) are kept when they
+    were measured with the same arguments (``measured_with``), and another model's or texts' file is refused."""
     torch.set_num_threads(1)
     report: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    asked = measured_with(args)
+    if report and report.get("measured_with") != asked:
+        stored = report.get("measured_with", {"model": report.get("model"), "reference_vocab": "not recorded"})
+        sys.exit(f"{args.out} holds figures measured with {stored}, not {asked}: give another --out (or delete it "
+                 "to measure again)")
+    report["measured_with"] = asked
 
     def save() -> None:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
