@@ -7,7 +7,8 @@
 
 Steps, each resumable (a finished piece is kept and skipped on a rerun only if it was made from the same
 inputs: a task run's ``inputs.sha256`` covers its flags, data and static vectors, with the biLM's fingerprint in
-its ``task.json``; a probe records its settings and the biLM's fingerprint; the report reads only such runs):
+its ``task.json``; a probe records its settings, the biLM's fingerprint and a sha256 of its lines or WordNet
+instances; the report reads only such runs):
 1. the four task data sets, subsampled and split with a fixed seed, written as files in the standard formats
    (``WORK/data/TASK/{train,dev,test}.{bio,tsv}``), and the cloze QA set (``elmo.tasks.qa_cloze``, whole,
    ``WORK/data/en-cloze/{train,dev,test}.jsonl``, with its first 1,000 training questions as ``train-1000.jsonl``);
@@ -294,14 +295,17 @@ def trained_on_current_bilm(run: Path) -> bool:
     return spec.get("elmo") is None or spec.get("bilm_fingerprint") == current_fingerprint(spec["model"])
 
 
-def probe_is_current(out: Path, settings: dict) -> bool:
-    """Whether the probe result ``out`` exists and was computed with these ``settings`` (the model, the probe's
-    sizes) and the model's weights as they are now."""
+def probe_is_current(work: Path, name: str, settings: dict) -> bool:
+    """Whether the probe result ``WORK/probes/NAME.json`` exists and was computed with these ``settings`` (the
+    model, the probe's sizes), the model's weights as they are now and the probe's data as the corpora give it now
+    (``probe_inputs_sha256``, read last: it loads the corpus)."""
+    out = work / "probes" / f"{name}.json"
     if not out.is_file():
         return False
     result = json.loads(out.read_text(encoding="utf-8"))
     return result.get("settings") == settings and \
-        result.get("model_fingerprint") == current_fingerprint(settings["model"])
+        result.get("model_fingerprint") == current_fingerprint(settings["model"]) and \
+        result.get("inputs_sha256") == probe_inputs_sha256(name, settings)
 
 
 def train_job(argv: list[str]) -> tuple[str, int]:
@@ -356,6 +360,43 @@ def is_current_run(run: Path, inputs: str) -> bool:
 
 # --- 5. probes ------------------------------------------------------------------------------------------
 
+@functools.cache
+def pos_probe_lines(language: str, sizes: tuple[int, int]) -> tuple[list, list]:
+    """The POS probe's train and test lines (``TaggedLine``) of ``language``, once per process."""
+    from elmo.tasks import probes
+
+    lines = probes.brown_pos_lines() if language == "en" else probes.peoples_daily_pos_lines()
+    return probes.probe_splits(lines, *sizes, seed=DATA_SEED)
+
+
+@functools.cache
+def wsd_probe_instances(max_lemmas: int) -> tuple[list, int, int]:
+    """The word-sense probe's WordNet instances (``SenseInstance``) of at most ``max_lemmas`` lemmas sampled with
+    DATA_SEED, the lemmas kept and the lemmas available; once per process."""
+    import numpy as np
+
+    from elmo.tasks import probes
+    from elmo.tokenizers import get_tokenizer
+
+    instances = probes.wordnet_instances(get_tokenizer("english"))
+    all_lemmas = sorted({(instances[n].lemma, instances[n].pos) for n in probes.scored_instances(instances)})
+    rng = np.random.default_rng(DATA_SEED)
+    keep = {all_lemmas[i] for i in rng.choice(len(all_lemmas), size=min(max_lemmas, len(all_lemmas)), replace=False)}
+    return [i for i in instances if (i.lemma, i.pos) in keep], len(keep), len(all_lemmas)
+
+
+def probe_inputs_sha256(name: str, settings: dict) -> str:
+    """sha256 of the data probe ``name`` reads (POS: its train and test lines' words and tags; WSD: its instances),
+    so that a result on lines or instances the corpora or their reading no longer give is computed again."""
+    if name.startswith("pos-"):
+        data = [[[line.words, line.tags] for line in part]
+                for part in pos_probe_lines(name.removeprefix("pos-"), tuple(settings["sizes"]))]
+    else:
+        data = [[i.lemma, i.pos, i.synset, i.tokens, i.position]
+                for i in wsd_probe_instances(settings["max_lemmas"])[0]]
+    return hashlib.sha256(json.dumps(data, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) -> str:
     import torch
 
@@ -365,22 +406,23 @@ def pos_probe_job(language: str, model: str, work: str, sizes: tuple[int, int]) 
     from elmo.tasks.features import cache_layers, load_layers
 
     torch.set_num_threads(1)
-    out = Path(work) / "probes" / f"pos-{language}.json"
+    name = f"pos-{language}"
+    out = Path(work) / "probes" / f"{name}.json"
     settings = {"model": model, "sizes": list(sizes)}
-    if probe_is_current(out, settings):
+    if probe_is_current(Path(work), name, settings):
         return str(out)
     started = time.perf_counter()
-    lines = probes.brown_pos_lines() if language == "en" else probes.peoples_daily_pos_lines()
-    train, test = probes.probe_splits(lines, *sizes, seed=DATA_SEED)
+    train, test = pos_probe_lines(language, tuple(sizes))
     model_dir = ModelDir.find(model)
     embedder = Embedder(model_dir.load_bilm())
     layers = {}
-    for name, part in (("train", train), ("test", test)):
+    for split_name, part in (("train", train), ("test", test)):
         path = cache_layers(embedder, [list(line.words) for line in part],
-                            Path(work) / "features" / f"pos-{language}" / f"{name}.h5")
-        layers[name] = load_layers(path, len(part))
+                            Path(work) / "features" / name / f"{split_name}.h5")
+        layers[split_name] = load_layers(path, len(part))
     accuracy = probes.pos_probe(train, test, layers["train"], layers["test"])
     result = {"accuracy": accuracy, "settings": settings, "model_fingerprint": embedder.fingerprint,
+              "inputs_sha256": probe_inputs_sha256(name, settings),
               "train_lines": len(train),
               "test_lines": len(test),
               "train_tokens": sum(len(line.words) for line in train),
@@ -400,19 +442,14 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
     from elmo.model_dir import ModelDir
     from elmo.tasks import probes
     from elmo.tasks.features import cache_layers, load_layers
-    from elmo.tokenizers import get_tokenizer
 
     torch.set_num_threads(1)
     out = Path(work) / "probes" / "wsd-en.json"
     settings = {"model": model, "max_lemmas": max_lemmas}
-    if probe_is_current(out, settings):
+    if probe_is_current(Path(work), "wsd-en", settings):
         return str(out)
     started = time.perf_counter()
-    instances = probes.wordnet_instances(get_tokenizer("english"))
-    all_lemmas = sorted({(instances[n].lemma, instances[n].pos) for n in probes.scored_instances(instances)})
-    rng = np.random.default_rng(DATA_SEED)
-    keep = {all_lemmas[i] for i in rng.choice(len(all_lemmas), size=min(max_lemmas, len(all_lemmas)), replace=False)}
-    instances = [i for i in instances if (i.lemma, i.pos) in keep]
+    instances, n_lemmas, n_available = wsd_probe_instances(max_lemmas)
     scored = probes.scored_instances(instances)
     model_dir = ModelDir.find(model)
     embedder = Embedder(model_dir.load_bilm())
@@ -425,8 +462,9 @@ def wsd_probe_job(model: str, work: str, max_lemmas: int) -> str:
         accuracy[f"layer_{layer}"] = probes.sense_1nn_accuracy(instances, vectors.astype(np.float32), scored)
     accuracy["most_frequent_sense"] = probes.most_frequent_sense_accuracy(instances, scored)
     result = {"accuracy": accuracy, "settings": settings, "model_fingerprint": embedder.fingerprint,
-              "lemmas": len(keep),
-              "lemmas_available": len(all_lemmas),
+              "inputs_sha256": probe_inputs_sha256("wsd-en", settings),
+              "lemmas": n_lemmas,
+              "lemmas_available": n_available,
               "instances": len(instances), "scored": len(scored), "seconds": time.perf_counter() - started}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -485,6 +523,13 @@ def merged(path: Path, new: dict, replaced: set[str]) -> dict:
     return {**{key: value for key, value in old.items() if key not in replaced}, **new}
 
 
+def mix_weight_bar(runs: list[dict], layer: int) -> tuple[float, float]:
+    """The mean of ``layer``'s mix weight over ``runs`` and its error bar: the sample standard deviation, as in
+    the tables (``mean_std``); 0 for a single run, which has no spread."""
+    scores = mean_std([run["mix_weights"][layer] for run in runs])
+    return scores["mean"], 0.0 if scores["std"] is None else scores["std"]
+
+
 def plot_mix_weights(results: dict, tasks: tuple[Task, ...], path: Path) -> None:
     import matplotlib
 
@@ -500,8 +545,7 @@ def plot_mix_weights(results: dict, tasks: tuple[Task, ...], path: Path) -> None
     n_layers = len(results[shown[0][0].name][shown[0][1]][0]["mix_weights"])
     width = 0.8 / n_layers
     for layer in range(n_layers):
-        means = [np.mean([run["mix_weights"][layer] for run in results[t.name][m]]) for t, m in shown]
-        stds = [np.std([run["mix_weights"][layer] for run in results[t.name][m]]) for t, m in shown]
+        means, stds = zip(*(mix_weight_bar(results[t.name][m], layer) for t, m in shown), strict=True)
         axis.bar(np.arange(len(shown)) + (layer - (n_layers - 1) / 2) * width, means, width, yerr=stds,
                  label=f"layer {layer}" + (" (char CNN)" if layer == 0 else ""))
     axis.axhline(1 / n_layers, color="grey", linestyle=":", linewidth=1, label="even average")
@@ -525,10 +569,10 @@ def write_report(work: Path, docs: Path, tasks: tuple[Task, ...], seeds: tuple[i
     names = {task.name for task in tasks}
     probes = {}
     for name, settings in probe_settings.items():
-        if probe_is_current(work / "probes" / f"{name}.json", settings):
+        if probe_is_current(work, name, settings):
             probes[name] = json.loads((work / "probes" / f"{name}.json").read_text(encoding="utf-8"))
         else:
-            log(f"probe {name}: left out, not run with {settings} on the current weights")
+            log(f"probe {name}: left out, not run with {settings} on the current weights and data")
     took = "" if started is None else f"; wall time {time.perf_counter() - started:.0f} s"
     stamp = f"<!-- numbers written by scripts/run_tasks.py{' --smoke' if smoke else ''}{took} -->"
     labelling = tuple(task for task in tasks if task.kind != "qa")

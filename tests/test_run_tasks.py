@@ -1,0 +1,89 @@
+"""scripts/run_tasks.py: a probe result is reused only for the same data as the corpora give it now, and the mix
+weights' error bars are the sample standard deviation the tables report."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from elmo.tasks import probes
+from elmo.tasks.probes import SenseInstance, TaggedLine
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "run_tasks.py"
+FIXTURE = Path(__file__).parent / "fixtures" / "elmo"
+
+
+def fresh_run_tasks() -> ModuleType:
+    """The script as a new process of it sees it: nothing cached from an earlier run."""
+    spec = importlib.util.spec_from_file_location("run_tasks", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tagged_lines(n_words: int, tags: tuple[str, ...]) -> list[TaggedLine]:
+    """12 lines of the biLM's train split and 4 held out, each of ``n_words`` words tagged in turn with ``tags``."""
+    words = ("the", "dog", "runs", "fast", "home")[:n_words]
+    line_tags = tuple(tags[i % len(tags)] for i in range(n_words))
+    return [TaggedLine(words, line_tags, "train" if n < 12 else "test") for n in range(16)]
+
+
+def test_a_pos_probe_is_computed_again_when_its_tagged_lines_change(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setattr(probes, "brown_pos_lines", lambda: tagged_lines(3, ("n", "v")))
+    out = fresh_run_tasks().pos_probe_job("en", str(FIXTURE), str(tmp_path), (8, 3))
+    first = json.loads(Path(out).read_text())
+    assert (first["tags"], first["train_tokens"], first["test_tokens"]) == (2, 8 * 3, 3 * 3)
+
+    monkeypatch.setattr(probes, "brown_pos_lines", lambda: tagged_lines(3, ("n", "v")))
+    fresh_run_tasks().pos_probe_job("en", str(FIXTURE), str(tmp_path), (8, 3))
+    assert json.loads(Path(out).read_text())["seconds"] == first["seconds"]  # the same lines: kept
+
+    monkeypatch.setattr(probes, "brown_pos_lines", lambda: tagged_lines(4, ("n", "v", "a")))
+    fresh_run_tasks().pos_probe_job("en", str(FIXTURE), str(tmp_path), (8, 3))
+    again = json.loads(Path(out).read_text())
+    assert (again["tags"], again["train_tokens"], again["test_tokens"]) == (3, 8 * 4, 3 * 4)
+
+
+def sense_instances(lemmas: tuple[str, ...]) -> list[SenseInstance]:
+    """Two synsets of each lemma, two examples of each (the lemma first), so every instance is scored."""
+    return [SenseInstance(lemma, "n", f"{lemma}-{synset}", (lemma, "near", f"word{example}"), 0)
+            for lemma in lemmas for synset in (1, 2) for example in range(2)]
+
+
+def test_a_word_sense_probe_is_computed_again_when_its_instances_change(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.setattr(probes, "wordnet_instances", lambda tokenize: sense_instances(("bank",)))
+    out = fresh_run_tasks().wsd_probe_job(str(FIXTURE), str(tmp_path), 10)
+    assert (json.loads(Path(out).read_text())["instances"], json.loads(Path(out).read_text())["lemmas"]) == (4, 1)
+
+    monkeypatch.setattr(probes, "wordnet_instances", lambda tokenize: sense_instances(("bank", "bat")))
+    fresh_run_tasks().wsd_probe_job(str(FIXTURE), str(tmp_path), 10)
+    result = json.loads(Path(out).read_text())
+    assert (result["instances"], result["lemmas"], result["scored"]) == (8, 2, 8)
+
+
+def test_the_mix_weight_error_bars_are_the_sample_standard_deviation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import matplotlib.axes
+
+    run_tasks = fresh_run_tasks()
+    task = next(task for task in run_tasks.TASKS if task.name == "en-sentiment")
+    weights = [[0.2, 0.3, 0.5], [0.4, 0.3, 0.3], [0.3, 0.5, 0.2]]
+    results = {task.name: {"elmo-mix": [{"mix_weights": w} for w in weights],
+                           "elmo+static": [{"mix_weights": [0.1, 0.6, 0.3]}]}}
+    bars = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda self, x, height, width, yerr, label: bars.append(
+        (list(height), list(yerr))))
+    run_tasks.plot_mix_weights(results, (task,), tmp_path / "mix.png")
+
+    for layer, (means, errors) in enumerate(bars):
+        values = [w[layer] for w in weights]
+        mean = sum(values) / 3
+        assert means == pytest.approx([mean, [0.1, 0.6, 0.3][layer]])
+        sample_std = math.sqrt(sum((value - mean) ** 2 for value in values) / (3 - 1))
+        assert errors == pytest.approx([sample_std, 0.0])  # one run (elmo+static): no spread
+    assert len(bars) == 3
