@@ -156,6 +156,13 @@ def logged_validation(run_dir: Path) -> dict[int, float]:
             if record.get("valid_perplexity") is not None}
 
 
+def lowest_logged(logged: dict[int, float]) -> tuple[int, float] | None:
+    """The step of lowest validation perplexity and its figure, NaN ones (a diverged step) left out: ``min`` keeps
+    a NaN met first, as no figure compares lower than it. None when no figure is left."""
+    finite = [(step, value) for step, value in logged.items() if not math.isnan(value)]
+    return min(finite, key=lambda item: item[1]) if finite else None
+
+
 def _by_step(scores: Iterable[tuple[int, float]]) -> str:
     return ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
 
@@ -197,7 +204,7 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     perplexity, directory, checkpoint, source = best
     steps = _by_step(scores)
     how = f"the lowest validation perplexity of the checkpoints kept (step {steps}; {source})"
-    best_logged = min(logged.items(), key=lambda item: item[1]) if logged else None
+    best_logged = lowest_logged(logged)
     if best_logged is not None and best_logged[1] < perplexity:
         how += f"; step {best_logged[0]:,} had {best_logged[1]:.1f} but its checkpoint is no longer kept"
     return Chosen.of_checkpoint(directory, checkpoint, perplexity, how)
@@ -217,11 +224,12 @@ def exported_run(directory: Path) -> Chosen:
     if model.config.to_options() != config.to_options():
         raise SystemExit(f"{directory}: weights.hdf5 has another shape than the step {step:,} its {STATE_FILE} names")
     logged = logged_validation(directory)
-    if not logged:
+    best = lowest_logged(logged)
+    if best is None:
         return Chosen(directory, step, options, vocab, model, None, "the run's step exported where it trained")
     steps = _by_step(logged.items())
     how = f"the lowest validation perplexity of the run, exported where it trained (step {steps})"
-    best_step = min(logged, key=logged.__getitem__)
+    best_step = best[0]
     if best_step != step:
         raise SystemExit(f"{directory}: the exported step is {step:,}, but step {best_step:,} has the lowest "
                          f"validation perplexity in {directory}/log.jsonl")

@@ -264,3 +264,30 @@ def test_a_folder_here_named_as_a_shipped_model_is_named_when_it_holds_no_run(tm
     with pytest.raises(CheckpointError, match=r"\./en is a folder here that holds no model or run, and a folder is "
                                               r"read before the shipped model 'en'"):
         load_language_model("en")
+
+
+def _with_validation(run: Path, figures: list[tuple[int, float]]) -> None:
+    """The run's log, its validation records replaced by ``figures`` in this order."""
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    records = [r for r in records if "valid_perplexity" not in r] + [
+        {"step": step, "valid_perplexity": value} for step, value in figures]
+    (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def test_a_nan_validation_figure_logged_first_is_not_taken_for_the_lowest_in_the_note(shipped: dict, tmp_path: Path):
+    run = tmp_path / "run"
+    shutil.copytree(shipped["run"], run)  # checkpoints kept at steps 3 and 6
+    _with_validation(run, [(1, math.nan), (2, 30.0), (3, 50.0), (6, 45.0)])
+    chosen = make_models.best_checkpoint(run)
+    assert (chosen.step, chosen.valid_perplexity) == (6, 45.0)
+    assert "step 2 had 30.0 but its checkpoint is no longer kept" in chosen.how
+
+
+def test_a_run_exported_elsewhere_ships_when_only_a_nan_figure_logged_first_is_lower(shipped: dict, tmp_path: Path):
+    newest = list_checkpoints(shipped["run"])[-1]
+    brought = export_model(_run_model(newest), load_checkpoint(newest).vocab, tmp_path / "brought")
+    shutil.copy(newest / "state.json", brought / "state.json")
+    shutil.copy(shipped["run"] / "log.jsonl", brought / "log.jsonl")
+    _with_validation(brought, [(3, math.nan), (6, 45.0)])
+    chosen = make_models.exported_run(brought)
+    assert (chosen.step, chosen.valid_perplexity) == (6, 45.0)
