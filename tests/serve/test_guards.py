@@ -196,3 +196,110 @@ def test_clients_that_do_not_read_hold_at_most_the_token_budget(big_answer_serve
     # each answer is ~17 MB of JSON and ~6 MB of vectors: two of them and the model's own working memory fit
     # well under 100 MiB; answering all ten to clients that do not read would pin ~230 MB
     assert peak - baseline < 100 << 20, f"RSS grew {(peak - baseline) >> 20} MiB"
+
+
+KEY = "guard-key"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory):
+    """Keys required, the 1 s body timeout, and room for two connections."""
+    directory = tmp_path_factory.mktemp("keyed")
+    (directory / "keys").write_text(KEY + "\n")
+    server = ServerProcess("--model", str(FIXTURE_MODEL), "--api-key-file", str(directory / "keys"),
+                           "--body-timeout", str(TIMEOUT_S), "--limit-concurrency", "2",
+                           log_path=directory / "log").start()
+    yield server
+    server.terminate()
+
+
+def trickle_until_closed(client: socket.socket, head: bytes, within_s: float) -> tuple[bytes, float | None]:
+    """Send ``head`` and then a one-byte chunk every 0.2 s, as a client that never finishes its body: what the
+    server answers, and how long after the head it closed the connection (None if it was still open)."""
+    client.sendall(head)
+    opened = time.monotonic()
+    client.settimeout(0.2)
+    received = b""
+    while time.monotonic() - opened < within_s:
+        try:
+            chunk = client.recv(1 << 16)
+        except TimeoutError:
+            chunk = None
+        except ConnectionResetError:
+            return received, time.monotonic() - opened
+        if chunk == b"":
+            return received, time.monotonic() - opened
+        received += chunk or b""
+        try:
+            client.sendall(b"1\r\n \r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            return received, time.monotonic() - opened
+    return received, None
+
+
+def chunked_head(method: str, path: str, authorization: str | None = None) -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    if authorization is not None:
+        head += f"Authorization: {authorization}\r\n"
+    return (head + "\r\n").encode()
+
+
+def test_keyless_clients_trickling_a_body_are_closed_after_their_401_and_leave_room(
+        keyed_server: ServerProcess) -> None:
+    """BearerAuth answers without reading the body, so BodySizeLimit's deadline never ran: two keyless clients
+    trickling bodies held both connections for ever, and a keyed request got 503."""
+    clients = [connect(keyed_server) for _ in range(2)]
+    try:
+        for client in clients:
+            received, closed_after = trickle_until_closed(client, chunked_head("POST", "/v1/embed"), 4 * TIMEOUT_S)
+            assert received.startswith(b"HTTP/1.1 401 ") and b"connection: close" in received.lower()
+            assert closed_after is not None and closed_after < TIMEOUT_S + 1.5, "its connection stayed open"
+        keyed = httpx.post(f"{keyed_server.url}/v1/embed", json={"sentences": ["a b"]},
+                           headers={"authorization": f"Bearer {KEY}"})
+        assert keyed.status_code == 200
+    finally:
+        for client in clients:
+            client.close()
+
+
+@pytest.mark.parametrize(("path", "authorization"), [("/healthz", None), ("/v1/models", f"Bearer {KEY}")])
+def test_a_get_trickling_a_body_is_cut_at_the_body_timeout(keyed_server: ServerProcess, path: str,
+                                                           authorization: str | None) -> None:
+    with connect(keyed_server) as client:
+        received, closed_after = trickle_until_closed(client, chunked_head("GET", path, authorization), 4 * TIMEOUT_S)
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout"
+    assert closed_after is not None and TIMEOUT_S - 0.1 < closed_after < TIMEOUT_S + 1.5
+
+
+def http_get(client: socket.socket, path: str) -> tuple[bytes, bytes]:
+    """One keep-alive GET on ``client``: the answer's head and body (the head says how long the body is)."""
+    client.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += client.recv(1 << 16)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    while len(body) < length:
+        body += client.recv(1 << 16)
+    return head, body
+
+
+def test_limit_concurrency_serves_that_many_connections_and_refuses_the_next(start_server) -> None:
+    """uvicorn counts the new connection against its limit: given N it served N - 1."""
+    limit = 3
+    server = start_server("--model", str(FIXTURE_MODEL), "--limit-concurrency", str(limit))
+    clients = [connect(server) for _ in range(limit)]
+    try:
+        for client in clients:  # all N open at once, each kept open for the next request
+            assert http_get(client, "/healthz")[0].startswith(b"HTTP/1.1 200 ")
+        clients.append(connect(server))
+        assert http_get(clients[limit], "/healthz")[0].startswith(b"HTTP/1.1 503 ")
+        read_until_closed(clients[limit])  # uvicorn closes it: N open again
+        for client in clients[:limit]:  # the first N are still served
+            assert http_get(client, "/healthz")[0].startswith(b"HTTP/1.1 200 ")
+        head, body = http_get(clients[0], "/v1/models")
+        assert head.startswith(b"HTTP/1.1 200 ") and json.loads(body)["limits"]["limit_concurrency"] == limit
+    finally:
+        for client in clients:
+            client.close()

@@ -200,6 +200,31 @@ def test_malformed_json_wrong_media_type_and_oversized_body(server) -> None:
     assert_error(chunked, 413, None)
 
 
+@pytest.mark.parametrize("content_type", [None, "text/json", "text/plain", "application/jsonl"])
+def test_a_json_body_sent_as_another_media_type_or_none_is_415_naming_content_type(server,
+                                                                                  content_type: str | None) -> None:
+    """FastAPI reads only application/json and application/*+json as JSON (none at all is refused on purpose: a
+    browser may send it cross-site without asking first); the 422 "valid dictionary" it led to named the body."""
+    body = json.dumps({"model": "en", "sentences": ["a b"]}).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = httpx.post(f"{server.url}/v1/embed", content=body, headers=headers, timeout=30)
+    if content_type is None:  # as requests.post(url, data=...) sends it
+        assert "content-type" not in response.request.headers
+    assert_error(response, 415, "Content-Type")
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert (content_type or "no Content-Type") in error["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/vnd.elmo+json"])
+def test_json_media_types_are_read_as_json(server, embedder: Embedder, content_type: str) -> None:
+    body = json.dumps({"model": "en", "sentences": ["a b"], "layers": "top"}).encode()
+    response = post_raw(server, "/v1/embed", body, content_type)
+    assert response.status_code == 200, response.text
+    vectors = np.array(response.json()["embeddings"][0]["vectors"], np.float32)
+    np.testing.assert_allclose(vectors, embedder.embed(["a b"], "top")[0], **TOLERANCE)
+
+
 def test_unacceptable_accept_header(server) -> None:
     assert_error(post(server, "/v1/embed", {"model": "en", "sentences": ["a"]}, accept="text/html"), 406, "Accept")
 

@@ -28,6 +28,39 @@ def test_a_served_mix_is_the_weighted_sum_of_the_served_layers(server, layers, w
         assert np.abs(all_layers[0] - all_layers[2]).max() > 1e-2  # the layers differ, so the weights matter
 
 
+def _served_vectors(server, sentences: list[str], layers, pooling: str) -> list[np.ndarray]:
+    response = httpx.post(f"{server.url}/v1/embed", json={"model": "en", "sentences": sentences, "layers": layers,
+                                                         "pooling": pooling}, timeout=30)
+    assert response.status_code == 200, response.text
+    return [np.array(item["vectors"], np.float32) for item in response.json()["embeddings"]]
+
+
+def _float64_mean(vectors: np.ndarray) -> np.ndarray:
+    """The token mean as ``Embedder.encode`` states it: summed in float64, rounded once to float32."""
+    return vectors.astype(np.float64).mean(axis=-2).astype(np.float32)
+
+
+@pytest.mark.parametrize("layers", ["average", "all"])
+def test_a_served_mean_is_the_float64_mean_of_the_served_tokens(server, layers) -> None:
+    """As ``Embedder.encode`` pools: a float32 sum over 220 tokens rounds differently (by about 5e-7)."""
+    sentences = ["The bank of the river is steep and full of mud " * 20, "She sat", "a b c d e f g h i j"]
+    unpooled = _served_vectors(server, sentences, layers, "none")
+    for pooled, tokens in zip(_served_vectors(server, sentences, layers, "mean"), unpooled, strict=True):
+        np.testing.assert_array_equal(pooled, _float64_mean(tokens))
+
+
+def test_weights_whose_mix_fits_float32_are_pooled_without_overflow(server) -> None:
+    """A mix near float32's largest value is served unpooled; its mean must be served too, not refused as an
+    overflow of a float32 sum over the tokens."""
+    sentence = "a a a a a a a a"
+    layer_sum = np.abs(_served_vectors(server, [sentence], "all", "none")[0].astype(np.float64).sum(axis=0)).max()
+    weights = [float(2.5e38 / layer_sum)] * 3
+    unpooled = _served_vectors(server, [sentence], weights, "none")[0]
+    pooled = _served_vectors(server, [sentence], weights, "mean")[0]
+    assert np.isfinite(pooled).all() and np.abs(pooled).max() > 1e37
+    np.testing.assert_array_equal(pooled, _float64_mean(unpooled))
+
+
 def test_wrong_layer_choices_say_why() -> None:
     with pytest.raises(ValueError, match="2 mixing weights; the model has 3"):
         layer_weights([0.5, 0.5], 3)

@@ -36,11 +36,15 @@ router = APIRouter()
 
 def create_app(embedders: dict[str, Embedder], config: ServeConfig,
                indexes: Mapping[str, tuple[str | Path, str]] | None = None) -> FastAPI:
-    """``embedders`` maps the names requests use to loaded models; each gets its own batcher. ``indexes`` maps
-    the names search requests use to an index directory and the served model that embeds its queries (the one
-    it was built with; ``elmo.serve.search.model_for_index``). ValueError if an index does not fit its model."""
+    """``embedders`` maps the names requests use to loaded models; each gets its own batcher, and each must window
+    long sentences as ``config`` says (``max_window_tokens``, ``window_context``), since ``/v1/models`` reports
+    the config's windows as the ones in force. ``indexes`` maps the names search requests use to an index
+    directory and the served model that embeds its queries (the one it was built with;
+    ``elmo.serve.search.model_for_index``). ValueError if an embedder's windows or an index do not fit."""
     if not embedders:
         raise ValueError("serve at least one model")
+    for name, embedder in embedders.items():
+        _check_windows(name, embedder, config)
     metrics = Metrics()
     served: dict[str, ServedModel] = {}
     for name, embedder in embedders.items():
@@ -76,13 +80,24 @@ def create_app(embedders: dict[str, Embedder], config: ServeConfig,
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_bundle.swagger_ui_path)), name="docs-assets")
     # Outermost first: metrics see every answer (labelled by endpoint, a bounded set), auth runs before the body
-    # is read, the limit before parsing.
+    # is read (its 401 closes the connection, as the body is left unread), the limit before parsing.
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s,
                        drain_bytes=config.drain_bytes)
     app.add_middleware(BearerAuth, api_keys=config.api_keys)
     endpoints = [route.path for routes in routers for route in routes.routes if isinstance(route, APIRoute)]
     app.add_middleware(RequestMetrics, metrics=metrics, endpoints=endpoints)
     return app
+
+
+def _check_windows(name: str, embedder: Embedder, config: ServeConfig) -> None:
+    """ValueError naming the model and both settings when its windows are not the config's."""
+    for embedder_field, value, config_field, expected in (
+            ("max_window_tokens", embedder.max_window_tokens, "max_sentence_tokens", config.max_sentence_tokens),
+            ("window_context", embedder.window_context, "window_context", config.context_tokens)):
+        if value != expected:
+            raise ValueError(f"model {name!r} has {embedder_field}={value} but the ServeConfig's {config_field} is "
+                             f"{expected}; load it with Embedder.load(..., max_window_tokens="
+                             f"{config.max_sentence_tokens}, window_context={config.context_tokens})")
 
 
 @router.get("/healthz")

@@ -35,11 +35,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         description="Serve ELMo vectors over HTTP. Stateless: run N replicas behind any load balancer.")
     serve.add_argument("--model", action="append", required=True, metavar="[NAME=]MODEL", dest="models",
                        help="a model directory or shipped model name, repeatable; served under NAME, else under "
-                            "the directory's name (en=path/to/dir serves path/to/dir as 'en')")
+                            "the directory's name (en=path/to/dir serves path/to/dir as 'en'; a path that exists, "
+                            "or has a '/' before its first '=', is a bare path)")
     serve.add_argument("--index", action="append", default=[], metavar="[NAME=]DIR", dest="indexes",
                        help="a contextual-search index from `elmo index`, repeatable, for /v1/neighbors and "
-                            "/v1/senses; served under NAME, else under the directory's name. The model it was "
-                            "built with must be served too (--model)")
+                            "/v1/senses; served under NAME, else under the directory's name (read as --model "
+                            "is). The model it was built with must be served too (--model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=port_number, default=8000, help="TCP port to listen on")
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
@@ -158,7 +159,8 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
     # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
                 timeout_graceful_shutdown=int(config.request_timeout_s) + 5, timeout_keep_alive=config.keep_alive_s,
-                limit_concurrency=config.limit_concurrency,
+                # uvicorn refuses once the open connections, the new one counted, reach its limit: N + 1 serves N
+                limit_concurrency=config.limit_concurrency + 1,
                 http=GuardedH11Protocol.configured(config.header_timeout_s, config.write_timeout_s))
     return 0
 

@@ -4,6 +4,7 @@ A frozen dataclass, so the app, the batchers and the tests read one validated se
 """
 
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,9 +13,13 @@ LOOPBACK_NAMES = ("localhost",)
 
 
 def _split_name(value: str, flag: str, expected: str) -> tuple[str, str] | None:
-    """``NAME=THING`` as ``(NAME, THING)``; None for a bare ``THING``; ValueError for ``=THING`` or ``NAME=``."""
+    """``NAME=THING`` as ``(NAME, THING)``; None for a bare ``THING``; ValueError for ``=THING`` or ``NAME=``.
+
+    A path may hold '=' (``/data/lr=0.1/model``), so ``value`` is a bare path when it exists (an existing
+    directory is never misread as a name) or when a path separator comes before its first '=' (a NAME holds
+    none), so a mistyped path is reported whole."""
     name, separator, thing = value.partition("=")
-    if not separator:
+    if not separator or Path(value).exists() or "/" in name or os.sep in name:
         return None
     if not name or not thing:
         raise ValueError(f"{flag} {value!r}: expected {expected}")

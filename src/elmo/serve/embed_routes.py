@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from elmo.layer_choice import layer_weights, mix_layers
+from elmo.pooling import pool
 from elmo.serve.batching import Hold
 from elmo.serve.errors import ApiError
 from elmo.serve.schemas import MAX_OCCURRENCES, EmbedRequest, JsonRoute, SimilarityRequest
@@ -131,8 +132,9 @@ async def models(service: ServiceDep) -> dict[str, Any]:
 
 
 def _pool(vectors: np.ndarray, pooling: str) -> np.ndarray:
-    """``mean`` averages over the token axis (second to last): ``(..., T, D)`` -> ``(..., D)``."""
-    return vectors.mean(axis=-2) if pooling == "mean" else vectors
+    """``mean`` is ``elmo.pooling.pool``'s (summed in float64), so served means equal ``Embedder.encode``'s and
+    a mix that fits float32 never overflows when its tokens are summed: ``(..., T, D)`` -> ``(..., D)``."""
+    return pool(vectors, "mean") if pooling == "mean" else vectors
 
 
 def _padded_positions(token_lists: list[list[str]], max_request_tokens: int) -> int:

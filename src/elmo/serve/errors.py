@@ -81,10 +81,14 @@ async def _invalid_request(request: Request, error: Exception) -> JSONResponse:
     Exception) as one error naming the most specific field, or the body's media type or syntax at fault."""
     if not isinstance(error, RequestValidationError):
         raise TypeError(f"{type(error).__name__} is not a refused request body") from error
-    content_type = request.headers.get("content-type", "application/json")
-    if not content_type.split(";")[0].strip().lower().endswith("json"):
-        return _answer(415, "unsupported_media_type", f"the body is {content_type}; send JSON with Content-Type: "
-                       "application/json", "Content-Type")
+    # FastAPI hands validation the raw bytes exactly when it did not read the body as JSON: a media type other
+    # than application/json or application/*+json (text/json too), or none at all, which it refuses on purpose
+    # (a browser may send such a body cross-site without asking first: strict_content_type).
+    if isinstance(error.body, bytes):
+        content_type = request.headers.get("content-type")
+        sent = f"the body is {content_type}" if content_type else "the body has no Content-Type"
+        return _answer(415, "unsupported_media_type", f"{sent}; send JSON with Content-Type: application/json",
+                       "Content-Type")
     problems = error.errors()
     if any(problem["type"] == "json_invalid" for problem in problems):
         detail = next(p for p in problems if p["type"] == "json_invalid")

@@ -153,7 +153,11 @@ class RequestMetrics:
 
 
 class BearerAuth:
-    """``Authorization: Bearer <key>`` on /v1/ and /metrics; the page, /healthz and the docs stay open."""
+    """``Authorization: Bearer <key>`` on /v1/ and /metrics; the page, /healthz and the docs stay open.
+
+    A refused request's body is never read, so its 401 closes the connection: otherwise a keyless client could
+    trickle that body for ever, past ``--body-timeout`` (which ``BodySizeLimit``, inside this layer, keeps),
+    holding one of ``--limit-concurrency``'s connections."""
 
     def __init__(self, app: ASGIApp, api_keys: Iterable[str]) -> None:
         self.app = app
@@ -167,13 +171,14 @@ class BearerAuth:
             matches = [hmac.compare_digest(token.strip(), key) for key in self.api_keys]
             if scheme.lower() != b"bearer" or not any(matches):
                 await send_json_error(send, 401, "unauthorized", "missing or wrong bearer token (Authorization header)",
-                                      [("www-authenticate", "Bearer")])
+                                      [("www-authenticate", "Bearer"), ("connection", "close")])
                 return
         await self.app(scope, receive, send)
 
 
 class BodySizeLimit:
-    """Reads the whole body of a POST/PUT/PATCH before the app sees it: at most ``max_bytes`` (413 past it),
+    """Reads the whole body of any request that declares one (a GET's too: otherwise a body trickled after a GET
+    would hold its connection past every timeout) before the app sees it: at most ``max_bytes`` (413 past it),
     all of it within ``timeout_s`` of the request head (408 past it, and the connection closed).
 
     An oversized body of at most ``drain_bytes`` is read and dropped before the 413 is sent, because clients
@@ -188,7 +193,7 @@ class BodySizeLimit:
         self.drain_bytes = drain_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http" or not _declares_body(scope):
             await self.app(scope, receive, send)
             return
         deadline = asyncio.get_running_loop().time() + self.timeout_s
@@ -253,6 +258,14 @@ class BodySizeLimit:
                     read.add(message, keep=False)
         except TimeoutError:
             return
+
+
+def _declares_body(scope: Scope) -> bool:
+    """Whether the request head announces a body: a ``Content-Length`` above 0 or any ``Transfer-Encoding``
+    (h11 refuses a head whose length it cannot tell, so these two are every way a body can follow)."""
+    headers = dict(scope["headers"])
+    declared = headers.get(b"content-length", b"0").strip()
+    return b"transfer-encoding" in headers or not (declared.isdigit() and int(declared) == 0)
 
 
 class _BodyRead:
