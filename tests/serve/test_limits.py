@@ -253,3 +253,25 @@ def test_empty_key_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "keys").write_text("# no key yet\n")
     assert serve_main(["--model", str(FIXTURE_MODEL), "--api-key-file", str(tmp_path / "keys")]) == 2
     assert "holds no API key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--device", "bogus"], "expected cpu, cuda, cuda:N or mps"),
+    (["--model", "second={empty}"], "options.json"),  # a second --model that is no model: found before the first loads
+])
+def test_a_bad_device_or_model_directory_exits_2_before_any_model_loads(
+        flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from elmo.embedder import Embedder as LoadedEmbedder
+
+    def no_load(*_, **__):
+        raise AssertionError("a model loaded before the flags were checked")
+
+    monkeypatch.setattr(LoadedEmbedder, "load", no_load)
+    flags = [flag.format(empty=tmp_path) for flag in flags]
+    try:
+        code = serve_main(["--model", str(FIXTURE_MODEL), *flags])
+    except SystemExit as exited:  # argparse's own refusal of a flag's value
+        code = exited.code
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -8,7 +8,7 @@ does a missing ``serve`` extra (``search`` too with ``--index``).
 import argparse
 import sys
 
-from elmo.command_line import finite_number, whole_number
+from elmo.command_line import device, finite_number, whole_number
 from elmo.extras import require
 from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, read_api_keys
 
@@ -43,7 +43,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                             "is). The model it was built with must be served too (--model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=port_number, default=8000, help="TCP port to listen on")
-    serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    serve.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     serve.add_argument("--threads", type=_POSITIVE, default=None,
                        help="torch (and faiss) CPU threads (default: their choice)")
     serve.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' on /v1/ and /metrics; "
@@ -99,6 +99,7 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         specs = [ModelSpec.parse(value) for value in args.models]
         _check_unique_names("--model", [spec.name for spec in specs])
+        _check_model_directories(specs)
         index_specs = [IndexSpec.parse(value) for value in args.indexes]
         _check_unique_names("--index", [spec.name for spec in index_specs])
         if args.no_auth and args.api_key_file:
@@ -120,6 +121,15 @@ def serve_command(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"elmo serve: error: {error}", file=sys.stderr)
         return 2
+
+
+def _check_model_directories(specs: list[ModelSpec]) -> None:
+    """Every --model names a model directory (its files, not its weights, are read): a bad second one was
+    found only after the first had loaded."""
+    from elmo.model_dir import ModelDir
+
+    for spec in specs:
+        ModelDir.find(spec.source)
 
 
 def _check_unique_names(flag: str, names: list[str]) -> None:
