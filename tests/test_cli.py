@@ -121,3 +121,74 @@ def test_prepare_refuses_a_limit_below_one(tmp_path, capsys):
         datasets_main(["prepare", "en", "--out", str(tmp_path / "en"), "--limit", "0"])
     assert exited.value.code == 2 and "--limit" in capsys.readouterr().err
     assert not (tmp_path / "en").exists()
+
+
+def test_vocab_refuses_an_out_that_is_a_corpus_file_or_a_directory_and_keeps_the_corpus(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """--out over the corpus overwrote the text with its vocabulary; --out a directory was a traceback."""
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b a\n")
+    (tmp_path / "emptydir").mkdir()
+    refused = [(["c.txt", "--out", "c.txt"], "--out c.txt is an input of this command"),
+               (["*.txt", "--out", str(corpus)], f"--out {corpus} is an input of this command (the same file as the "
+                                                 "input c.txt)"),
+               (["c.txt", "--out", "emptydir"], "--out emptydir is a directory; expected the name of a file to write"),
+               (["c.txt", "--out", "c.txt/v.txt"], "--out c.txt/v.txt: c.txt is a file, not a directory to write in")]
+    for words, expected in refused:
+        assert main(["vocab", *words]) == 2
+        error = capsys.readouterr().err
+        assert expected in error and len(error.splitlines()) == 1, error
+    assert corpus.read_text() == "a b a\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.txt", "emptydir"]
+
+
+def test_a_file_that_cannot_be_written_is_one_line_with_exit_status_1(tmp_path, monkeypatch, capsys):
+    """The last resort for an OSError no check foresaw (a full disk here): no traceback."""
+    import errno
+
+    from elmo.training.vocab import Vocabulary
+
+    def full_disk(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Vocabulary, "save", full_disk)
+    (tmp_path / "c.txt").write_text("a b\n")
+    assert main(["vocab", str(tmp_path / "c.txt"), "--out", str(tmp_path / "v.txt")]) == 1
+    error = capsys.readouterr().err
+    assert error == f"elmo vocab: error: [Errno 28] No space left on device: '{tmp_path / 'v.txt'}'\n"
+
+
+def test_train_resume_names_resume_when_given_a_file(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    assert main(["train", "--resume", str(tmp_path / "afile")]) == 2
+    error = capsys.readouterr().err
+    assert f"--resume {tmp_path / 'afile'} is a file; expected the run directory" in error and "--out" not in \
+        error.replace("`elmo train --out`", "")
+
+
+def test_prepare_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys, monkeypatch):
+    """It was a FileExistsError traceback."""
+    from elmo.datasets import __main__ as datasets
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("prepare ran before --out was checked")
+
+    monkeypatch.setattr(datasets, "prepare", no_work)
+    (tmp_path / "outfile").write_text("")
+    assert datasets.main(["prepare", "en", "--out", str(tmp_path / "outfile"), "--limit", "5"]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"python -m elmo.datasets prepare: error: --out {tmp_path / 'outfile'} is a file; expected a "
+                     "directory (a new path, or one to write in)\n")
+
+
+def test_prepare_reports_a_file_it_could_not_write_in_one_line(tmp_path, capsys, monkeypatch):
+    from elmo.datasets import __main__ as datasets
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "en" / "train.txt"))
+
+    monkeypatch.setattr(datasets, "prepare", denied)
+    assert datasets.main(["prepare", "en", "--out", str(tmp_path / "en"), "--limit", "5"]) == 1
+    assert capsys.readouterr().err == (f"python -m elmo.datasets prepare: error: [Errno 13] Permission denied: "
+                                       f"'{tmp_path / 'en' / 'train.txt'}'\n")

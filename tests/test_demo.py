@@ -1,5 +1,7 @@
 import numpy as np
+import pytest
 
+from elmo.cli import main
 from elmo.demo import run_demo, sense_similarities
 from elmo.embedder import Embedder
 from elmo.sense_examples import DEMO_EXAMPLES
@@ -23,3 +25,23 @@ def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, 
     assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert printed.count("layer 0 (static): DOES NOT separate the senses") == len(DEMO_EXAMPLES)
+
+
+@pytest.mark.parametrize(("out", "expected"), [
+    ("demo.txt", "demo.txt: the map is a PNG; give a file name ending in .png"),
+    ("plainname", "plainname: the map is a PNG; give a file name ending in .png"),  # matplotlib adds .png
+    ("emptydir", "emptydir: the map is a PNG"),  # matplotlib wrote emptydir.png
+    ("dir.png", "dir.png is a directory; expected the name of the PNG to write"),
+    ("nodir/demo.png", "nodir: no such directory to write demo.png in"),
+    ("afile/demo.png", "afile is not a directory; cannot write demo.png in it"),
+])
+def test_an_out_the_heat_map_cannot_be_written_to_is_refused_before_any_model_loads(out, expected, tmp_path,
+                                                                                   monkeypatch, capsys, no_model_load):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "emptydir").mkdir()
+    (tmp_path / "dir.png").mkdir()
+    (tmp_path / "afile").write_text("")
+    assert main(["demo", "--out", out]) == 2
+    error = capsys.readouterr()
+    assert expected in error.err and len(error.err.splitlines()) == 1 and error.out == ""
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "dir.png", "emptydir"]

@@ -208,3 +208,28 @@ def test_the_checked_graph_is_not_at_path_until_it_has_passed_and_is_then_rename
     assert checked != path and checked.parent == path.parent and not final_existed
     assert exported.path == path and path.read_bytes() == checked_bytes  # the very graph that passed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bilm.onnx"]
+
+
+@pytest.mark.parametrize(("out", "opset", "expected"), [
+    ("x.onnx", "999", f"opset 999: the installed onnx {onnx.__version__} knows opsets up to "
+                      f"{onnx.defs.onnx_opset_version()}"),
+    ("emptydir", "18", "the ONNX file emptydir is a directory; expected the name of a file to write"),
+    ("afile/x.onnx", "18", "the ONNX file afile/x.onnx: afile is a file, not a directory to write in"),
+], ids=["opset-past-onnx", "out-a-directory", "out-under-a-file"])
+def test_an_opset_past_onnx_or_an_out_that_cannot_be_a_file_is_refused_before_the_model_loads(
+        out, opset, expected, tmp_path, monkeypatch, capsys):
+    """Each failed after the export (20 s and more), the opset as a RuntimeError traceback, the directory as an
+    IsADirectoryError one."""
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the options were checked")
+
+    monkeypatch.setattr(ModelDir, "find", no_load)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "emptydir").mkdir()
+    (tmp_path / "afile").write_text("")
+    assert main(["export-onnx", "en", "--out", out, "--opset", opset]) == 2
+    error = capsys.readouterr().err
+    assert error == f"elmo export-onnx: error: {expected}\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "emptydir"]
+    assert not any((tmp_path / "emptydir").iterdir())

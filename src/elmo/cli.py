@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     export_onnx = commands.add_parser("export-onnx", help="write a model's biLM as an ONNX graph (docs/onnx.md)")
     export_onnx.add_argument("model", help="model directory or shipped model name")
     export_onnx.add_argument("--out", required=True, help="the .onnx file to write")
-    export_onnx.add_argument("--opset", type=positive_int, default=18, help="ONNX opset: 18 (default) or later")
+    export_onnx.add_argument("--opset", type=positive_int, default=18,
+                             help="ONNX opset: 18 (default) up to the latest the installed onnx knows")
     export_onnx.set_defaults(func=_export_onnx, extra="onnx")
     add_training_commands(commands)
     add_serve_commands(commands)
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, MissingExtra) as error:  # bad input: say what, without a traceback
         print(f"elmo {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the last resort for a file that could not be read or written: one line all the same
+        print(f"elmo {args.command}: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM where a command made it one: say what is kept
         notes = "".join(f"; {note}" for note in getattr(interrupt, "__notes__", []))
         print(f"elmo {args.command}: interrupted{notes}", file=sys.stderr)

@@ -79,9 +79,24 @@ def plot(results: list[SenseResult], path: str) -> None:
     plt.close(figure)
 
 
+def _check_png(out_png: str) -> None:
+    """Refuse what matplotlib would write elsewhere or not at all, before the work: a name not ending in .png
+    (it would add .png, or write another format), a directory, a folder that does not exist."""
+    from elmo.search.senses import png_path  # the check `elmo senses` makes of its --out
+
+    path = png_path(out_png)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected the name of the PNG to write")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ValueError(f"{path.parent} is not a directory; cannot write {path.name} in it")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent}: no such directory to write {path.name} in")
+
+
 def run_demo(model: str | None, out_png: str) -> int:
     """Print the tables and the larger set's separation rates; ``model`` overrides the shipped model of
-    every language."""
+    every language. ``out_png`` is checked before any model loads (a name ending in .png, in a directory there)."""
+    _check_png(out_png)
     embedders: dict[str, Embedder] = {}
 
     def score(example: SenseExample) -> SenseResult:

@@ -6,7 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -140,3 +140,47 @@ def sha256_of(path: Path) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def check_not_an_input(output: str | Path, inputs: Iterable[str | Path], option: str = "the output") -> None:
+    """ValueError, before any work, when ``output`` is one of ``inputs`` under any name (a link, a relative path,
+    ``./``): writing it would replace the text the command reads, and the command would end without an error."""
+    for input_path in inputs:
+        if _same_file(Path(output), Path(input_path)):
+            same = "" if str(output) == str(input_path) else f" (the same file as the input {input_path})"
+            raise ValueError(f"{option} {output} is an input of this command{same}: writing it would destroy the "
+                             "input; give another output")
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet): the same name all the same
+        return first.resolve() == second.resolve()
+
+
+def check_output_file(path: str | Path, option: str = "the output") -> None:
+    """ValueError, before any work, when ``path``, a file to write (its missing folders made), is a directory or
+    lies under a file: found otherwise only when the written file is renamed onto it, after the work."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a directory; expected the name of a file to write")
+    _check_folders(path, option)
+
+
+def check_output_directory(path: str | Path, option: str = "the output") -> None:
+    """ValueError, before any work, when ``path``, a directory to write (made if missing), is a file or lies
+    under one."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {path} is a file; expected a directory (a new path, or one to write in)")
+    _check_folders(path, option)
+
+
+def _check_folders(path: Path, option: str) -> None:
+    """The nearest of ``path``'s folders that exists must be a directory (the missing ones are made in it)."""
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"{option} {path}: {folder} is a file, not a directory to write in")
+            return

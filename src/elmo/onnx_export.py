@@ -44,7 +44,7 @@ except ImportError:  # export_onnx refuses to run, so nothing calls scan
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
-from elmo.files import atomic_path
+from elmo.files import atomic_path, check_output_file
 from elmo.model_dir import ModelDir
 from elmo.modules.lstm import LstmStack, ProjectedLstm, lstm_cell
 
@@ -99,12 +99,16 @@ def export_onnx(
         raise RuntimeError(f"ONNX export needs torch._higher_order_ops.scan, which torch {torch.__version__} lacks; "
                            f"it is tested with torch {TESTED_TORCH}")
     try:
-        import onnx  # noqa: F401  (the exporter needs both; fail here with the fix, not deep inside)
+        import onnx  # (the exporter needs both; fail here with the fix, not deep inside)
         import onnxscript  # noqa: F401
     except ImportError as error:
         raise ImportError(f"{_MISSING_PACKAGES} ({error})") from None
-    bilm = bilm_or_model_dir if isinstance(bilm_or_model_dir, BiLM) else ModelDir.find(bilm_or_model_dir).load_bilm()
+    latest = onnx.defs.onnx_opset_version()
+    if opset > latest:
+        raise ValueError(f"opset {opset}: the installed onnx {onnx.__version__} knows opsets up to {latest}")
     path = Path(path)
+    check_output_file(path, "the ONNX file")
+    bilm = bilm_or_model_dir if isinstance(bilm_or_model_dir, BiLM) else ModelDir.find(bilm_or_model_dir).load_bilm()
     example = batch_to_char_ids(_EXAMPLE_SENTENCES, bilm.config.char_cnn.max_characters_per_token)
     dynamic_shapes = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("max_tokens")},)
     was_training = bilm.training

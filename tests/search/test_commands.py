@@ -143,3 +143,22 @@ def test_index_tokenizer_decides_the_tokens_indexed_their_vectors_and_how_querie
     assert [hit["token"] for hit in json.loads(capsys.readouterr().out)] == ["'s"]
     assert main([*query, "--index", str(tmp_path / "whitespace")]) == 2
     assert "\"'s\" is not a token of the sentence" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--out", "afile"], "afile is a file; the index is a directory"),
+    (["--factory", "NoSuchIndex"], "--factory 'NoSuchIndex' is not a faiss index this build can make"),
+    (["--words-only", "missing.txt"], "missing.txt: no such words file"),
+    (["--layer", "7"], "layers is 7; a layer index must be in -3..2 (the model has 3 layers)"),
+    (["--layer", "1", "--layer", "1"], "name a layer twice"),
+], ids=["out-a-file", "factory", "words-only", "layer", "layer-twice"])
+def test_index_options_are_checked_from_the_models_options_before_it_loads(flags, expected, fixture_dir,
+                                                                           fixture_corpus, tmp_path, capsys,
+                                                                           monkeypatch, no_model_load):
+    """Each was refused only once the model had loaded (seconds for the shipped models)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("kept")
+    assert main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", "idx", *flags, "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and len(error.splitlines()) == 1, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "corpus.txt"]

@@ -256,3 +256,63 @@ def test_predict_to_a_file_that_fails_halfway_keeps_the_previous_file(tmp_path: 
                  str(predicted)]) == 2
     assert predicted.read_text(encoding="utf-8") == "the previous predictions\n"
     assert sorted(path.name for path in tmp_path.glob("*predicted*")) == ["predicted.tsv"]
+
+
+@pytest.mark.parametrize(("kind", "flags", "expected"), [
+    ("tagger", ["--passage-only"], "--passage-only shape a qa model's answers; a tagger has none"),
+    ("classifier", ["--max-answer-tokens", "3"], "--max-answer-tokens shape a qa model's answers"),
+    ("tagger", ["--max-answer-tokens", "30"], "--max-answer-tokens shape"),  # the default, given on purpose
+    ("tagger", ["--max-answer", "3", "--passage-only"], "--max-answer-tokens, --passage-only shape"),
+    ("tagger", ["--encoder-layers", "3"], "--encoder-layers shape the transformer encoder; --encoder bilstm"),
+    ("qa", ["--encoder", "bilstm", "--encoder-heads", "4"], "--encoder-heads shape the transformer encoder"),
+    ("tagger", ["--encoder", "transformer", "--hidden", "3", "--encoder-heads", "4"],
+     "the transformer's width 2 * hidden = 6 is not divisible by 4 heads"),
+    ("classifier", ["--fine-tune", "--elmo", "none"], "--fine-tune trains the biLM with the task; it needs --elmo"),
+    ("tagger", ["--out", "afile"], "--out afile is a file; expected a directory"),
+    ("tagger", ["--cache", "afile"], "--cache afile is a file; expected a directory"),
+    ("qa", ["--out", "afile/out"], "--out afile/out: afile is a file, not a directory to write in"),
+])
+def test_an_option_that_would_be_ignored_or_fail_later_is_refused_before_any_file_is_read(
+        tmp_path: Path, fixture_dir: Path, capsys, monkeypatch, kind, flags, expected):
+    """Each was found only after the splits were read (and embedded, or the whole run trained), or never."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("kept")
+    missing = str(tmp_path / "none.txt")  # the first file read would be refused as missing
+    assert main(["task", "train", kind, "--train", missing, "--dev", missing, "--test", missing,
+                 "--model", str(fixture_dir), "--out", "out", *flags]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and len(error.splitlines()) == 1, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile"] and (tmp_path / "afile").read_text() == "kept"
+
+
+def test_predict_refuses_an_output_that_is_its_input_or_a_directory_before_the_model_loads(
+        tmp_path: Path, capsys, monkeypatch):
+    """--output over --input replaced the gold file with predictions; a directory was a traceback after
+    predicting."""
+    from elmo.tasks.spec import TaskSpec
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the task model was loaded before --output was checked")
+
+    monkeypatch.setattr(TaskSpec, "load", no_load)
+    monkeypatch.chdir(tmp_path)
+    gold = tmp_path / "gold.conll"
+    gold.write_text("mr\tO\nbob\tB-PER\n")
+    (tmp_path / "emptydir").mkdir()
+    for output, expected in [("gold.conll", "--output gold.conll is an input of this command"),
+                             ("./gold.conll", "--output ./gold.conll is an input of this command (the same file"),
+                             ("emptydir", "--output emptydir is a directory; expected the name of a file")]:
+        assert main(["task", "predict", "tagger", "--input", str(gold), "--output", output]) == 2
+        error = capsys.readouterr().err
+        assert expected in error and len(error.splitlines()) == 1, error
+    assert gold.read_text() == "mr\tO\nbob\tB-PER\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["emptydir", "gold.conll"]
+
+
+def test_predict_output_dash_writes_standard_output_not_a_file_named_dash(tmp_path: Path, static_classifier: Path,
+                                                                         capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["task", "predict", str(static_classifier), "--input", "texts.txt", "--output", "-"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in lines] == ["a good film", "not good"]
+    assert not (tmp_path / "-").exists()

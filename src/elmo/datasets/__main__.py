@@ -9,6 +9,7 @@ from elmo.command_line import positive_int
 from elmo.datasets.archives import ArchiveError, cache_dir, fetch
 from elmo.datasets.prepare import CORPORA, SPLITS, prepare
 from elmo.datasets.sources import SOURCES
+from elmo.files import check_output_directory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,11 +33,15 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of {', '.join(sorted(SOURCES))}")
             return _fetch_all(args.sources or sorted(SOURCES), args.cache)
+        check_output_directory(args.out, "--out")  # before any archive is fetched or read
         report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
                          [name for name in args.extra.split(",") if name])
-    except (ArchiveError, ValueError) as error:
+    except (ArchiveError, ValueError, FileNotFoundError) as error:
         print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the last resort for a file that could not be read or written: one line all the same
+        print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
+        return 1
     splits = report.get("splits", SPLITS)
     for source in report["sources"]:
         counts = ", ".join(f"{split} {source['splits'][split]['tokens']:,}" for split in splits)

@@ -26,6 +26,7 @@ from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, file_sha256, read_source
 from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
+from elmo.files import check_not_an_input
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
 
@@ -58,6 +59,8 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     """Every check before the model loads: the options, the input (every line), the output. ValueError or
     FileNotFoundError naming the fault. The job's settings name the model once ``run`` has it."""
     output = Path(output)
+    if source.name != STDIN:
+        check_not_an_input(output, [source.path], "OUTPUT")
     weights = layer_weights(options.layers, config.n_output_layers)
     if options.batch_size < 1:
         raise ValueError(f"batch_size is {options.batch_size}; expected at least 1")

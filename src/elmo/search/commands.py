@@ -36,6 +36,7 @@ def _index(args: argparse.Namespace) -> int:
     from elmo.search.layout import partial_directory
 
     check_corpus(Path(args.corpus))  # before the model loads; build_index checks it again
+    _check_index_options(args)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
@@ -54,6 +55,23 @@ def _index(args: argparse.Namespace) -> int:
     print(f"indexed {report.indexed_tokens:,} of {report.tokens:,} tokens in {report.sentences:,} sentences "
           f"({report.words:,} word types; {factories}) -> {args.out}{resumed}")
     return 0
+
+
+def _check_index_options(args: argparse.Namespace) -> None:
+    """``build_index``'s checks of --out, --factory, --layer and --words-only, made before the model loads: its
+    options.json gives the vector width and the layer count without the weights. ``build_index`` makes them
+    again (a library caller gets them all the same)."""
+    from elmo.config import BiLMConfig
+    from elmo.model_dir import ModelDir
+    from elmo.search.build import _check_factory, _check_out, _chosen_layers, _read_words
+
+    config = BiLMConfig.load(ModelDir.find(args.model).options_file)
+    _check_out(Path(args.out))
+    if args.factory is not None:
+        _check_factory(args.factory, config.output_dim)
+    _chosen_layers(args.layer, config.n_output_layers)
+    if args.words_only is not None:
+        _read_words(Path(args.words_only))
 
 
 def _neighbors(args: argparse.Namespace) -> int:

@@ -9,12 +9,18 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elmo.command_line import dropout_rate, non_negative_float, non_negative_int, positive_float, positive_int
-from elmo.files import atomic_path, write_text_atomic
+from elmo.files import (
+    atomic_path,
+    check_not_an_input,
+    check_output_directory,
+    check_output_file,
+    write_text_atomic,
+)
 from elmo.tasks.data import (
     SEGMENTERS,
     TASK_KINDS,
@@ -43,11 +49,7 @@ def _train(args: argparse.Namespace) -> int:
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
 
-    if args.segment is not None and args.kind != "tagger":
-        raise ValueError(f"--segment makes the words a character tagger's biLM reads; a {args.kind} reads the "
-                         "model tokenizer's words: leave it out")
-    if args.max_words is not None and args.kind != "classifier":
-        raise ValueError(f"--max-words cuts classification texts; a {args.kind} reads whole texts: leave it out")
+    _check_train_options(args)
     if args.kind == "qa":
         return _train_qa(args)
     elmo = None if args.elmo == "none" else args.elmo
@@ -56,8 +58,6 @@ def _train(args: argparse.Namespace) -> int:
               for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
     static = load_static(static_name)
-    if args.fine_tune and elmo is None:
-        raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
     layers = embedder = None
     n_layers = elmo_dim = 0
     if args.fine_tune:
@@ -83,6 +83,46 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{summary['metric']}: dev {summary['dev']:.4f}, test {summary['test']:.4f} (best epoch "
           f"{summary['best_epoch']} of {summary['epochs_run']}, {summary['seconds']:.0f} s){mix}; model in {args.out}")
     return 0
+
+
+def _check_train_options(args: argparse.Namespace) -> None:
+    """Every check of ``task train``'s options that needs no file read, before any is: an option the run would
+    ignore, an encoder that cannot be built, an --out or --cache where no directory can be written."""
+    if args.segment is not None and args.kind != "tagger":
+        raise ValueError(f"--segment makes the words a character tagger's biLM reads; a {args.kind} reads the "
+                         "model tokenizer's words: leave it out")
+    if args.max_words is not None and args.kind != "classifier":
+        raise ValueError(f"--max-words cuts classification texts; a {args.kind} reads whole texts: leave it out")
+    given = _given_options(args, ("max_answer_tokens", "passage_only", "encoder_layers", "encoder_heads"))
+    if args.kind != "qa" and {"max_answer_tokens", "passage_only"} & given:
+        flags = _flags(name for name in ("max_answer_tokens", "passage_only") if name in given)
+        raise ValueError(f"{flags} shape a qa model's answers; a {args.kind} has none: leave them out")
+    if args.encoder != "transformer" and {"encoder_layers", "encoder_heads"} & given:
+        flags = _flags(name for name in ("encoder_layers", "encoder_heads") if name in given)
+        raise ValueError(f"{flags} shape the transformer encoder; --encoder {args.encoder} has no such blocks: "
+                         "leave them out, or give --encoder transformer")
+    if args.encoder == "transformer":
+        from elmo.tasks.encoders import check_transformer_width
+
+        check_transformer_width(args.hidden, args.encoder_heads)
+    if args.fine_tune and args.elmo == "none":
+        raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
+    check_output_directory(args.out, "--out")
+    if args.cache is not None:
+        check_output_directory(args.cache, "--cache")
+
+
+def _given_options(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` the command line gives, whatever their values (one given at its default value counts:
+    it was asked for), read by the ``task train`` parser itself (abbreviations too)."""
+    words = args.argv[args.argv.index("task") + 2 :]
+    not_given = object()
+    given, _ = args.train_parser.parse_known_args(words, argparse.Namespace(**dict.fromkeys(names, not_given)))
+    return {name for name in names if getattr(given, name) is not not_given}
+
+
+def _flags(names: Iterable[str]) -> str:
+    return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
 def _train_qa(args: argparse.Namespace) -> int:
@@ -145,6 +185,11 @@ def _predict(args: argparse.Namespace) -> int:
     from elmo.tasks.qa_model import SpanQA
     from elmo.tasks.spec import TaskSpec
 
+    if args.output == "-":  # the usual name of standard output, not a file named "-"
+        args.output = None
+    if args.output is not None:
+        check_output_file(args.output, "--output")
+        check_not_an_input(args.output, [args.input], "--output")
     spec, model = TaskSpec.load(args.task_model)
     if isinstance(model, SpanQA):  # spec.kind == "qa"
         return _predict_qa(spec, model, args)
@@ -255,7 +300,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--passage-only", action="store_true",
                        help="qa: a diagnostic model that never reads the question (no attention flow)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
-    train.set_defaults(func=_train, extra="tasks")
+    train.set_defaults(func=_train, extra="tasks", train_parser=train)
 
     predict = task_commands.add_parser("predict", help="tag, classify or answer a file with a trained task "
                                                        "model")
@@ -266,5 +311,6 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                                                         "model's labels and a tab); "
                                                         "qa: JSON lines of id, question, passage (answers "
                                                         "ignored), answered as JSON lines of id, answer")
-    predict.add_argument("--output", default=None, help="default: standard output")
+    predict.add_argument("--output", default=None, help="file to write the predictions to (default, or -: "
+                                                        "standard output)")
     predict.set_defaults(func=_predict, extra="tasks")

@@ -44,6 +44,14 @@ def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
     return table
 
 
+def check_transformer_width(hidden: int, heads: int) -> None:
+    """ValueError when the Transformer's width ``2 * hidden`` does not split into ``heads`` heads (checked by
+    ``elmo task train`` before any text is read or embedded, and by the encoder itself)."""
+    if (2 * hidden) % heads:
+        raise ValueError(f"the transformer's width 2 * hidden = {2 * hidden} is not divisible by {heads} heads "
+                         "(--hidden, --encoder-heads)")
+
+
 class TransformerEncoder(nn.Module):
     """``(B, T, input_dim)`` -> ``(B, T, 2 * hidden)``: a linear projection to ``d_model = 2 * hidden`` (the
     BiLSTM's output width), plus sinusoidal positions, then ``layers`` pre-norm self-attention blocks
@@ -54,9 +62,8 @@ class TransformerEncoder(nn.Module):
 
     def __init__(self, input_dim: int, hidden: int, layers: int = 2, heads: int = 4, dropout: float = 0.1) -> None:
         super().__init__()
+        check_transformer_width(hidden, heads)
         self.dim = 2 * hidden
-        if self.dim % heads:
-            raise ValueError(f"the transformer's width 2 * hidden = {self.dim} is not divisible by {heads} heads")
         self.projection = nn.Linear(input_dim, self.dim)
         block = nn.TransformerEncoderLayer(self.dim, heads, 2 * self.dim, dropout, batch_first=True, norm_first=True)
         # enable_nested_tensor: the nested fast path does not apply to pre-norm blocks; saying so keeps torch quiet.

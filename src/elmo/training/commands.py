@@ -27,10 +27,14 @@ _POSITIVE_NUMBER = finite_number(0.0, above_minimum=True)
 
 
 def _vocab(args: argparse.Namespace) -> int:
+    from elmo.files import check_not_an_input, check_output_file
     from elmo.training.corpus import Corpus
     from elmo.training.vocab import Vocabulary
 
-    counts = Corpus(args.corpus, args.tokenizer).count_tokens()
+    check_output_file(args.out, "--out")
+    corpus = Corpus(args.corpus, args.tokenizer)
+    check_not_an_input(args.out, corpus.paths, "--out")
+    counts = corpus.count_tokens()
     vocab = Vocabulary.from_counts(counts, args.min_count, args.max_size)
     vocab.save(args.out)
     print(f"{len(vocab)} tokens ({sum(counts.values())} in the corpus, {len(counts)} distinct) -> {args.out}")
@@ -93,6 +97,9 @@ def _train(args: argparse.Namespace) -> int:
     from elmo.training.trainer import TrainingOptions
 
     if args.resume is not None:
+        if args.resume.exists() and not args.resume.is_dir():
+            raise ValueError(f"--resume {args.resume} is a file; expected the run directory that `elmo train --out` "
+                             "wrote")
         ignored = _given_run_options(args)
         if ignored:
             flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
