@@ -75,3 +75,12 @@ def test_tied_scores_are_ranked_by_row_alike_in_every_search(monkeypatch):
         _, ann_ids = ann_search(flat, vectors, query, k, candidates=300)
         np.testing.assert_array_equal(exact_ids[0], by_score_then_row[:k])  # so the top k is a prefix of the top k+1
         np.testing.assert_array_equal(ann_ids[0], by_score_then_row[:k])
+
+
+def test_ann_search_returns_at_most_the_rows_it_holds_for_any_k():
+    vectors = unit_rows(np.random.default_rng(4).normal(size=(20, 8))).astype(np.float16)
+    queries = unit_rows(np.random.default_rng(5).normal(size=(3, 8)))
+    flat = build_ann(vectors, AnnOptions(factory="Flat"))
+    scores, ids = ann_search(flat, vectors, queries, 1000, candidates=300)  # not (3, 1000), padded with -1
+    assert scores.shape == ids.shape == (3, 20)
+    np.testing.assert_array_equal(ids, exact_search(vectors, queries, 1000)[1])

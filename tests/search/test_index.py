@@ -185,6 +185,10 @@ def test_a_build_killed_while_publishing_resumes_without_embedding_again(topic_c
     with pytest.raises(KeyboardInterrupt):
         build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), batch_size=2, progress=False)
     monkeypatch.undo()
+    assert not (tmp_path / "index.partial" / "progress.json").exists()  # meta.json says the partial is complete
+    with pytest.raises(SearchError, match="other settings"):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm, fail_after=0), layers=[1], progress=False,
+                    resume=True)
     report = build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm, fail_after=0), batch_size=2,
                          progress=False, resume=True)  # an embedder that fails if asked to embed anything
     assert report.resumed_from == len(_corpus_lines(topic_corpus))
@@ -418,6 +422,99 @@ def test_a_rebuild_killed_while_deleting_the_old_index_leaves_a_whole_index(topi
     monkeypatch.undo()
     clean = tmp_path / "clean"
     build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
-    assert {path.name for path in out.iterdir()} == {path.name for path in clean.iterdir()} | {"progress.json"}
-    # the new index, whole (a killed build leaves progress.json, which publishing removes next)
+    assert {path.name for path in out.iterdir()} == {path.name for path in clean.iterdir()}  # the new index, whole
     assert ContextIndex.load(out).layers == ["layer2"]
+
+
+def test_an_index_of_a_shipped_model_queries_that_model_where_a_directory_has_its_name(topic_corpus, fixture_dir,
+                                                                                      tmp_path, monkeypatch):
+    from elmo import model_dir
+
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / "tiny").symlink_to(fixture_dir)
+    monkeypatch.setattr(model_dir, "shipped_models_root", lambda: shipped)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    build_index(topic_corpus, "tiny", "tiny", progress=False)  # the index is ./tiny, as --out en makes ./en
+    index = ContextIndex.load("tiny")
+    assert len(neighbors(index, SPORTS_LINES[0], "play", k=2)) == 2  # not "tiny holds no options.json"
+    assert index.model_source == str(shipped / "tiny")
+    meta = json.loads((work / "tiny" / "meta.json").read_text())
+    assert (meta["model"], meta["model_shipped"]) == ("tiny", True)
+    build_index(topic_corpus, "tiny", "tiny", layers=[1], progress=False)  # rebuilt in place: ./tiny is no model
+    assert ContextIndex.load("tiny").layers == ["layer1"]
+    meta = json.loads((work / "tiny" / "meta.json").read_text())
+    del meta["model_shipped"]  # an index from before it was recorded: the name, found as before
+    (work / "tiny" / "meta.json").write_text(json.dumps(meta))
+    assert ContextIndex.load("tiny").model_source == "tiny"
+
+
+def test_a_factory_faiss_cannot_train_on_the_corpus_is_named_and_resume_finishes_with_another(
+        topic_corpus, fixture_bilm, tmp_path):
+    out = tmp_path / "index"
+    n_tokens = sum(len(line.split()) for line in _corpus_lines(topic_corpus))
+    with pytest.raises(SearchError, match=rf"'IVF256,Flat' over the {n_tokens} indexed tokens of layer2 .*"
+                                          r"--resume and another --factory") as refused:
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), ann=AnnOptions(factory="IVF256,Flat"),
+                    progress=False)  # 256 lists, fewer tokens to train them on
+    assert refused.value.field == "factory"
+    report = build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm, fail_after=0), progress=False,
+                         ann=AnnOptions(factory="Flat"), resume=True)  # fails if asked to embed again
+    assert report.factories == {"layer2": "Flat"}
+    assert ContextIndex.load(out).n_indexed == n_tokens
+
+
+def test_k_beyond_the_index_asks_the_search_for_no_more_rows_than_it_holds(topic_corpus, constructed_embedder,
+                                                                            tmp_path, monkeypatch):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    search = ContextIndex.search
+
+    def capped(self, queries, k=10, *args, **kwargs):
+        assert k <= self.n_indexed, f"asked for {k} rows of {self.n_indexed}"  # before any array of k rows
+        return search(self, queries, k, *args, **kwargs)
+
+    monkeypatch.setattr(ContextIndex, "search", capped)
+    for options in ({}, {"exact": True}, {"same_word": True}):
+        found = neighbors(index, SPORTS_LINES[0], "play", k=10**9, **options)
+        expected = index.n_indexed if not options.get("same_word") else len(index.rows_of("play"))
+        assert len(found) == expected - 1  # every indexed token but the query's own
+
+
+def test_a_build_killed_after_publishing_leaves_an_index_that_can_be_rebuilt_in_place(topic_corpus, fixture_bilm,
+                                                                                       tmp_path, monkeypatch):
+    out = tmp_path / "index"
+    publish = build_module.publish_directory
+
+    def killed_after(partial, final):
+        publish(partial, final)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "publish_directory", killed_after)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[1], progress=False)
+    monkeypatch.undo()
+    assert not (out / "progress.json").exists()
+    assert ContextIndex.load(out).layers == ["layer1"]
+    (out / "progress.json").write_text("{}")  # as earlier versions, killed there, left it: still an index
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
+    assert ContextIndex.load(out).layers == ["layer2"]
+    assert not (out / "progress.json").exists()
+
+
+def test_a_repeated_query_sentence_leaves_out_one_use_as_the_query_and_keeps_its_other_copies(
+        topic_corpus, constructed_embedder, tmp_path):
+    lines = _corpus_lines(topic_corpus) + [SPORTS_LINES[0]] * 2  # the sentence on three lines
+    topic_corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    copies = [line for line, text in enumerate(lines) if text == SPORTS_LINES[0]]
+    assert len(copies) == 3
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    position = SPORTS_LINES[0].split().index("play")
+    for options in ({}, {"exact": True}, {"same_word": True}):
+        found = neighbors(index, SPORTS_LINES[0], "play", k=20, **options)
+        same_use = [hit for hit in found if hit.sentence == SPORTS_LINES[0] and hit.token_index == position]
+        assert [hit.line for hit in same_use] == copies[1:], options  # the earliest copy is taken for the query
+        assert [hit.score for hit in same_use] == pytest.approx([1.0, 1.0], abs=1e-3)

@@ -80,3 +80,24 @@ def test_more_clusters_than_distinct_uses_is_refused_naming_clusters(constructed
     assert refused.value.field == "clusters"
     one = senses(index, "dock")  # left to choose, it finds the one sense there is
     assert one.sizes == [3] and list(one.labels) == [0, 0, 0]
+
+
+def test_a_sample_of_the_uses_is_reported_as_a_sample_of_all_of_them(topic_corpus, constructed_embedder, tmp_path,
+                                                                     monkeypatch):
+    import matplotlib.axes
+
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    total = len(index.rows_of("play"))
+    result = senses(index, "play", max_occurrences=5)
+    assert (len(result.rows), result.total_occurrences, result.sampled) == (5, total, True)
+    everything = senses(index, "play")
+    assert (len(everything.rows), everything.total_occurrences, everything.sampled) == (total, total, False)
+    titles = []
+    set_title = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda axes, label, *args, **kwargs: titles.append(label) or set_title(axes, label, *args,
+                                                                                                  **kwargs))
+    plot_senses(result, tmp_path / "sample.png")
+    plot_senses(everything, tmp_path / "all.png")
+    assert titles[0].startswith(f"'play': 5 of {total} occurrences (a random sample), layer2,")
+    assert titles[1].startswith(f"'play': {total} occurrences, layer2,")

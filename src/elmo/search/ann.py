@@ -109,8 +109,11 @@ def top_rows(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, n
 def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: int,
                candidates: int) -> tuple[np.ndarray, np.ndarray]:
     """``exact_search``'s answer, approximately: the ANN index proposes ``max(k, candidates)`` rows a query and
-    exact inner products on ``vectors`` rank them. Rows it could not fill are -1 with score -inf."""
+    exact inner products on ``vectors`` rank them. Scores and rows are ``(Q, k')``, ``k' = min(k, n)`` as in
+    ``exact_search`` (a ``k`` beyond the index allocates nothing for it); rows it could not fill are -1 with
+    score -inf."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
+    k = min(k, len(vectors))
     _, proposed = ann.search(queries, min(max(k, candidates), len(vectors)))
     scores = np.full((len(queries), k), -np.inf, np.float32)
     best = np.full((len(queries), k), -1, np.int64)

@@ -60,6 +60,8 @@ class _PartialIndex:
         self.files = [*self.APPENDED, *(layout.vectors_file(name) for name in layers)]
         progress_file = directory / layout.PROGRESS
         progress = json.loads(progress_file.read_text()) if resume and progress_file.is_file() else None
+        if resume and progress is None and (directory / layout.META).is_file():
+            progress = self._finished_progress(directory, settings)
         if progress is not None and progress["settings"] != settings:
             raise SearchError(f"{directory} was made with other settings or input; run without --resume", "resume")
         if progress is None:
@@ -151,6 +153,19 @@ class _PartialIndex:
         for handle in self.handles.values():
             handle.close()
 
+    def _finished_progress(self, directory: Path, settings: dict) -> dict:
+        """The progress of a finished partial index (``meta.json`` written, ``progress.json`` deleted before
+        publishing: a build killed then), rebuilt from its ``meta.json`` so the resumed build skips the embedding
+        and only builds the ANN index again and publishes."""
+        meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
+        built_with = {"corpus": meta.get("corpus"), "sha256": meta.get("corpus_sha256"),
+                      "model": meta.get("fingerprint"), "tokenizer": meta.get("tokenizer"),
+                      "window": meta.get("window"), "layers": meta.get("layers"), "words_only": meta.get("words_only")}
+        sizes = {name: (directory / name).stat().st_size if (directory / name).is_file() else 0
+                 for name in self.files}
+        return {"settings": built_with, "lines": meta.get("n_sentences", 0), "tokens": meta.get("n_tokens", 0),
+                "indexed": meta.get("n_indexed", 0), "embedded": True, "counts": layout.COUNTS, "sizes": sizes}
+
 
 def _read_words(path: Path) -> set[str]:
     if not path.is_file():
@@ -222,11 +237,11 @@ def build_index(
     if isinstance(model, str | Path):
         from elmo.embedder import Embedder
 
-        embedder: LayerEmbedder = Embedder.load(str(model))
+        embedder: LayerEmbedder = Embedder.load(layout.model_source(*_model_reference(str(model))))
         model_name = str(model) if model_name is None else model_name
     else:
         embedder = model
-    model_name = _model_reference(model_name) if model_name is not None else None
+    model_name, shipped = _model_reference(model_name) if model_name is not None else (None, False)
     if ann.factory is not None:
         _check_factory(ann.factory, embedder.dim)
     chosen = _chosen_layers(layers, embedder.n_layers)
@@ -269,18 +284,29 @@ def build_index(
     for name in names:
         vectors = np.memmap(partial / layout.vectors_file(name), layout.VECTOR_DTYPE, "r",
                             shape=(n_indexed, embedder.dim))
-        write_ann(build_ann(vectors, ann), partial / layout.ann_file(name))
-        report.factories[name] = ann.factory or default_factory(n_indexed, embedder.dim, ann)
-    meta = {"format": layout.FORMAT_VERSION, "model": model_name, "fingerprint": settings["model"],
-            "tokenizer": embedder.tokenizer_name, "window": settings["window"], "corpus": settings["corpus"],
-            "layers": names,
+        factory = ann.factory or default_factory(n_indexed, embedder.dim, ann)
+        try:
+            built = build_ann(vectors, ann)
+        except RuntimeError as error:  # faiss's: e.g. fewer training vectors than an IVF factory has lists
+            reason = str(error).strip().split("Error: ")[-1] or "faiss failed"  # not faiss's C++ source location
+            raise SearchError(f"faiss could not build --factory {factory!r} over the {n_indexed:,} indexed tokens "
+                              f"of {name} ({reason}); the embedded corpus is kept in {partial}: run again with "
+                              "--resume and another --factory (Flat, or IVF with at most one list per 39 tokens) "
+                              "to finish it without embedding again", "factory") from None
+        write_ann(built, partial / layout.ann_file(name))
+        report.factories[name] = factory
+    meta = {"format": layout.FORMAT_VERSION, "model": model_name, "model_shipped": shipped,
+            "fingerprint": settings["model"], "tokenizer": embedder.tokenizer_name, "window": settings["window"],
+            "corpus": settings["corpus"], "corpus_sha256": settings["sha256"], "layers": names,
             "n_layers": embedder.n_layers, "dim": embedder.dim, "n_sentences": state.progress["lines"],
             "n_tokens": state.progress["tokens"],
             "n_indexed": n_indexed, "n_words": len(state.words), "words_only": settings["words_only"],
             "ann": {"factories": report.factories, "nprobe": ann.nprobe, "candidates": ann.candidates}}
     write_text_atomic(partial / layout.META, json.dumps(meta, indent=2))
+    # From here meta.json, not progress.json, says the partial index is complete (a resumed build then only builds
+    # the ANN index again and publishes), so the published index never holds progress.json.
+    (partial / layout.PROGRESS).unlink(missing_ok=True)
     publish_directory(partial, out)
-    (out / layout.PROGRESS).unlink()
     report.sentences, report.tokens = meta["n_sentences"], meta["n_tokens"]
     report.indexed_tokens, report.words = n_indexed, meta["n_words"]
     for warning in report.warnings:
@@ -300,13 +326,16 @@ def _check_out(out: Path) -> None:
 
 def _holds_only_an_index(directory: Path) -> bool:
     """Whether ``directory`` holds an index's files and nothing else, its ``meta.json`` one that an index
-    writes: a ``meta.json`` of something else beside other files is not an index to replace."""
+    writes: a ``meta.json`` of something else beside other files is not an index to replace. A
+    ``progress.json`` is one of its files too: earlier versions published the index with it and deleted it
+    after, so a build killed between the two left it there."""
     try:
         meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and {"format", "fingerprint"} <= meta.keys() and \
-        all(entry.is_file() and layout.is_index_file(entry.name) for entry in directory.iterdir())
+        all(entry.is_file() and (layout.is_index_file(entry.name) or entry.name == layout.PROGRESS)
+            for entry in directory.iterdir())
 
 
 def _check_factory(factory: str, dim: int) -> None:
@@ -322,9 +351,19 @@ def _check_factory(factory: str, dim: int) -> None:
                           "factory") from None
 
 
-def _model_reference(model: str) -> str:
-    """A directory as an absolute path (the index may be queried from elsewhere); a shipped name as it is."""
-    return str(Path(model).resolve()) if Path(model).is_dir() else model
+def _model_reference(model: str) -> tuple[str, bool]:
+    """How ``meta.json`` names the model, and whether that is a shipped model's name: a model directory as an
+    absolute path (the index may be queried from elsewhere); a shipped name as it is, marked shipped, so a query
+    loads the shipped model even where the working directory holds a directory of that name (as it does an
+    index built with ``--out en``)."""
+    from elmo.model_dir import is_model_directory, shipped_models_root
+
+    path = Path(model)
+    if is_model_directory(path):
+        return str(path.resolve()), False
+    if "/" not in model and is_model_directory(shipped_models_root() / model):
+        return model, True
+    return (str(path.resolve()) if path.is_dir() else model), False
 
 
 def _embed_corpus(corpus: Path, state: _PartialIndex, embedder: LayerEmbedder, layers: Sequence[StoredLayer],

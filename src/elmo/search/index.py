@@ -80,6 +80,15 @@ class ContextIndex:
         return self.meta["n_indexed"]
 
     @property
+    def model_source(self) -> str | None:
+        """What loads the model the index was built with (``Embedder.load``, ``ModelDir.find``): its directory,
+        or the shipped model's own directory when ``meta.json`` marks the name as shipped (``model_shipped``), so
+        a directory of that name in the working directory is not taken for it. None if built from an embedder
+        object without a name. Indexes from before ``model_shipped`` was recorded give the name as it is."""
+        model = self.meta["model"]
+        return None if model is None else layout.model_source(model, bool(self.meta.get("model_shipped")))
+
+    @property
     def embedder(self) -> LayerEmbedder:
         """The model that embeds query sentences: the one given to ``load``, else the one named in meta.json
         with the tokenizer the corpus was split with. SearchError (field ``embedder``) if it is another model
@@ -88,10 +97,11 @@ class ContextIndex:
         if self._embedder is None:
             from elmo.embedder import Embedder
 
-            if self.meta["model"] is None:
+            model = self.model_source
+            if model is None:
                 raise SearchError(f"{self.directory} was built from an Embedder object; pass that embedder to "
                                   "ContextIndex.load(..., embedder=...)", "embedder")
-            self._embedder = Embedder.load(self.meta["model"], tokenizer=self.meta["tokenizer"],
+            self._embedder = Embedder.load(model, tokenizer=self.meta["tokenizer"],
                                            **self.meta.get("window", {}))
         if not self._embedder_checked:
             fingerprint = self._embedder.fingerprint

@@ -1,7 +1,8 @@
 """The on-disk format of an index directory, named once for the writer (``build``) and the reader (``index``).
 
 - ``meta.json``: the format version, the model (its name and ``elmo.fingerprint``), tokenizer, windows, layers and
-  sizes, and how the ANN index was made;
+  sizes, and how the ANN index was made; ``model`` is a model directory's absolute path or, with
+  ``model_shipped`` true, a shipped model's name (``model_source``);
 - ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as read, and the byte offset of each line
   (``n_sentences + 1`` int64), so a hit's sentence is one seek away;
 - ``tokens.bin``: one ``TOKEN_DTYPE`` record per indexed token: its sentence, its position in the model
@@ -11,7 +12,8 @@
 - ``ann-<layer>.faiss``: faiss's index over those vectors (``elmo.search.ann``);
 - ``vocab.txt``, ``counts.npy``, ``layer0.f16``: every word type of the corpus (one a line), how often it
   occurs, and its context-free (layer 0) vector in float16, for the static contrast;
-- ``progress.json``: only while the build runs, in ``OUT.partial`` (``build.py``).
+- ``progress.json``: only while the build runs, in ``OUT.partial`` (``build.py``); deleted once ``meta.json`` is
+  written there, before the index is published.
 """
 
 from pathlib import Path
@@ -66,3 +68,11 @@ def read_vocabulary(directory: Path) -> list[str]:
 def layer_name(layer: StoredLayer) -> str:
     """How a stored layer is named in ``meta.json`` and in file names: ``layer2``, ``average``."""
     return "average" if layer == "average" else f"layer{layer}"
+
+
+def model_source(model: str, shipped: bool) -> str:
+    """What ``Embedder.load`` loads for ``meta.json``'s ``model`` and ``model_shipped``: a shipped model's own
+    directory, not whatever directory of that name the working directory holds; else ``model`` as it is."""
+    from elmo.model_dir import shipped_models_root
+
+    return str(shipped_models_root() / model) if shipped else model

@@ -50,8 +50,12 @@ def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
 def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: int = 10,
               layer: LayerChoice | str | None = None, same_word: bool = False, exact: bool = False,
               occurrence: int = 0) -> list[Neighbor]:
-    """The ``k`` indexed tokens nearest to ``word`` as used in ``sentence`` (its ``occurrence``-th use there),
-    other than that very token if the sentence is in the corpus.
+    """The ``k`` indexed tokens nearest to ``word`` as used in ``sentence`` (its ``occurrence``-th use there;
+    fewer if the index holds fewer).
+
+    If the corpus holds the sentence (the same tokens), one use at the query's position is left out as the
+    query token itself: the best ranked, which among the identical vectors of repeated lines is the earliest
+    line. Its other copies are uses of their own and stay, at a cosine of about 1.
 
     The sentence is embedded by ``index.embedder`` and the word's vector taken at ``layer`` (default: the first
     indexed); ANN candidates are re-ranked by exact cosine, or ``exact`` scans every token. ``same_word`` keeps
@@ -70,15 +74,18 @@ def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: 
     stored = stored_layer(name, index.n_layers)
     vector = all_layers[:, position].mean(axis=0) if stored == "average" else all_layers[stored, position]
     available = index.n_indexed if rows is None else len(rows)
-    wanted = k + 1
-    while True:  # the query token itself may be in the corpus, more than once: ask for more until k others
+    wanted = min(k + 1, available)  # one more than k for the query token itself; never more than there are
+    while True:  # the ANN index may propose fewer rows than asked (-1): ask for more until k, or all there are
         scores, found = index.search(vector, wanted, name, exact, rows)
-        results = []
+        results, left_out = [], False
         for score, row in zip(scores[0], found[0], strict=True):
-            hit = index.occurrence(int(row)) if row >= 0 else None
-            if hit is not None and not (hit.tokens == tokens and hit.token_index == position):
-                results.append(Neighbor(hit.sentence, hit.token_index, hit.token, float(score), hit.line, hit.tokens))
+            if row < 0:
+                continue
+            hit = index.occurrence(int(row))
+            if not left_out and hit.tokens == tokens and hit.token_index == position:
+                left_out = True  # the query token itself; the sentence's other copies in the corpus stay
+                continue
+            results.append(Neighbor(hit.sentence, hit.token_index, hit.token, float(score), hit.line, hit.tokens))
         if len(results) >= k or wanted >= available:
             return results[:k]
-        wanted *= 2
-
+        wanted = min(wanted * 2, available)

@@ -19,7 +19,9 @@ MIN_OCCURRENCES = 3  # fewer uses than this are not clustered into senses
 @dataclass(frozen=True)
 class Senses:
     """``labels[i]`` is the cluster of occurrence ``rows[i]``; ``points`` ``(n, 2)`` their PCA projection;
-    ``examples[c]`` the occurrence nearest cluster ``c``'s centre, ``sizes[c]`` how many it holds."""
+    ``examples[c]`` the occurrence nearest cluster ``c``'s centre, ``sizes[c]`` how many it holds.
+    ``total_occurrences``: how many indexed uses the word has; ``rows`` are a random sample of them when that is
+    more than ``max_occurrences`` (``sampled``), else all of them."""
 
     word: str
     layer: str
@@ -29,6 +31,12 @@ class Senses:
     examples: list[Occurrence]
     sizes: list[int]
     silhouette: float
+    total_occurrences: int
+
+    @property
+    def sampled(self) -> bool:
+        """Whether ``rows`` are a random sample of the word's uses rather than all of them."""
+        return len(self.rows) < self.total_occurrences
 
 
 def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerChoice | str | None = None,
@@ -52,6 +60,7 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
         raise SearchError(f"{word!r} occurs {len(rows)} time(s) among the indexed tokens; at least "
                           f"{MIN_OCCURRENCES} are needed "
                           "to find senses", "word", SearchError.TOO_FEW_OCCURRENCES)
+    total_occurrences = len(rows)
     if len(rows) > max_occurrences:
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_occurrences, replace=False))
     if clusters is not None and not 1 <= clusters <= len(rows):
@@ -81,7 +90,7 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
         distances = np.linalg.norm(vectors[members] - model.cluster_centers_[cluster], axis=1)
         examples.append(index.occurrence(int(rows[members[np.argmin(distances)]])))
         sizes.append(len(members))
-    return Senses(word, name, rows, labels, points, examples, sizes, float(score))
+    return Senses(word, name, rows, labels, points, examples, sizes, float(score), total_occurrences)
 
 
 def png_path(path: str | Path) -> Path:
@@ -110,7 +119,9 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
         members = result.labels == cluster
         scatter.scatter(result.points[members, 0], result.points[members, 1], s=14, alpha=0.7,
                         color=colours(cluster % 10), label=f"sense {cluster + 1} ({result.sizes[cluster]})")
-    scatter.set_title(f"{result.word!r}: {len(result.rows)} occurrences, {result.layer}, "
+    counted = f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled \
+        else f"{len(result.rows)} occurrences"
+    scatter.set_title(f"{result.word!r}: {counted}, {result.layer}, "
                       f"{n_clusters} clusters (silhouette {result.silhouette:.2f})")
     scatter.set_xlabel("PCA 1")
     scatter.set_ylabel("PCA 2")
