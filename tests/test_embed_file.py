@@ -79,7 +79,7 @@ def test_killed_run_leaves_no_finished_file_and_resume_completes_it_identically(
     assert not (tmp_path / "out.hdf5").exists()  # nothing that looks complete
 
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, check=True)
-    assert "resumed after line" in resumed.stdout
+    assert "resumed: " in resumed.stdout
     subprocess.run([*command[:5], str(tmp_path / "clean.hdf5"), *command[6:]], check=True)
     got, clean = _read(tmp_path / "out.hdf5"), _read(tmp_path / "clean.hdf5")
     assert sorted(got) == sorted(clean)
@@ -261,7 +261,7 @@ def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(sign
     with h5py.File(tmp_path / "out.hdf5.partial", "r") as partial:
         assert partial.attrs["lines_done"] == 44  # not 32, the last flush: no finished line is lost
     assert main([*command, "--resume"]) == 0
-    assert "resumed after line 44" in capsys.readouterr().out
+    assert "resumed: 44 lines already done" in capsys.readouterr().out
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
 
@@ -333,9 +333,9 @@ main(sys.argv[2:])
 
 @pytest.mark.parametrize(("point", "resumed"), [
     ("opening", "starting over"),  # the partial file made, nothing flushed: 96 bytes HDF5 cannot open
-    ("mid-chunk", "resumed after line 32"),  # the first chunk flushed, 7 lines of the next written
-    ("finishing", "resumed after line 70"),  # every line flushed, the sentence index being written
-    ("renaming", "resumed after line 70"),  # the file closed whole, not yet renamed
+    ("mid-chunk", "resumed: 32 lines already done"),  # the first chunk flushed, 7 lines of the next written
+    ("finishing", "resumed: 70 lines already done"),  # every line flushed, the sentence index being written
+    ("renaming", "resumed: 70 lines already done"),  # the file closed whole, not yet renamed
 ])
 def test_sigkill_at_any_point_then_resume_gives_the_fresh_result(point, resumed, fixture_dir, tmp_path, capsys,
                                                                 caplog, fresh_vectors):

@@ -69,7 +69,7 @@ def test_a_partial_output_is_refused_to_another_model_of_its_shape_and_resumed_b
     assert _refusal(models["A"], models["B"]) in capsys.readouterr().err
     assert partial.exists() and not output.exists()  # refused, not thrown away
     assert main([*command, *models["A"].arguments, "--resume"]) == 0
-    assert "resumed after line 20" in capsys.readouterr().out
+    assert "resumed: 20 lines already done" in capsys.readouterr().out
     np.testing.assert_allclose(_read(output), models["A"].pooled, atol=1e-5, rtol=0)
 
 

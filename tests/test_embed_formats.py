@@ -198,7 +198,7 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
     assert main([*command, "--resume", "--dtype", "float16"]) == 2
     assert "made with another dtype" in capsys.readouterr().err
     assert main([*command, "--resume"]) == 0
-    assert "resumed after line 44" in capsys.readouterr().out
+    assert "resumed: 44 lines already done" in capsys.readouterr().out
     assert not (tmp_path / f"{name}.partial").exists() and not list(tmp_path.glob(f".{name}.*"))
     fresh = Embedder.load(str(fixture_dir)).embed(RESUME_LINES, "all")
     if name.endswith(".npy"):

@@ -132,7 +132,7 @@ def _embed(args: argparse.Namespace) -> int:
     if report.already_whole:
         print(f"{output} (shard {shard}) is already whole; skipped")
         return 0
-    resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
+    resumed = f" (resumed: {report.resumed_from} lines already done)" if report.resumed_from else ""
     shard_note = f" (shard {shard})" if shard != WHOLE else ""
     print(f"wrote {report.lines} sentences to {output}{shard_note}{resumed}; {len(report.warnings)} warning(s)")
     return 0
