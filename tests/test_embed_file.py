@@ -230,6 +230,20 @@ def _assert_complete_and_fresh(tmp_path, fresh_vectors) -> None:
         np.testing.assert_allclose(written[str(i)], array, atol=1e-5, rtol=0)
 
 
+def test_a_stopped_run_names_the_lines_float16_could_not_hold_before_it_stopped(fixture_dir, tmp_path, caplog,
+                                                                                monkeypatch, interrupt_after):
+    """Warnings were logged only when a run finished: lines written before a Ctrl-C were never named, not even
+    by the resumed run, which does not embed them again."""
+    (tmp_path / "in.txt").write_text("the bank of the river\nshe played a game\nthe end\nand more\n", encoding="utf-8")
+    command = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+               "--layers", "100000,0,0", "--dtype", "float16", "--batch-size", "1", "--quiet"]
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 2, signal.SIGINT)
+        assert main(command) == 130
+    named = {record.message.split(":")[0] for record in caplog.records if "float16" in record.message}
+    assert {"line 0", "line 1"} <= named
+
+
 def test_an_hdf5_run_resumed_writes_a_line_of_thousands_of_tokens_as_a_fresh_run_does(fixture_dir, tmp_path,
                                                                                       monkeypatch, interrupt_after):
     """Tokens of a long line (over 64 KiB) need HDF5 1.8's attribute storage: a resumed file opened at the

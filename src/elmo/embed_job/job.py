@@ -183,10 +183,11 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         except BaseException:
             writer.close()
             raise
+        finally:  # also when stopped: a resumed run does not embed the kept lines again, so would never name them
+            for warning in report.warnings:
+                log.warning(warning)
     if job.parts is not None:
         job.parts.finish(job.options.shard, target.settings, target.lines)
-    for warning in report.warnings:
-        log.warning(warning)
     return report
 
 
