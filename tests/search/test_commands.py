@@ -57,7 +57,13 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
     assert main(["senses", "the", "--index", str(tmp_path / "index"), "--clusters", "2",
                  "--out", str(tmp_path / "the.png")]) == 0
     assert (tmp_path / "the.png").read_bytes()[:4] == b"\x89PNG"
-    assert "sense 2" in capsys.readouterr().out
+    output = capsys.readouterr().out
+    assert "sense 2" in output
+    uses = len(ContextIndex.load(tmp_path / "index").rows_of("the"))
+    assert f"'the': {uses} occurrences, 2 clusters" in output
+    assert main(["senses", "the", "--index", str(tmp_path / "index"), "--clusters", "2", "--max-occurrences", "3",
+                 "--out", str(tmp_path / "the.png")]) == 0
+    assert f"'the': 3 of {uses} occurrences (a random sample), 2 clusters" in capsys.readouterr().out
     assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "the.svg")]) == 2
     assert "give a file name ending in .png" in capsys.readouterr().err
     assert not (tmp_path / "the.svg").exists()

@@ -153,7 +153,8 @@ def test_senses_json_equals_senses_in_process(search_server, index: ContextIndex
     assert response.status_code == 200, response.text
     body = response.json()
     expected = senses(index, word, clusters=clusters, layer=layer)
-    assert (body["word"], body["layer"], body["occurrences"]) == (word, expected.layer, len(expected.rows))
+    assert (body["word"], body["layer"], body["occurrences"], body["total_occurrences"]) == \
+        (word, expected.layer, len(expected.rows), expected.total_occurrences)
     assert body["silhouette"] == pytest.approx(expected.silhouette, abs=1e-6)
     assert [(c["size"], c["sentence"], c["token_index"], c["token"], c["line"]) for c in body["clusters"]] == \
         [(size, e.sentence, e.token_index, e.token, e.line) for size, e in zip(expected.sizes, expected.examples,
@@ -318,3 +319,19 @@ def test_a_server_without_an_index_answers_search_with_404(server) -> None:
     response = httpx.post(f"{server.url}/v1/neighbors", json={"sentence": SENTENCE, "word": "play"}, timeout=30)
     assert_error(response, 404, "index_not_found", "index")
     assert httpx.get(f"{server.url}/v1/indexes").json() == {"indexes": []}
+
+
+def test_an_index_of_a_shipped_model_is_matched_to_it_where_a_folder_has_its_name(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
+    """The recorded name "en" was looked up from the working directory, where a folder named en (the index itself,
+    built with --out en) hid the shipped model: the server refused to start."""
+    from elmo.model_dir import shipped_models_root
+    from elmo.search import build_index
+    from elmo.serve.config import IndexSpec, ModelSpec
+    from elmo.serve.search import model_for_index
+
+    (tmp_path / "corpus.txt").write_text("she saw a play\nthe play ended\nplay the game\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    build_index(tmp_path / "corpus.txt", tmp_path / "en", "en", progress=False)
+    served = ModelSpec("english", str(shipped_models_root() / "en"))
+    assert model_for_index(IndexSpec("idx", tmp_path / "en"), [served]) == "english"

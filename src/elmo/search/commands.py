@@ -121,7 +121,9 @@ def _senses(args: argparse.Namespace) -> int:
     result = senses(ContextIndex.load(args.index), args.word, clusters=args.clusters, layer=args.layer,
                     max_occurrences=args.max_occurrences)
     plot_senses(result, args.out)
-    print(f"{args.word!r}: {len(result.rows)} occurrences, {len(result.sizes)} clusters "
+    counted = (f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled
+               else f"{len(result.rows)} occurrences")
+    print(f"{args.word!r}: {counted}, {len(result.sizes)} clusters "
           f"(silhouette {result.silhouette:.2f}) -> {args.out}; corpus lines counted from 0")
     for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
         print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")

@@ -37,7 +37,7 @@ def model_for_index(spec: IndexSpec, models: Sequence[ModelSpec]) -> str:
     if built_with is None:
         raise ValueError(f"--index {spec.directory} was built from an Embedder object with no model name, so the "
                          "model that embeds its queries is unknown; rebuild it with `elmo index --model ...`")
-    wanted = _model_path(built_with)
+    wanted = _model_path(index.model_source or built_with)  # a shipped name: the shipped model, not ./NAME
     if wanted is None:
         raise ValueError(f"--index {spec.directory} was built with the model {built_with}, which is not found here")
     for model in models:

@@ -74,6 +74,7 @@ async def list_indexes(service: ServiceDep) -> dict[str, Any]:
 
 def _senses_json(index_name: str, result: Senses) -> dict[str, Any]:
     return {"index": index_name, "word": result.word, "layer": result.layer, "occurrences": len(result.rows),
+            "total_occurrences": result.total_occurrences,
             "silhouette": result.silhouette,
             "clusters": [{"size": size, "sentence": example.sentence, "token_index": example.token_index,
                           "token": example.token, "line": example.line}
