@@ -200,6 +200,28 @@ def _chosen_layers(layers: LayerChoice | str | Sequence[LayerChoice | str] | Non
     return chosen
 
 
+def check_index_options(out: Path, layers: LayerChoice | str | Sequence[LayerChoice | str] | None, n_layers: int,
+                        dim: int, factory: str | None, words_only: str | Path | Iterable[str] | None
+                        ) -> tuple[list[StoredLayer], set[str] | None]:
+    """``build_index``'s checks of its options, which need the model's shape only (``elmo index`` makes them
+    from options.json before the weights load): the layers chosen and the words to index (None: every word)."""
+    _check_out(out)
+    if factory is not None:
+        _check_factory(factory, dim)
+    chosen = _chosen_layers(layers, n_layers)
+    if words_only is None:
+        return chosen, None
+    indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
+        {word.strip().casefold() for word in words_only if word.strip()}
+    if not indexed:
+        raise SearchError("words_only lists no words; give at least one, or None to index every token", "words_only")
+    phrases = sorted(word for word in indexed if len(word.split()) > 1)
+    if phrases:
+        raise SearchError(f"words_only lists {phrases[:5]}: each entry is matched against one token, so an "
+                          "entry of several words never matches; list single words", "words_only")
+    return chosen, indexed
+
+
 def build_index(
     corpus: str | Path,
     out: str | Path,
@@ -233,7 +255,7 @@ def build_index(
     ann = AnnOptions() if ann is None else ann
     corpus, out = Path(corpus), Path(out)
     text = check_corpus(corpus)
-    _check_out(out)
+    _check_out(out)  # before a named model loads; check_index_options makes the rest of the checks
     if isinstance(model, str | Path):
         from elmo.embedder import Embedder
 
@@ -242,21 +264,7 @@ def build_index(
     else:
         embedder = model
     model_name, shipped = _model_reference(model_name) if model_name is not None else (None, False)
-    if ann.factory is not None:
-        _check_factory(ann.factory, embedder.dim)
-    chosen = _chosen_layers(layers, embedder.n_layers)
-    if words_only is None:
-        indexed = None
-    else:
-        indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
-            {word.strip().casefold() for word in words_only if word.strip()}
-        if not indexed:
-            raise SearchError("words_only lists no words; give at least one, or None to index every token",
-                              "words_only")
-        phrases = sorted(word for word in indexed if len(word.split()) > 1)
-        if phrases:
-            raise SearchError(f"words_only lists {phrases[:5]}: each entry is matched against one token, so an "
-                              "entry of several words never matches; list single words", "words_only")
+    chosen, indexed = check_index_options(out, layers, embedder.n_layers, embedder.dim, ann.factory, words_only)
     names = [layer_name(layer) for layer in chosen]
     settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": embedder.fingerprint,
                 "tokenizer": embedder.tokenizer_name, "window": window_of(embedder), "layers": names,

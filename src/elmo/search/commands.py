@@ -63,15 +63,11 @@ def _check_index_options(args: argparse.Namespace) -> None:
     again (a library caller gets them all the same)."""
     from elmo.config import BiLMConfig
     from elmo.model_dir import ModelDir
-    from elmo.search.build import _check_factory, _check_out, _chosen_layers, _read_words
+    from elmo.search.build import check_index_options
 
     config = BiLMConfig.load(ModelDir.find(args.model).options_file)
-    _check_out(Path(args.out))
-    if args.factory is not None:
-        _check_factory(args.factory, config.output_dim)
-    _chosen_layers(args.layer, config.n_output_layers)
-    if args.words_only is not None:
-        _read_words(Path(args.words_only))
+    check_index_options(Path(args.out), args.layer, config.n_output_layers, config.output_dim, args.factory,
+                        args.words_only)
 
 
 def _neighbors(args: argparse.Namespace) -> int:
