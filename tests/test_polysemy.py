@@ -107,3 +107,21 @@ def test_shipped_en_model_scores_a_rate_per_layer_and_its_context_free_layer_tie
         assert rates[0] == 0.0  # layer 0: every occurrence of a word is the same vector, so every triple ties
     assert all(word.triplets[0] == 0 and word.nn_agreements[0] == 0 for word in scores.words)
     assert len(scores.words) == len({s.word for s in load_sentences("en")})
+
+
+def test_a_model_reading_characters_gets_a_words_vector_as_the_mean_of_its_characters(fixture_bilm):
+    """A Chinese model trained on characters reads the stored jieba tokens as characters; the target word's vector
+    is the mean of its characters' (by hand here, from the same embedder's own output)."""
+    from elmo.polysemy import SenseSentence, word_vectors
+
+    sentences = [SenseSentence("小米", "food", "我喜欢吃小米粥", ("我", "喜欢", "吃", "小米", "粥"), 3),
+                 SenseSentence("小米", "phone", "小米手机很好用", ("小米", "手机", "很", "好用"), 0)]
+    embedder = Embedder(fixture_bilm, tokenizer="chars")
+    vectors = word_vectors(embedder, sentences)
+    first = embedder.embed([list("我喜欢吃小米粥")], "all")[0]
+    second = embedder.embed([list("小米手机很好用")], "all")[0]
+    np.testing.assert_allclose(vectors[:, 0], first[:, 4:6].mean(axis=1), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(vectors[:, 1], second[:, 0:2].mean(axis=1), rtol=0, atol=1e-6)
+    words = Embedder(fixture_bilm, tokenizer="jieba")  # a model reading words: the stored tokens as they are
+    np.testing.assert_allclose(word_vectors(words, sentences)[:, 1],
+                               words.embed([list(sentences[1].tokens)], "all")[0][:, 0], rtol=0, atol=1e-6)

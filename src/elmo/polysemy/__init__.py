@@ -179,10 +179,22 @@ class PolysemyScores:
 
 def word_vectors(embedder: Embedder, sentences: Sequence[SenseSentence], batch_size: int = 32) -> np.ndarray:
     """``(n_layers, n_sentences, dim)``: each sentence's target word, every layer. Sentences go in as their
-    stored tokens, so the embedder's tokenizer plays no part."""
-    layers = embedder.embed([list(sentence.tokens) for sentence in sentences], "all", batch_size)
-    return np.stack([all_layers[:, sentence.index] for all_layers, sentence in zip(layers, sentences, strict=True)],
-                    axis=1)
+    stored tokens, so the embedder's tokenizer plays no part; except that a model reading characters
+    (tokenizer ``chars``, as Chinese can be trained) gets the stored tokens' characters, and a word's vector is
+    the mean of its characters' vectors."""
+    spans = []
+    token_lists: list[list[str]] = []
+    for sentence in sentences:
+        if embedder.tokenizer_name == "chars":
+            start = sum(len(token) for token in sentence.tokens[: sentence.index])
+            spans.append((start, start + len(sentence.tokens[sentence.index])))
+            token_lists.append([character for token in sentence.tokens for character in token])
+        else:
+            spans.append((sentence.index, sentence.index + 1))
+            token_lists.append(list(sentence.tokens))
+    layers = embedder.embed(token_lists, "all", batch_size)
+    return np.stack([all_layers[:, start:end].mean(axis=1)
+                     for all_layers, (start, end) in zip(layers, spans, strict=True)], axis=1)
 
 
 def vectors_by_sense(sentences: Sequence[SenseSentence], vectors: np.ndarray) -> VectorsBySense:
