@@ -302,13 +302,58 @@ def test_cleaning_keeps_paragraph_text_and_drops_code_and_navigation():
     assert html_paragraphs(HANDBOOK_HTML) == [
         "Debian 之所以如此受系统管理员欢迎，是因为软件极易安装且整个系统的更新也极为简单。"]
     assert html_paragraphs(GIMP_HTML) == [
-        "Prev", "The Brush tool paints with the current brush; hold Shift to draw a straight line.", "See Section 2."]
+        "The Brush tool paints with the current brush; hold Shift to draw a straight line.", "See Section 2."]
     assert roff_paragraphs(MANPAGE_ZH) == [
         "ls, dir, vdir - 列目录内容", "程序 ls 先列出 非目录的 文件文件，然后 列出 每一个 目录 中 的 文件。",
         "除非 指定了 -a 选项，否则 不显示 以点开头的文件。"]
     assert strip_ansi("\x1b[33m    -- Debian \x1b[32m《行为准则》\x1b[m") == "    -- Debian 《行为准则》"
     assert join_wrapped(["很难避免遇到与你意见不和，或者难以合作", "的人。 It is", "  wrapped."]) == (
         "很难避免遇到与你意见不和，或者难以合作的人。 It is wrapped.")
+
+
+def test_html_navigation_divs_are_dropped_with_their_tables_and_nested_divs():
+    from elmo.datasets.cleaning import html_paragraphs
+
+    # DocBook's header and footer (gimp-help: the neighbouring pages' titles in th/td cells), Sphinx's bars.
+    page = ('<html><body><div class="navheader"><table width="100%" summary="Navigation header">'
+            '<tr><th colspan="3" align="center">2. Translating the GIMP Help</th></tr>'
+            '<tr><td width="20%" align="left"><a accesskey="p" href="apcs01.html">Prev</a> </td>'
+            '<th width="60%" align="center">Appendix C. How to Contribute</th></tr></table><hr></div>'
+            '<div class="section"><div class="para">You can help translate the manual into your own language.</div>'
+            '<p>Translators work with the PO files.</p></div>'
+            '<div class="navfooter"><hr><div class="inner"><table><tr><td>Appendix C. How to Contribute</td>'
+            '</tr></table></div><p>Home of the GIMP Help</p></div>'
+            '<div class="related" role="navigation" aria-label="related navigation"><ul><li>Python 3.11 '
+            'Documentation</li></ul></div><div role="navigation"><p>Table of Contents</p></div>'
+            '<div class="sphinxsidebar"><div class="sphinxsidebarwrapper"><p>Previous topic</p></div></div>'
+            '<p>The last paragraph is kept.</p></body></html>')
+    assert html_paragraphs(page) == ["You can help translate the manual into your own language.",
+                                     "Translators work with the PO files.", "The last paragraph is kept."]
+
+
+def test_roff_drops_italic_corrections_colours_footnote_marks_and_half_line_moves():
+    from elmo.datasets.cleaning import roff_paragraphs
+
+    # manpages-zh: mktemp's options (groff's \, and \/ around italics), systemd's DocBook links (\m[blue] and a
+    # raised footnote number), the other colour forms; psql's \\d is its command \d, not a half-line move.
+    page = ("\\fB\\-p\\fP 目录, \\fB\\-\\-tmpdir\\fP[=\\fI\\,目录\\/\\fP]\n使用 \\fI\\,/tmp\\/\\fP。\n"
+            ".PP\nsystemd 依赖于内核提供的 \\m[blue]cgroups\\m[]\\&\\s-2\\u[1]\\d\\s+2 特性\n"
+            ".PP\n\\m(bl蓝色\\mr红色\\M[yellow]底色\\M[] 上\\u标\\d与下\\d标\\u\n")
+    assert roff_paragraphs(page) == ["-p 目录, --tmpdir[=目录] 使用 /tmp。", "systemd 依赖于内核提供的 cgroups 特性",
+                                     "蓝色红色底色 上标与下标"]
+    assert roff_paragraphs("命令 \\fB\\\\d\\fR 列出所有表\n")[0].endswith("\\d 列出所有表")
+
+
+def test_roff_tag_after_tp_is_a_paragraph_of_its_own():
+    from elmo.datasets.cleaning import roff_paragraphs
+
+    page = (".TP\n\\fB\\-\\-help\\fR\n显示帮助并且退出\n"
+            ".TP\n.B \\-a\n不忽略以 . 开头的文件\n第二行\n"
+            ".TP\n.PD 0\n\\fB\\-v\\fR\n显示版本\n"
+            ".TP\n.B\n\\-\\-all\n全部\n"
+            ".PP\n段落里的两行\n相连\n")
+    assert roff_paragraphs(page) == ["--help", "显示帮助并且退出", "-a", "不忽略以 . 开头的文件第二行",
+                                     "-v", "显示版本", "--all", "全部", "段落里的两行相连"]
 
 
 def test_prose_checks_drop_code_headings_and_tables():

@@ -15,6 +15,9 @@ _BLOCKS = frozenset({"p", "li", "dd", "dt", "blockquote", "td", "th", "figcaptio
 # Elements whose text is never prose: code listings, scripts, styles, navigation.
 _SKIPPED = frozenset({"pre", "script", "style", "nav", "head", "title", "svg", "math", "button", "select", "header",
                       "footer", "aside"})
+# Navigation written as divs, skipped with all they hold: DocBook's header and footer tables (Prev, Up, Next and
+# the neighbouring pages' titles), Sphinx's related-pages bar and sidebar, and any div with role="navigation".
+_NAVIGATION_CLASSES = frozenset({"navheader", "navfooter", "related", "sphinxsidebar"})
 
 
 class _Paragraphs(HTMLParser):
@@ -24,12 +27,19 @@ class _Paragraphs(HTMLParser):
         self._parts: list[str] = []
         self._open_blocks = 0
         self._skipping = 0
-        self._divs: list[bool] = []  # for each open div: is it a paragraph (DocBook's <div class="para">)?
+        # For each open div: "para" (a paragraph: DocBook's <div class="para">), "navigation" (skipped with its
+        # content) or "" (a container: its text is read only inside the blocks it holds).
+        self._divs: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "div":
-            self._divs.append("para" in (dict(attrs).get("class") or "").split())
-            if not self._divs[-1]:
+            attributes = dict(attrs)
+            classes = set((attributes.get("class") or "").split())
+            self._divs.append("navigation" if classes & _NAVIGATION_CLASSES or attributes.get("role") == "navigation"
+                              else "para" if "para" in classes else "")
+            if self._divs[-1] == "navigation":
+                self._skipping += 1
+            if self._divs[-1] != "para":
                 return
         if tag in _SKIPPED:
             self._skipping += 1
@@ -40,8 +50,12 @@ class _Paragraphs(HTMLParser):
             self._parts.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "div" and not (self._divs and self._divs.pop()):
-            return
+        if tag == "div":
+            kind = self._divs.pop() if self._divs else ""
+            if kind == "navigation":
+                self._skipping = max(0, self._skipping - 1)
+            if kind != "para":
+                return
         if tag in _SKIPPED:
             self._skipping = max(0, self._skipping - 1)
         elif tag in _BLOCKS or tag == "div":
@@ -65,7 +79,8 @@ class _Paragraphs(HTMLParser):
 
 def html_paragraphs(html: str) -> list[str]:
     """The text of each paragraph-like element (``p``, ``li``, ``dd``, table cells...) of an HTML page,
-    whitespace collapsed, entities decoded; ``pre``, ``script``, ``style`` and navigation are dropped, inline
+    whitespace collapsed, entities decoded; ``pre``, ``script``, ``style`` and navigation (``nav``, DocBook's
+    ``navheader``/``navfooter`` divs, Sphinx's ``related`` and ``sphinxsidebar``) are dropped, inline
     markup (``code``, ``a``, ``em``) keeps its text."""
     parser = _Paragraphs()
     parser.feed(html)
@@ -81,12 +96,19 @@ _ROFF_ESCAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
     (re.compile(r"\\\((?:lq|rq|oq|cq)"), '"'),
     (re.compile(r"\\\((?:em|en)"), "-"),
     (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""),  # other named characters
+    # Marks that are no text, where the backslash is not itself escaped (psql's page writes its command \d as
+    # \\d): footnote numbers raised and lowered (\u[1]\d, DocBook's links), half-line moves (\u \d), colours
+    # (\m[blue] \m[] \m(xx \mx, \M for the background) and the italic corrections \, and \/.
+    (re.compile(r"(?<!\\)\\u\[\d+\]\\d"), ""),
+    (re.compile(r"(?<!\\)\\[mM](?:\[[^\]]*\]|\(..|.)"), ""),
+    (re.compile(r"(?<!\\)\\[ud,/]"), ""),
     (re.compile(r"\\[-e]"), lambda match: "-" if match.group(0) == "\\-" else "\\"),
     (re.compile(r"\\[&|^%:c0 ~]"), lambda match: " " if match.group(0) in ("\\ ", "\\~", "\\0") else ""),
 ]
 # Macros whose arguments are running text set in a font (their quotes group words, they are not text).
 _ROFF_TEXT_MACROS = frozenset({"B", "I", "BR", "BI", "IB", "IR", "RB", "RI", "SM", "SB"})
 _ROFF_ARGUMENT = re.compile(r'"[^"]*"|\S+')
+_ROFF_PARAGRAPH_MACROS = frozenset({"SH", "SS", "PP", "LP", "P", "IP", "HP"})
 
 
 def roff_text(line: str) -> str:
@@ -97,18 +119,27 @@ def roff_text(line: str) -> str:
 
 def roff_paragraphs(source: str) -> list[str]:
     """Paragraphs of a manual page in roff (man macros): text lines joined, a paragraph ends at a blank line
-    or a paragraph/heading macro (``.PP``, ``.SH``, ``.TP``...); font macros (``.B word``) keep their words;
-    comments, other requests and escapes are dropped; ``.nf``..``.fi`` (unfilled: examples, synopses) is
-    skipped."""
+    or a paragraph/heading macro (``.PP``, ``.SH``, ``.TP``...); the tag line after ``.TP`` (an option, a
+    name) is a paragraph of its own, not the start of its description; font macros (``.B word``) keep their
+    words; comments, other requests and escapes are dropped; ``.nf``..``.fi`` (unfilled: examples,
+    synopses) is skipped."""
     paragraphs: list[str] = []
     current: list[str] = []
     unfilled = False
+    tag_next = False  # after .TP: the next line of text is the tag
 
     def flush() -> None:
         text = join_wrapped(current)
         if text:
             paragraphs.append(text)
         current.clear()
+
+    def add(text: str) -> None:
+        nonlocal tag_next
+        current.append(text)
+        if tag_next and text.strip():
+            flush()
+            tag_next = False
 
     for raw in source.splitlines():
         line = raw.rstrip()
@@ -119,21 +150,25 @@ def roff_paragraphs(source: str) -> list[str]:
             if macro in ("nf", "EX"):
                 flush()
                 unfilled = True
+                tag_next = False
             elif macro in ("fi", "EE"):
                 unfilled = False
             elif macro in _ROFF_TEXT_MACROS and not unfilled:
                 words = [word.strip('"') for word in _ROFF_ARGUMENT.findall(arguments)]
                 # .BR, .IR...: alternate fonts word by word, written without spaces between the words.
-                current.append(roff_text(("" if len(macro) == 2 and macro not in ("SM", "SB") else " ").join(words)))
+                add(roff_text(("" if len(macro) == 2 and macro not in ("SM", "SB") else " ").join(words)))
             else:
                 flush()
+                # A request between .TP and its tag (.PD 0, .ti) leaves the tag to come; a new paragraph or
+                # heading has none.
+                tag_next = macro == "TP" or (tag_next and macro not in _ROFF_PARAGRAPH_MACROS)
             continue
         if unfilled:
             continue
         if not line.strip():
             flush()
             continue
-        current.append(roff_text(line))
+        add(roff_text(line))
     flush()
     return paragraphs
 
