@@ -43,7 +43,7 @@ def test_help_shows_defaults_once():
 
 def test_version_prints_the_installed_version():
     result = subprocess.run([sys.executable, "-m", "elmo", "--version"], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == f"elmo {version('elmo')}"
+    assert result.stdout.strip() == f"elmo {version('elmo-bilm')}"
 
 
 @pytest.mark.parametrize("argv", [["--max-steps", "0"], ["--dropout", "1"]])

@@ -73,8 +73,8 @@ def test_all_is_every_extra_but_ray_and_dev_installs_all():
     extras = _pyproject()["project"]["optional-dependencies"]
     assert set(extras) == {*EXTRAS, "all", "dev"}
     (everything,) = extras["all"]
-    assert set(re.fullmatch(r"elmo\[(.*)\]", everything).group(1).split(",")) == set(EXTRAS) - {"ray"}
-    assert "elmo[all]" in extras["dev"]
+    assert set(re.fullmatch(r"elmo-bilm\[(.*)\]", everything).group(1).split(",")) == set(EXTRAS) - {"ray"}
+    assert "elmo-bilm[all]" in extras["dev"]
 
 
 # --- require ------------------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def test_require_names_the_extra_the_install_command_and_the_missing_modules(mon
     monkeypatch.setitem(sys.modules, "scipy", None)
     with pytest.raises(MissingExtra) as raised:
         require("serve", "elmo serve")
-    assert str(raised.value) == ("elmo serve needs the 'serve' extra: pip install 'elmo[serve]' "
+    assert str(raised.value) == ("elmo serve needs the 'serve' extra: pip install 'elmo-bilm[serve]' "
                                  "(missing: orjson, scipy)")
     assert raised.value.missing == ("orjson", "scipy") and raised.value.extra == "serve"
     assert isinstance(raised.value, ImportError)  # callers that catch ImportError still do
@@ -151,7 +151,7 @@ def test_a_command_without_its_extra_says_in_one_line_which_to_install(tmp_path,
     result = elmo(argv, blocked, cwd=tmp_path)
     command = argv[0]
     assert result.returncode == 2
-    assert result.stderr == (f"elmo {command} needs the '{extra}' extra: pip install 'elmo[{extra}]' "
+    assert result.stderr == (f"elmo {command} needs the '{extra}' extra: pip install 'elmo-bilm[{extra}]' "
                              f"(missing: {missing})\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # no work started
 
@@ -159,13 +159,13 @@ def test_a_command_without_its_extra_says_in_one_line_which_to_install(tmp_path,
 def test_python_m_elmo_serve_checks_the_extra_too():
     result = python("from elmo.serve.commands import main\nsys.exit(main(['--model', 'en']))", ["uvicorn"])
     assert result.returncode == 2
-    assert result.stderr == "elmo serve needs the 'serve' extra: pip install 'elmo[serve]' (missing: uvicorn)\n"
+    assert result.stderr == "elmo serve needs the 'serve' extra: pip install 'elmo-bilm[serve]' (missing: uvicorn)\n"
 
 
 def test_serving_an_index_without_the_search_extra_is_refused_before_any_model_loads():
     result = elmo(["serve", "--model", "en", "--index", "no/such/index"], ["faiss"])
     assert result.returncode == 2
-    assert result.stderr == ("elmo serve: error: --index needs the 'search' extra: pip install 'elmo[search]' "
+    assert result.stderr == ("elmo serve: error: --index needs the 'search' extra: pip install 'elmo-bilm[search]' "
                              "(missing: faiss)\n")
 
 
@@ -175,7 +175,7 @@ def test_parquet_output_without_pyarrow_is_refused_before_the_model_loads(tmp_pa
                   cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == ("elmo embed: error: Parquet output needs the 'parquet' extra: "
-                             "pip install 'elmo[parquet]' (missing: pyarrow)\n")
+                             "pip install 'elmo-bilm[parquet]' (missing: pyarrow)\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
 
 
@@ -196,7 +196,7 @@ def test_a_package_names_its_extra_when_a_name_is_first_used(statement, blocked,
             print(error)
     """, blocked)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"{feature} needs the '{extra}' extra: pip install 'elmo[{extra}]' (missing: ")
+    assert result.stdout.startswith(f"{feature} needs the '{extra}' extra: pip install 'elmo-bilm[{extra}]' (missing: ")
 
 
 def test_build_index_and_train_check_their_extra_before_any_work(tmp_path):
@@ -215,7 +215,8 @@ def test_build_index_and_train_check_their_extra_before_any_work(tmp_path):
     """, ["faiss", "matplotlib"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "elmo.search.build_index needs the 'search' extra: pip install 'elmo[search]' (missing: faiss, matplotlib)",
-        "elmo.training.train needs the 'train' extra: pip install 'elmo[train]' (missing: matplotlib)",
+        "elmo.search.build_index needs the 'search' extra: pip install 'elmo-bilm[search]' "
+        "(missing: faiss, matplotlib)",
+        "elmo.training.train needs the 'train' extra: pip install 'elmo-bilm[train]' (missing: matplotlib)",
     ]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]

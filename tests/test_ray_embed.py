@@ -22,7 +22,7 @@ LINES = ["the bank of the river", "", "she played a game", "日本語 の 文", 
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'elmo[ray]')")
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'elmo-bilm[ray]')")
     ray.init(num_cpus=2, include_dashboard=False)
     yield ray
     ray.shutdown()
@@ -156,7 +156,7 @@ def test_without_ray_the_engine_says_in_one_line_how_to_install_it(tmp_path, fix
     assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out"), "--engine", "ray", "--quiet",
                  "--model", str(fixture_dir)]) == 2
     assert capsys.readouterr().err == ("elmo embed: error: the Ray engine needs the 'ray' extra: "
-                                       "pip install 'elmo[ray]' (missing: ray)\n")
+                                       "pip install 'elmo-bilm[ray]' (missing: ray)\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
 
 

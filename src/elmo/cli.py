@@ -12,7 +12,7 @@ from importlib.metadata import version
 
 from elmo.command_line import CommandParser, exit_status, positive_int
 from elmo.embed_job.commands import add_subcommands as add_embed_commands
-from elmo.extras import MissingExtra, require
+from elmo.extras import DISTRIBUTION, MissingExtra, require
 from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
 from elmo.tasks.commands import add_subcommands as add_task_commands
@@ -62,7 +62,7 @@ def _export_onnx(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="elmo", description="Deep contextualized word representations (ELMo).")
-    parser.add_argument("--version", action="version", version=f"elmo {version('elmo')}")
+    parser.add_argument("--version", action="version", version=f"elmo {version(DISTRIBUTION)}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = commands.add_parser("info", help="print a model's configuration, parameter count and layer widths")

@@ -9,6 +9,15 @@ a few file-system look-ups and imports nothing.
 from collections.abc import Sequence
 from importlib.util import find_spec
 
+# The distribution's name (pyproject.toml's project.name), which the import package `elmo` does not share: `elmo`
+# on PyPI is another project (an alarm system's API adapter), which `pip install 'elmo[serve]'` would install.
+DISTRIBUTION = "elmo-bilm"
+
+
+def install_command(extra: str) -> str:
+    """What installs ``extra`` (from a checkout of this repository: ``pip install -e '.[EXTRA]'``)."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 # extra -> the top-level modules its distributions provide (pyproject.toml lists the distributions;
 # tests/test_extras.py checks that the two agree)
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -28,7 +37,7 @@ class MissingExtra(ImportError):
     command that installs it, and the modules not found."""
 
     def __init__(self, feature: str, extra: str, missing: Sequence[str]) -> None:
-        super().__init__(f"{feature} needs the '{extra}' extra: pip install 'elmo[{extra}]' "
+        super().__init__(f"{feature} needs the '{extra}' extra: {install_command(extra)} "
                          f"(missing: {', '.join(missing)})")
         self.feature = feature
         self.extra = extra

@@ -3,7 +3,7 @@
 ``import elmo`` and ``elmo --help`` import every package the commands live in; with the names loaded lazily
 none of that imports PyTorch. A package whose features need an extra (``elmo.search``: faiss) checks it when
 a name is first used, so ``from elmo.search import build_index`` without faiss is one line naming
-``elmo[search]``, before any work starts.
+the ``search`` extra, before any work starts.
 
 Usage, in a package's ``__init__.py`` (with the same names imported under ``TYPE_CHECKING`` for type checkers)::
 

@@ -44,6 +44,7 @@ except ImportError:  # export_onnx refuses to run, so nothing calls scan
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
+from elmo.extras import install_command
 from elmo.files import atomic_path, check_output_file
 from elmo.model_dir import ModelDir
 from elmo.modules.lstm import LstmStack, ProjectedLstm, lstm_cell
@@ -66,7 +67,7 @@ _CHECK_SENTENCES = [
 ]
 # Largest absolute difference from BiLM.forward that the check accepts (float32; measured: about 1e-6).
 CHECK_TOLERANCE = 1e-4
-_MISSING_PACKAGES = "ONNX export needs the packages onnx, onnxscript and onnxruntime: pip install 'elmo[onnx]'"
+_MISSING_PACKAGES = f"ONNX export needs the packages onnx, onnxscript and onnxruntime: {install_command('onnx')}"
 # The PyTorch whose private scan and exporter export_onnx is tested with (docs/performance.md, "PyTorch versions").
 TESTED_TORCH = "2.13"
 
@@ -179,7 +180,7 @@ class OnnxBiLM:
         try:
             import onnxruntime
         except ImportError as error:
-            message = "running an exported biLM needs onnxruntime: pip install 'elmo[onnx]'"
+            message = f"running an exported biLM needs onnxruntime: {install_command('onnx')}"
             raise ImportError(f"{message} ({error})") from None
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: no such ONNX file")

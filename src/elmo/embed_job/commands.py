@@ -18,7 +18,7 @@ from elmo.config import BiLMConfig
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file, text_sample
-from elmo.extras import require
+from elmo.extras import install_command, require
 from elmo.pooling import POOLINGS
 from elmo.tokenizers import TOKENIZERS
 
@@ -169,7 +169,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     embed.add_argument("--engine", choices=("local", "ray"), default="local",
                        help="local: this process (or one per shard); ray: Ray Data workers write OUTPUT, a directory "
-                            "of Parquet files (pip install 'elmo[ray]'; docs/scale.md)")
+                            f"of Parquet files ({install_command('ray')}; docs/scale.md)")
     embed.add_argument("--workers", type=positive_int, default=1, help="with --engine ray: workers, each holding the "
                                                                        "model (one CPU or, --device cuda, one GPU)")
     embed.add_argument("--quiet", action="store_true", help="no progress bar")
