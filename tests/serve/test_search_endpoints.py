@@ -155,7 +155,8 @@ def test_senses_json_equals_senses_in_process(search_server, index: ContextIndex
     expected = senses(index, word, clusters=clusters, layer=layer)
     assert (body["word"], body["layer"], body["occurrences"], body["total_occurrences"]) == \
         (word, expected.layer, len(expected.rows), expected.total_occurrences)
-    assert body["silhouette"] == pytest.approx(expected.silhouette, abs=1e-6)
+    assert body["silhouette"] == (None if expected.silhouette is None else pytest.approx(expected.silhouette, abs=1e-6))
+    assert (body["silhouette"] is None) == (clusters == 1)  # undefined for one cluster: null, not a score of -1
     assert [(c["size"], c["sentence"], c["token_index"], c["token"], c["line"]) for c in body["clusters"]] == \
         [(size, e.sentence, e.token_index, e.token, e.line) for size, e in zip(expected.sizes, expected.examples,
                                                                                  strict=True)]

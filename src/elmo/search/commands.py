@@ -111,7 +111,7 @@ def _table(title: str, rows: Sequence[tuple[str, float]]) -> list[str]:
 
 def _senses(args: argparse.Namespace) -> int:
     from elmo.search.index import ContextIndex
-    from elmo.search.senses import plot_senses, png_path, senses
+    from elmo.search.senses import plot_senses, png_path, senses, silhouette_text
 
     png_path(args.out)  # before the clustering
     result = senses(ContextIndex.load(args.index), args.word, clusters=args.clusters, layer=args.layer,
@@ -120,7 +120,7 @@ def _senses(args: argparse.Namespace) -> int:
     counted = (f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled
                else f"{len(result.rows)} occurrences")
     print(f"{args.word!r}: {counted}, {len(result.sizes)} clusters "
-          f"(silhouette {result.silhouette:.2f}) -> {args.out}; corpus lines counted from 0")
+          f"({silhouette_text(result)}) -> {args.out}; corpus lines counted from 0")
     for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
         print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")
     return 0

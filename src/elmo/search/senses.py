@@ -30,7 +30,7 @@ class Senses:
     points: np.ndarray
     examples: list[Occurrence]
     sizes: list[int]
-    silhouette: float
+    silhouette: float | None  # None where it is undefined: one cluster, or every use a cluster of its own
     total_occurrences: int
 
     @property
@@ -77,9 +77,9 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
     for n_clusters in candidates:
         fitted = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
         found = len(set(fitted.labels_))
-        fits.append((silhouette_score(vectors, fitted.labels_, metric="cosine") if 1 < found < len(rows) else -1.0,
+        fits.append((silhouette_score(vectors, fitted.labels_, metric="cosine") if 1 < found < len(rows) else None,
                      fitted))
-    score, model = max(fits, key=lambda fit: fit[0])  # the first of equal scores, as before
+    score, model = max(fits, key=lambda fit: -1.0 if fit[0] is None else fit[0])  # the first of equal scores
     labels = model.labels_
     # identical uses have no direction to project onto: they sit at the origin
     flat = np.zeros((len(rows), 2))
@@ -90,7 +90,13 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
         distances = np.linalg.norm(vectors[members] - model.cluster_centers_[cluster], axis=1)
         examples.append(index.occurrence(int(rows[members[np.argmin(distances)]])))
         sizes.append(len(members))
-    return Senses(word, name, rows, labels, points, examples, sizes, float(score), total_occurrences)
+    return Senses(word, name, rows, labels, points, examples, sizes, None if score is None else float(score),
+                  total_occurrences)
+
+
+def silhouette_text(result: Senses) -> str:
+    """The silhouette as the map and the command print it."""
+    return "silhouette undefined" if result.silhouette is None else f"silhouette {result.silhouette:.2f}"
 
 
 def png_path(path: str | Path) -> Path:
@@ -122,7 +128,7 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
     counted = f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled \
         else f"{len(result.rows)} occurrences"
     scatter.set_title(f"{result.word!r}: {counted}, {result.layer}, "
-                      f"{n_clusters} clusters (silhouette {result.silhouette:.2f})")
+                      f"{n_clusters} clusters ({silhouette_text(result)})")
     scatter.set_xlabel("PCA 1")
     scatter.set_ylabel("PCA 2")
     scatter.legend(loc="best", fontsize=8)
