@@ -7,6 +7,7 @@ so the downloads work as they are.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -34,6 +35,18 @@ def shipped_models() -> list[str]:
     return sorted(p.name for p in root.iterdir() if is_model_directory(p)) if root.is_dir() else []
 
 
+def locate_model(model: str | Path, holds: Callable[[Path], bool] | None = None) -> Path:
+    """Where ``model`` is: the path itself where it exists and holds what is wanted (``holds``, by default a model
+    directory; training also takes a run), else the shipped model of that bare name (``en``), else the path as
+    given, for the reader to name what it lacks. So a folder of the working directory named ``en`` that holds no
+    model (an index built with ``--out en``, a corpus) does not hide the shipped ``en``."""
+    path = Path(model)
+    if path.exists() and (holds or is_model_directory)(path):
+        return path
+    shipped = shipped_models_root() / path.name
+    return shipped if len(path.parts) == 1 and is_model_directory(shipped) else path
+
+
 def is_model_directory(path: Path) -> bool:
     """Whether ``path`` holds a model's options under a name ``ModelDir.find`` reads (``options.json`` or
     AllenNLP's ``<name>_options.json``): the one test of "a model, not a training run", so that every reader
@@ -55,17 +68,11 @@ class ModelDir:
 
     @classmethod
     def find(cls, model: str | Path) -> "ModelDir":
-        """``model`` is a directory, or the name of a shipped model."""
-        path = Path(model)
+        """``model`` is a directory, or the name of a shipped model (``locate_model``)."""
+        path = locate_model(model)
         if not path.is_dir():
-            shipped = shipped_models_root() / str(model)
-            if isinstance(model, str) and "/" not in model and shipped.is_dir():
-                path = shipped
-            else:
-                raise FileNotFoundError(
-                    f"model {str(model)!r} is neither a directory nor a shipped model "
-                    f"(shipped: {', '.join(shipped_models()) or 'none'})"
-                )
+            raise FileNotFoundError(f"model {str(model)!r} is neither a directory nor a shipped model "
+                                    f"(shipped: {', '.join(shipped_models()) or 'none'})")
         options_file, weight_file = _model_files(path)
         return cls(path, options_file, weight_file, _read_tokenizer(path / "tokenizer.json"))
 

@@ -168,3 +168,14 @@ def test_index_options_are_checked_from_the_models_options_before_it_loads(flags
     error = capsys.readouterr().err
     assert expected in error and len(error.splitlines()) == 1, error
     assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "corpus.txt"]
+
+
+def test_a_folder_named_as_the_shipped_model_does_not_hide_it_from_index_and_neighbors(tmp_path, monkeypatch, capsys):
+    """In a folder holding an index built with --out en, `--model en` read ./en (no model) and was refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text("she saw a play\nthe play ended\nwe play the game\n", encoding="utf-8")
+    assert main(["index", "c.txt", "--model", "en", "--out", "en", "--quiet"]) == 0
+    assert main(["index", "c.txt", "--model", "en", "--out", "again", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["neighbors", "--index", "en", "--sentence", "I saw the play", "--word", "play", "--k", "2"]) == 0
+    assert "play" in capsys.readouterr().out

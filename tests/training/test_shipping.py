@@ -16,7 +16,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 from elmo.cli import main
 from elmo.training import LanguageModel, load_language_model
-from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
+from elmo.training.checkpoints import list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
@@ -255,15 +255,21 @@ def test_a_run_exported_on_another_machine_ships_its_weights_and_its_records(shi
         make_models.ship_run(brought, "mini", tmp_path / "again", tests=[], corpus_paths=[str(shipped["corpus"])])
 
 
-def test_a_folder_here_named_as_a_shipped_model_is_named_when_it_holds_no_run(tmp_path: Path, monkeypatch):
-    """``elmo train --init-from en`` in a folder holding a corpus folder ``en/`` read that folder and said only that
-    it held no checkpoint."""
+def test_a_folder_here_named_as_a_shipped_model_that_holds_no_model_or_run_does_not_hide_it(tmp_path: Path,
+                                                                                              monkeypatch):
+    """``elmo train --init-from en`` (and ``elmo index --model en``, ``elmo serve --model en``) in a folder holding
+    a corpus folder ``en/`` read that folder, not the shipped model; a folder that holds a model still wins."""
+    from elmo.model_dir import ModelDir, shipped_models_root
+
     monkeypatch.chdir(tmp_path)
     (tmp_path / "en").mkdir()
     (tmp_path / "en" / "train.txt").write_text("a corpus, not a model\n")
-    with pytest.raises(CheckpointError, match=r"\./en is a folder here that holds no model or run, and a folder is "
-                                              r"read before the shipped model 'en'"):
-        load_language_model("en")
+    vocab = load_language_model("en")[1]
+    assert vocab == load_language_model(shipped_models_root() / "en")[1]
+    assert ModelDir.find("en").path == shipped_models_root() / "en"
+    shutil.copytree(shipped_models_root() / "zh", tmp_path / "en", dirs_exist_ok=True)  # a model named en here
+    assert ModelDir.find("en").path == Path("en")
+    assert load_language_model("en")[1] == load_language_model(shipped_models_root() / "zh")[1]
 
 
 def _with_validation(run: Path, figures: list[tuple[int, float]]) -> None:

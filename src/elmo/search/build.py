@@ -364,12 +364,11 @@ def _model_reference(model: str) -> tuple[str, bool]:
     absolute path (the index may be queried from elsewhere); a shipped name as it is, marked shipped, so a query
     loads the shipped model even where the working directory holds a directory of that name (as it does an
     index built with ``--out en``)."""
-    from elmo.model_dir import is_model_directory, shipped_models_root
+    from elmo.model_dir import locate_model
 
     path = Path(model)
-    if is_model_directory(path):
-        return str(path.resolve()), False
-    if "/" not in model and is_model_directory(shipped_models_root() / model):
+    located = locate_model(path)
+    if located != path:
         return model, True
     return (str(path.resolve()) if path.is_dir() else model), False
 

@@ -26,7 +26,7 @@ from elmo.files import (
     write_bytes_atomic,
     write_text_atomic,
 )
-from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, shipped_models_root
+from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, locate_model
 from elmo.training.checkpoints import (
     STATE_FILE,
     CheckpointError,
@@ -97,22 +97,15 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
     return path
 
 
-def _shipped_model(path: Path) -> Path | None:
-    """The shipped model's directory when ``path`` is a bare name such as ``en`` that names one."""
-    shipped = shipped_models_root() / path.name
-    return shipped if len(path.parts) == 1 and is_model_directory(shipped) else None
-
-
-def _shipped_directory(path: Path) -> Path | None:
-    """The shipped model's directory when ``path`` is a bare name such as ``en`` and no such path exists."""
-    return None if path.exists() else _shipped_model(path)
+def _model_or_run(path: Path) -> bool:
+    """What training reads as a model: a model directory, a checkpoint, or a run holding checkpoints."""
+    return is_model_directory(path) or (path / STATE_FILE).is_file() or bool(list_checkpoints(path))
 
 
 def resolve_model(path: str | Path) -> Path:
-    """``path`` itself, or the shipped model's directory when it is a bare name such as ``en`` and no such
-    path exists here (so a run can record where its starting model came from)."""
-    path = Path(path)
-    return _shipped_directory(path) or path
+    """``path`` itself, or the shipped model's directory when it is a bare name such as ``en`` and no model or run
+    of that name is here (``locate_model``), so a run can record where its starting model came from."""
+    return locate_model(path, _model_or_run)
 
 
 def model_tokenizer(path: str | Path) -> str:
@@ -130,20 +123,19 @@ def model_tokenizer(path: str | Path) -> str:
 def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
     """An exported model directory, a shipped model's name, a checkpoint directory, or a run directory (its
     newest checkpoint)."""
-    path = Path(path)
-    shipped = _shipped_directory(path)
-    if shipped is not None:
-        name, path = path.name, shipped
+    given = Path(path)
+    path = resolve_model(given)
+    shipped = path != given  # a bare name, read as the shipped model
     if is_model_directory(path):
         model_dir = ModelDir.find(path)
         for needed in ("vocab.txt", SOFTMAX_FILE):
             if (path / needed).is_file():
                 continue
-            if shipped is not None:
+            if shipped:
                 raise CheckpointError(
-                    f"the shipped model {name!r} holds no softmax ({SOFTMAX_FILE}), which perplexity and further "
+                    f"the shipped model {given.name!r} holds no softmax ({SOFTMAX_FILE}), which perplexity and further "
                     f"training need (published ELMo weights leave it out); it embeds text (`elmo embed --model "
-                    f"{name}`). For perplexity, give a run directory or a model written by `elmo export`")
+                    f"{given.name}`). For perplexity, give a run directory or a model written by `elmo export`")
             raise CheckpointError(f"{path} lacks {needed}; was it exported by `elmo export`? (a published "
                                   "bilm-tf model has no softmax, so it can be embedded with but not trained on)")
         vocab = Vocabulary.load(path / "vocab.txt")
@@ -155,18 +147,8 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
             model.softmax_weight.copy_(softmax["weight"])
             model.softmax_bias.copy_(softmax["bias"])
         return model, vocab
-    _refuse_a_folder_shadowing_a_shipped_model(path)
     checkpoint = load_checkpoint(path)
     return checkpoint.language_model(), checkpoint.vocab
-
-
-def _refuse_a_folder_shadowing_a_shipped_model(path: Path) -> None:
-    """A folder here named as a shipped model (``en``) is read before the model; say so when it holds no run."""
-    if path.is_dir() and _shipped_model(path) is not None and not (path / STATE_FILE).is_file() \
-            and not list_checkpoints(path):
-        raise CheckpointError(f"./{path} is a folder here that holds no model or run, and a folder is read before "
-                              f"the shipped model {path.name!r} of that name: run from another folder, or rename "
-                              f"./{path}")
 
 
 def lacks_softmax(path: str | Path) -> bool:
