@@ -31,9 +31,8 @@ def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, 
     ("demo.txt", "demo.txt: the map is a PNG; give a file name ending in .png"),
     ("plainname", "plainname: the map is a PNG; give a file name ending in .png"),  # matplotlib adds .png
     ("emptydir", "emptydir: the map is a PNG"),  # matplotlib wrote emptydir.png
-    ("dir.png", "dir.png is a directory; expected the name of the PNG to write"),
-    ("nodir/demo.png", "nodir: no such directory to write demo.png in"),
-    ("afile/demo.png", "afile is not a directory; cannot write demo.png in it"),
+    ("dir.png", "--out dir.png is a directory; expected the name of a file to write"),
+    ("afile/demo.png", "--out afile/demo.png: afile is a file, not a directory to write in"),
 ])
 def test_an_out_the_heat_map_cannot_be_written_to_is_refused_before_any_model_loads(out, expected, tmp_path,
                                                                                    monkeypatch, capsys, no_model_load):

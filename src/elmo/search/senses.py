@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from elmo.files import check_output_file
 from elmo.layer_choice import LayerChoice
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex, Occurrence
@@ -100,12 +101,14 @@ def silhouette_text(result: Senses) -> str:
 
 
 def png_path(path: str | Path) -> Path:
-    """``path`` if its name ends in ``.png``; SearchError (field ``out``) otherwise: matplotlib would add ``.png``
-    to a name without a suffix, or write another format for another suffix, and the file reported would not be
-    the one written."""
+    """``path`` if its name ends in ``.png`` and a file can be written there (its missing folders are made);
+    SearchError (field ``out``) or ValueError otherwise, before any work: matplotlib would add ``.png`` to a name
+    without a suffix, or write another format for another suffix, and the file reported would not be the one
+    written. The one check of ``elmo senses`` and ``elmo demo``."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise SearchError(f"{path}: the map is a PNG; give a file name ending in .png", "out")
+    check_output_file(path, "--out")
     return path
 
 

@@ -37,10 +37,12 @@ def segmenter(name: str | None):
 
 
 def model_tokenizer(model: str):
+    """The model's tokenizer, on text cleaned as every reader cleans it (``clean_text``), as the embedder reads."""
     from elmo.model_dir import ModelDir
-    from elmo.tokenizers import get_tokenizer
+    from elmo.tokenizers import clean_text, get_tokenizer
 
-    return get_tokenizer(ModelDir.find(model).tokenizer)
+    tokenize = get_tokenizer(ModelDir.find(model).tokenizer)
+    return lambda text: tokenize(clean_text(text))
 
 
 def read_examples(kind: str, path: str | Path, model: str, segment: str | None = None,
