@@ -8,7 +8,7 @@ expected a whole number >= 1`` and exits with status 2.
 import argparse
 import math
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -132,3 +132,17 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+
+def given_options(parser: argparse.ArgumentParser, words: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Which of ``names`` the command line ``words`` gives, whatever their values (one given at its default value
+    counts: it was asked for), read by ``parser`` itself (abbreviations too): for refusing options a command
+    would ignore."""
+    not_given = object()
+    given, _ = parser.parse_known_args(list(words), argparse.Namespace(**dict.fromkeys(names, not_given)))
+    return [name for name in names if getattr(given, name) is not not_given]
+
+
+def flags(names: Iterable[str]) -> str:
+    """Option names as the command line spells them: ``--max-steps, --epochs``."""
+    return ", ".join("--" + name.replace("_", "-") for name in names)

@@ -111,15 +111,13 @@ def _table(title: str, rows: Sequence[tuple[str, float]]) -> list[str]:
 
 def _senses(args: argparse.Namespace) -> int:
     from elmo.search.index import ContextIndex
-    from elmo.search.senses import plot_senses, png_path, senses, silhouette_text
+    from elmo.search.senses import occurrences_text, plot_senses, png_path, senses, silhouette_text
 
     png_path(args.out)  # before the clustering
     result = senses(ContextIndex.load(args.index), args.word, clusters=args.clusters, layer=args.layer,
                     max_occurrences=args.max_occurrences)
     plot_senses(result, args.out)
-    counted = (f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled
-               else f"{len(result.rows)} occurrences")
-    print(f"{args.word!r}: {counted}, {len(result.sizes)} clusters "
+    print(f"{args.word!r}: {occurrences_text(result)}, {len(result.sizes)} clusters "
           f"({silhouette_text(result)}) -> {args.out}; corpus lines counted from 0")
     for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
         print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")

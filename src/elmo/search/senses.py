@@ -95,6 +95,13 @@ def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: L
                   total_occurrences)
 
 
+def occurrences_text(result: Senses) -> str:
+    """How many uses were clustered, as the map and the command print it."""
+    if result.sampled:
+        return f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)"
+    return f"{len(result.rows)} occurrences"
+
+
 def silhouette_text(result: Senses) -> str:
     """The silhouette as the map and the command print it."""
     return "silhouette undefined" if result.silhouette is None else f"silhouette {result.silhouette:.2f}"
@@ -128,9 +135,7 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
         members = result.labels == cluster
         scatter.scatter(result.points[members, 0], result.points[members, 1], s=14, alpha=0.7,
                         color=colours(cluster % 10), label=f"sense {cluster + 1} ({result.sizes[cluster]})")
-    counted = f"{len(result.rows)} of {result.total_occurrences} occurrences (a random sample)" if result.sampled \
-        else f"{len(result.rows)} occurrences"
-    scatter.set_title(f"{result.word!r}: {counted}, {result.layer}, "
+    scatter.set_title(f"{result.word!r}: {occurrences_text(result)}, {result.layer}, "
                       f"{n_clusters} clusters ({silhouette_text(result)})")
     scatter.set_xlabel("PCA 1")
     scatter.set_ylabel("PCA 2")

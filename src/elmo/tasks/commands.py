@@ -9,11 +9,19 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from elmo.command_line import dropout_rate, non_negative_float, non_negative_int, positive_float, positive_int
+from elmo.command_line import (
+    dropout_rate,
+    flags,
+    given_options,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from elmo.files import (
     atomic_path,
     check_not_an_input,
@@ -93,13 +101,14 @@ def _check_train_options(args: argparse.Namespace) -> None:
                          "model tokenizer's words: leave it out")
     if args.max_words is not None and args.kind != "classifier":
         raise ValueError(f"--max-words cuts classification texts; a {args.kind} reads whole texts: leave it out")
-    given = _given_options(args, ("max_answer_tokens", "passage_only", "encoder_layers", "encoder_heads"))
-    if args.kind != "qa" and {"max_answer_tokens", "passage_only"} & given:
-        flags = _flags(name for name in ("max_answer_tokens", "passage_only") if name in given)
-        raise ValueError(f"{flags} shape a qa model's answers; a {args.kind} has none: leave them out")
-    if args.encoder != "transformer" and {"encoder_layers", "encoder_heads"} & given:
-        flags = _flags(name for name in ("encoder_layers", "encoder_heads") if name in given)
-        raise ValueError(f"{flags} shape the transformer encoder; --encoder {args.encoder} has no such blocks: "
+    given = given_options(args.train_parser, args.argv[args.argv.index("task") + 2 :],
+                          ("max_answer_tokens", "passage_only", "encoder_layers", "encoder_heads"))
+    if args.kind != "qa" and {"max_answer_tokens", "passage_only"} & set(given):
+        named = flags(name for name in ("max_answer_tokens", "passage_only") if name in given)
+        raise ValueError(f"{named} shape a qa model's answers; a {args.kind} has none: leave them out")
+    if args.encoder != "transformer" and {"encoder_layers", "encoder_heads"} & set(given):
+        named = flags(name for name in ("encoder_layers", "encoder_heads") if name in given)
+        raise ValueError(f"{named} shape the transformer encoder; --encoder {args.encoder} has no such blocks: "
                          "leave them out, or give --encoder transformer")
     if args.encoder == "transformer":
         from elmo.tasks.encoders import check_transformer_width
@@ -110,19 +119,6 @@ def _check_train_options(args: argparse.Namespace) -> None:
     check_output_directory(args.out, "--out")
     if args.cache is not None:
         check_output_directory(args.cache, "--cache")
-
-
-def _given_options(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
-    """Which of ``names`` the command line gives, whatever their values (one given at its default value counts:
-    it was asked for), read by the ``task train`` parser itself (abbreviations too)."""
-    words = args.argv[args.argv.index("task") + 2 :]
-    not_given = object()
-    given, _ = args.train_parser.parse_known_args(words, argparse.Namespace(**dict.fromkeys(names, not_given)))
-    return {name for name in names if getattr(given, name) is not not_given}
-
-
-def _flags(names: Iterable[str]) -> str:
-    return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
 def _train_qa(args: argparse.Namespace) -> int:

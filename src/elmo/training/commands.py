@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
-from elmo.command_line import finite_number, whole_number
+from elmo.command_line import finite_number, flags, given_options, whole_number
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.presets import TRAINING_PRESETS
 
@@ -82,16 +82,6 @@ def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -
     return 0
 
 
-def _given_run_options(args: argparse.Namespace) -> list[str]:
-    """The run's own options that the command line gives, whatever their values (one given at its default value
-    counts: with --resume it would be ignored all the same), read by the train parser itself (abbreviations too)."""
-    words = args.argv[args.argv.index("train") + 1 :]
-    not_given = object()
-    given, _ = args.train_parser.parse_known_args(
-        words, argparse.Namespace(**dict.fromkeys(args.run_option_defaults, not_given)))
-    return [name for name in args.run_option_defaults if getattr(given, name) is not not_given]
-
-
 def _train(args: argparse.Namespace) -> int:
     from elmo.training.export import model_tokenizer, resolve_model
     from elmo.training.trainer import TrainingOptions
@@ -100,10 +90,10 @@ def _train(args: argparse.Namespace) -> int:
         if args.resume.exists() and not args.resume.is_dir():
             raise ValueError(f"--resume {args.resume} is a file; expected the run directory that `elmo train --out` "
                              "wrote")
-        ignored = _given_run_options(args)
+        # the run's own options given on the command line, whatever their values (at a default value too)
+        ignored = given_options(args.train_parser, args.argv[args.argv.index("train") + 1 :], args.run_option_defaults)
         if ignored:
-            flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
-            raise ValueError(f"--resume continues the run with its own options, so {flags} would be ignored "
+            raise ValueError(f"--resume continues the run with its own options, so {flags(ignored)} would be ignored "
                              "(only --max-steps and --epochs may be given with --resume)")
         options = TrainingOptions(corpus=[], max_steps=args.max_steps, epochs=args.epochs)
         return _run(options, args.resume, resume=True, quiet=args.quiet)
