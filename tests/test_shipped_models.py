@@ -37,7 +37,7 @@ def test_loading_by_name_gives_the_models_tokenizer_and_a_small_model(name, toke
 def test_an_installed_wheel_loads_the_models_by_name(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path / "dist"),
                     str(ROOT)], check=True)
-    wheel = next((tmp_path / "dist").glob("elmo-*.whl"))
+    wheel = next((tmp_path / "dist").glob("elmo_bilm-*.whl"))  # the distribution elmo-bilm, as wheels spell it
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
                     str(wheel)], check=True)

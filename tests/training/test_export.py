@@ -28,7 +28,7 @@ def shipped_root(tmp_path: Path, synthetic_corpus: Path, micro_options_file: Pat
     (root / "bare" / SOFTMAX_FILE).unlink()
     for name in ("mini", "bare"):
         (root / name / "tokenizer.json").write_text('{"name": "english"}\n')
-    monkeypatch.setattr("elmo.training.export.shipped_models_root", lambda: root, raising=False)
+    monkeypatch.setattr("elmo.model_dir.shipped_models_root", lambda: root)
     monkeypatch.chdir(tmp_path)  # where no directory is called mini or bare
     return root
 

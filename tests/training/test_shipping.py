@@ -91,7 +91,7 @@ def _perplexity_lines(capsys: pytest.CaptureFixture, *arguments: str) -> dict[st
 def test_elmo_perplexity_of_the_shipped_name_agrees_with_the_run_within_float16_rounding(
     shipped: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("elmo.training.export.shipped_models_root", lambda: shipped["root"])
+    monkeypatch.setattr("elmo.model_dir.shipped_models_root", lambda: shipped["root"])
     monkeypatch.chdir(shipped["directory"] / "corpus")  # where nothing is called en
     shipped_figures = _perplexity_lines(capsys, "--model", "en", "--corpus", str(shipped["test"]))
     run_figures = _perplexity_lines(capsys, "--model", str(shipped["run"]), "--corpus", str(shipped["test"]))
@@ -113,7 +113,7 @@ def test_elmo_perplexity_of_the_shipped_name_agrees_with_the_run_within_float16_
 def test_elmo_train_init_from_the_shipped_name_starts_from_the_shipped_weights(
     shipped: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("elmo.training.export.shipped_models_root", lambda: shipped["root"])
+    monkeypatch.setattr("elmo.model_dir.shipped_models_root", lambda: shipped["root"])
     monkeypatch.chdir(tmp_path)
     # One Adam step moves every weight by at most lr (its first update is lr * g / (|g| + eps)).
     assert main(["train", "--init-from", "en", "--corpus", str(shipped["corpus"]), "--out", "continued",
