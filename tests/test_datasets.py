@@ -714,18 +714,26 @@ def test_shuffle_lines_is_a_seeded_permutation_that_mixes_the_sources(tmp_path: 
         assert 90 < sum(line.startswith("source-0") for line in share) < 160
 
 
+def _failing_then_cached_sources(command, monkeypatch, cache: Path, failing_name: str,
+                                 failing: PinnedArchive) -> PinnedArchive:
+    """The fetch command's sources made two: ``failing`` first, then one whose archive is already in ``cache``
+    (returned), so a test sees fetch go on past the failure."""
+    data = b"cached archive bytes"
+    cached = PinnedArchive("pypi", "cached", "1.0", "cached-1.0.whl", hashlib.sha256(data).hexdigest())
+    (cache / "archives").mkdir()
+    (cache / "archives" / cached.filename).write_bytes(data)
+    sources = {name: dataclasses.replace(next(iter(SOURCES.values())), name=name, archive=archive)
+               for name, archive in ((failing_name, failing), ("b-cached", cached))}
+    monkeypatch.setattr(command, "SOURCES", sources)
+    return cached
+
+
 def test_fetch_command_goes_on_past_a_failing_archive_and_names_it(tmp_path, monkeypatch, capsys):
     from elmo.datasets import __main__ as command
 
-    data = b"cached archive bytes"
-    cached = PinnedArchive("pypi", "cached", "1.0", "cached-1.0.whl", hashlib.sha256(data).hexdigest())
-    (tmp_path / "archives").mkdir()
-    (tmp_path / "archives" / cached.filename).write_bytes(data)
     # An unknown registry fails inside the download, as a version gone from a mirror does, without the network.
     gone = PinnedArchive("nowhere", "gone", "1.0", "gone-1.0.deb", "0" * 64)
-    sources = {name: dataclasses.replace(next(iter(SOURCES.values())), name=name, archive=archive)
-               for name, archive in (("a-gone", gone), ("b-cached", cached))}
-    monkeypatch.setattr(command, "SOURCES", sources)
+    cached = _failing_then_cached_sources(command, monkeypatch, tmp_path, "a-gone", gone)
 
     assert command.main(["--cache", str(tmp_path), "fetch"]) == 2
     out, err = capsys.readouterr()
@@ -739,14 +747,8 @@ def test_fetch_command_goes_on_past_a_download_that_times_out_and_names_it(tmp_p
 
     from elmo.datasets import __main__ as command
 
-    data = b"cached archive bytes"
-    cached = PinnedArchive("pypi", "cached", "1.0", "cached-1.0.whl", hashlib.sha256(data).hexdigest())
-    (tmp_path / "archives").mkdir()
-    (tmp_path / "archives" / cached.filename).write_bytes(data)
     slow = PinnedArchive("debian", "slow-doc", "1.0-1", "slow-doc_1.0-1_all.deb", "0" * 64)
-    sources = {name: dataclasses.replace(next(iter(SOURCES.values())), name=name, archive=archive)
-               for name, archive in (("a-slow", slow), ("b-cached", cached))}
-    monkeypatch.setattr(command, "SOURCES", sources)
+    cached = _failing_then_cached_sources(command, monkeypatch, tmp_path, "a-slow", slow)
 
     def run(args, **kwargs):
         raise subprocess.TimeoutExpired(args, kwargs["timeout"])
