@@ -40,6 +40,18 @@ def test_weights_that_would_make_vectors_nan_or_infinite_are_refused(given):
         parse_layers(given)
 
 
+@pytest.mark.parametrize(("given", "weight"), [([1e-50, 0, 0], "1e-50"), ("0,-1e-46,1", "-1e-46")], ids=repr)
+def test_a_nonzero_weight_that_float32_would_make_0_is_refused_naming_it(given, weight):
+    # float32's smallest nonzero is about 1.4e-45: 1e-50 becomes 0, and [1e-50, 0, 0] would mix every vector to zeros
+    assert np.float32(float(weight)) == 0
+    with pytest.raises(LayerChoiceError, match=rf"mixing weight {weight} rounds to 0 in float32"):
+        layer_weights(given, 3)
+
+
+def test_a_weight_as_small_as_float32_holds_is_kept():
+    assert layer_weights([1.5e-45, 0, 0], 3)[0] > 0  # float32's smallest nonzero, not rounded away
+
+
 def test_each_choice_is_its_weights_for_a_model_of_three_layers():
     assert layer_weights("all", 3) is None
     np.testing.assert_array_equal(layer_weights("top", 3), [0, 0, 1])

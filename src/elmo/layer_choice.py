@@ -47,7 +47,8 @@ def _expected(value: object) -> str:
 def parse_layers(value: object) -> LayerChoice:
     """``value`` as a ``LayerChoice``: a name, an int or a list of float weights. Text is read as described in
     the module docstring. LayerChoiceError if it is none of these, or if a weight is not a finite float32
-    number (it would make every vector NaN or infinite). Whether it fits a model is not checked here."""
+    number (it would make every vector NaN or infinite) or is nonzero but rounds to 0 in float32 (it would be
+    dropped from the mix without a word). Whether it fits a model is not checked here."""
     if isinstance(value, str):
         return _parse_text(value)
     if isinstance(value, bool | np.bool_):  # an int to Python, but never meant as a layer index
@@ -83,9 +84,14 @@ def _parse_text(text: str) -> LayerChoice:
 
 
 def _finite(weights: list[float], given: object) -> list[float]:
-    # NaN or inf would make every vector NaN; beyond float32's range the vectors' cast would give inf.
+    # NaN or inf would make every vector NaN; beyond float32's range the vectors' cast would give inf; a nonzero
+    # weight below float32's smallest would become 0, and weights all 0 mix every vector to zeros.
     if not all(np.isfinite(weight) and abs(weight) <= _FLOAT32_MAX for weight in weights):
         raise LayerChoiceError(f"layers is {given!r}; mixing weights must be finite float32 numbers")
+    for weight in weights:
+        if weight != 0 and np.float32(weight) == 0:
+            raise LayerChoiceError(f"layers is {given!r}; mixing weight {weight!r} rounds to 0 in float32 (the "
+                                   f"smallest nonzero float32 is {float(np.finfo(np.float32).smallest_subnormal):.1e})")
     return weights
 
 
