@@ -75,6 +75,39 @@ def test_a_word_with_one_sense_has_no_triples():
         triplet_rate({"w": {"only": np.ones((4, 3), np.float32)}})
 
 
+@pytest.mark.parametrize("measure", [triplet_rate, nn_agreement])
+def test_vectors_with_nan_or_infinity_are_refused_naming_the_word_and_sense(measure):
+    # NaN cosines compare False both ways: a NaN word would score 0, like a static layer, not fail
+    good = np.eye(3, dtype=np.float32)[:2]
+    for bad_value in (np.nan, np.inf):
+        bad = good.copy()
+        bad[1, 0] = bad_value
+        with pytest.raises(ValueError, match=r"word 'w' sense 'b': vectors hold NaN or infinite values"):
+            measure({"w": {"a": good, "b": bad}})
+
+
+@pytest.mark.parametrize("measure", [triplet_rate, nn_agreement])
+def test_a_single_vector_per_sense_is_refused_not_read_as_dim_one_number_uses(measure):
+    # two 4-dim vectors: read as 4 + 4 one-number uses, they once gave a triplet rate of 0.208
+    with pytest.raises(ValueError, match=r"word 'w' sense 'a': vectors of shape \(4,\); expected \(occurrences, dim\)"):
+        measure({"w": {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.array([4.0, 3.0, 2.0, 1.0])}})
+
+
+def test_the_measures_of_many_uses_hold_one_row_of_cosines_at_a_time_not_every_product():
+    """200 uses of 256 dimensions: all products at once, (200, 200, 256) in float64, are 82 MB."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    words = {"w": {"a": rng.normal(size=(100, 256)), "b": rng.normal(size=(100, 256))}}
+    tracemalloc.start()
+    try:
+        triplet_rate(words)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000, peak
+
+
 @pytest.mark.parametrize(("language", "min_words", "tokenize"), [("en", 45, english_tokenize),
                                                                   ("zh", 35, jieba_tokenize)])
 def test_polysemy_sets_have_enough_words_senses_and_sentences_tokenized_as_the_model_reads_them(

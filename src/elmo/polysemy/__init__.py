@@ -72,44 +72,54 @@ def _cosines(vectors: np.ndarray) -> np.ndarray:
 
     Elementwise products summed along D (numpy's fixed summation order) rather than a matrix product: two
     bit-identical vectors then get bit-identical cosines with every third vector, so a static vector ties
-    exactly, whatever blocking a BLAS kernel would use.
+    exactly, whatever blocking a BLAS kernel would use. One row at a time: the whole ``(N, N, D)`` product
+    at once would take N * N * D * 8 bytes (33 GB for 2,000 uses of 1,024 dimensions).
     """
     vectors = np.asarray(vectors, dtype=np.float64)
     unit = vectors / np.maximum(np.sqrt((vectors * vectors).sum(axis=-1, keepdims=True)), 1e-12)
-    return (unit[:, None, :] * unit[None, :, :]).sum(axis=-1)
+    return np.stack([(row * unit).sum(axis=-1) for row in unit]) if len(unit) else np.zeros((0, 0))
 
 
-def _stack(senses: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """One word's vectors ``(N, D)`` and each one's sense number ``(N,)``."""
-    vectors = np.concatenate([np.asarray(v).reshape(len(v), -1) for v in senses.values()])
-    labels = np.repeat(np.arange(len(senses)), [len(v) for v in senses.values()])
-    return vectors, labels
+def _stack(senses: Mapping[str, np.ndarray], word: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """One word's vectors ``(N, D)`` and each one's sense number ``(N,)``. ValueError, naming the word and
+    sense, for an array that is not ``(occurrences, dim)`` (a single ``(dim,)`` vector would be read as dim
+    one-number uses) or holds NaN or infinity (which would tie, scoring like a static layer, not fail)."""
+    at = f"word {word!r} sense" if word is not None else "sense"
+    arrays = [np.asarray(vectors) for vectors in senses.values()]
+    for sense, vectors in zip(senses, arrays, strict=True):
+        if vectors.ndim != 2:
+            raise ValueError(f"{at} {sense!r}: vectors of shape {vectors.shape}; expected (occurrences, dim)")
+        if not np.isfinite(vectors).all():
+            raise ValueError(f"{at} {sense!r}: vectors hold NaN or infinite values")
+    labels = np.repeat(np.arange(len(arrays)), [len(vectors) for vectors in arrays])
+    return np.concatenate(arrays), labels
 
 
-def _anchors(senses: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _anchors(senses: Mapping[str, np.ndarray], word: str | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """For each occurrence of one word: its cosines to the other occurrences of its sense, and to those of the
     other senses."""
-    vectors, labels = _stack(senses)
+    vectors, labels = _stack(senses, word)
     cosines = _cosines(vectors)
     for anchor in range(len(labels)):
         same = (labels == labels[anchor]) & (np.arange(len(labels)) != anchor)
         yield cosines[anchor, same], cosines[anchor, labels != labels[anchor]]
 
 
-def triplet_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
-    """One word (sense -> ``(occurrences, dim)``): (triples where the same sense is strictly nearer, triples)."""
+def triplet_counts(senses: Mapping[str, np.ndarray], word: str | None = None) -> tuple[int, int]:
+    """One word (sense -> ``(occurrences, dim)``): (triples where the same sense is strictly nearer, triples).
+    ValueError, naming ``word`` and the sense, for vectors that are not 2-D or not finite."""
     passed = total = 0
-    for same, other in _anchors(senses):
+    for same, other in _anchors(senses, word):
         passed += int((same[:, None] > other[None, :]).sum())
         total += len(same) * len(other)
     return passed, total
 
 
-def nn_counts(senses: Mapping[str, np.ndarray]) -> tuple[int, int]:
+def nn_counts(senses: Mapping[str, np.ndarray], word: str | None = None) -> tuple[int, int]:
     """One word: (occurrences whose nearest other occurrence is of their sense, strictly; occurrences that
     have another occurrence of their sense and one of another sense)."""
     passed = total = 0
-    for same, other in _anchors(senses):
+    for same, other in _anchors(senses, word):
         if len(same) and len(other):
             total += 1
             passed += int(same.max() > other.max())
@@ -127,13 +137,13 @@ def _pooled_rate(counts: list[tuple[int, int]], what: str) -> float:
 def triplet_rate(vectors_by_sense: VectorsBySense) -> float:
     """Share of all anchor / same-sense / other-sense triples, over all words, where the anchor is strictly
     closer (cosine) to the same-sense occurrence. ``vectors_by_sense``: word -> sense -> ``(n, dim)``."""
-    return _pooled_rate([triplet_counts(senses) for senses in vectors_by_sense.values()], "triples")
+    return _pooled_rate([triplet_counts(senses, word) for word, senses in vectors_by_sense.items()], "triples")
 
 
 def nn_agreement(vectors_by_sense: VectorsBySense) -> float:
     """Share of all occurrences, over all words, whose nearest other occurrence of the word is of the same
     sense (strictly nearer than any occurrence of another sense)."""
-    return _pooled_rate([nn_counts(senses) for senses in vectors_by_sense.values()], "occurrences")
+    return _pooled_rate([nn_counts(senses, word) for word, senses in vectors_by_sense.items()], "occurrences")
 
 
 @dataclass(frozen=True)
@@ -213,8 +223,8 @@ def evaluate_model(embedder: Embedder, language: str, batch_size: int = 32) -> P
     by_layer = [vectors_by_sense(sentences, layer) for layer in vectors]
     words = []
     for word in by_layer[0]:
-        triplets = [triplet_counts(layer[word]) for layer in by_layer]
-        nns = [nn_counts(layer[word]) for layer in by_layer]
+        triplets = [triplet_counts(layer[word], word) for layer in by_layer]
+        nns = [nn_counts(layer[word], word) for layer in by_layer]
         words.append(WordScores(
             word=word,
             senses=tuple(by_layer[0][word]),
