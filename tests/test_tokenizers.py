@@ -1,9 +1,10 @@
-"""The English tokenizer: Moses on raw text, and text tokenized already left as it is."""
+"""The English tokenizer: Moses on raw text, and text tokenized already left as it is; and the cleaning every reader
+does before any tokenizer."""
 
 import pytest
 from sacremoses import MosesTokenizer
 
-from elmo.tokenizers import english_tokenize, get_tokenizer
+from elmo.tokenizers import clean_text, english_tokenize, get_tokenizer, jieba_tokenize
 
 # Lines of the shipped en model's train.txt (Brown and Wikipedia leads, tokenized by Moses), as `elmo index`
 # reads them back.
@@ -90,3 +91,45 @@ def test_raw_contractions_split_as_the_shipped_corpus_has_them() -> None:
 def test_an_unknown_tokenizer_is_refused_naming_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown tokenizer 'moses'; expected one of"):
         get_tokenizer("moses")
+
+
+# Characters that steer only how text is drawn: each made a token of its own or split the word it sat in.
+INVISIBLE = {
+    "soft hyphen": "\u00ad",
+    "zero-width space": "\u200b",
+    "zero-width joiner": "\u200d",
+    "left-to-right mark": "\u200e",
+    "right-to-left isolate": "\u2067",
+    "word joiner": "\u2060",
+    "byte-order mark": "\ufeff",
+}
+
+
+@pytest.mark.parametrize("character", INVISIBLE.values(), ids=INVISIBLE.keys())
+def test_invisible_formatting_inside_a_word_is_deleted_so_the_word_stays_whole(character: str) -> None:
+    text = clean_text(f"International co{character}operation matters .")
+    assert english_tokenize(text) == ["International", "cooperation", "matters", "."]
+    assert jieba_tokenize(clean_text(f"{character}\u4e2d\u6587")) == ["\u4e2d\u6587"]  # 中文
+
+
+def test_a_zero_width_space_joins_rather_than_splits_latin_words() -> None:
+    assert english_tokenize(clean_text("Wi\u200bFi works")) == ["WiFi", "works"]
+
+
+def test_the_zero_width_non_joiner_persian_spelling_needs_is_kept() -> None:
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # mi-khaham, "I want": one word, drawn apart
+    assert clean_text(persian) == persian
+
+
+def test_decomposed_text_is_composed_so_it_tokenizes_as_typed_text_does() -> None:
+    decomposed = "The cafe\u0301 is nai\u0308ve ."  # e + combining acute, i + combining diaeresis
+    assert clean_text(decomposed) == "The caf\u00e9 is na\u00efve ."
+    assert english_tokenize(clean_text(decomposed)) == ["The", "caf\u00e9", "is", "na\u00efve", "."]
+
+
+def test_a_mark_that_a_deleted_character_kept_apart_from_its_letter_is_composed_with_it() -> None:
+    assert clean_text("cafe\u200b\u0301 .") == "caf\u00e9 ."  # deleted first, then composed
+
+
+def test_control_characters_still_read_as_spaces() -> None:
+    assert clean_text("\ufeffThe bank\x01closed\x7fearly .") == "The bank closed early ."

@@ -7,21 +7,40 @@ the way its training corpus was.
 """
 
 import re
+import unicodedata
 from collections.abc import Callable
 from functools import cache
 
 Tokenizer = Callable[[str], list[str]]
 
-# Text that no reader keeps as it is: control characters (read as spaces) and the byte-order mark a Windows
-# editor starts a file with (dropped at a line's start), by the embedder and the trainer alike.
+# Text that no reader keeps as it is, by the embedder and the trainer alike: control characters (read as spaces),
+# and characters that only steer how text is drawn (deleted), which a tokenizer would otherwise make tokens of or
+# split a word at ("co\u00adoperation" -> "co", "\u00ad", "operation"). The byte-order mark is one of them: a
+# Windows editor starts a file with it, so files joined together hold one at a line's start.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 BYTE_ORDER_MARK = "\ufeff"
+INVISIBLE_FORMATTING = re.compile(
+    "[\u00ad"  # soft hyphen: where a word may be hyphenated at a line's end
+    "\u200b"  # zero-width space: where a line may break
+    "\u200d"  # zero-width joiner: glyphs drawn joined (emoji sequences, Indic conjuncts)
+    "\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks, embeddings and isolates of writing direction
+    "\u2060-\u2064"  # word joiner, invisible mathematical operators
+    f"{BYTE_ORDER_MARK}]"  # also read as a zero-width no-break space (the word joiner's old name)
+)
 
 
 def clean_text(text: str) -> str:
     """``text`` as every reader sees it before tokenizing (``Embedder.tokenize``, the trainer's corpus,
-    ``elmo embed``): a byte-order mark at its start dropped, control characters as spaces."""
-    return CONTROL_CHARACTERS.sub(" ", text.removeprefix(BYTE_ORDER_MARK))
+    ``elmo embed``, task texts): control characters as spaces, ``INVISIBLE_FORMATTING`` deleted, and composed
+    (NFC), so that ``e`` and a combining U+0301 are the one ``é`` that typed text holds, not two tokens.
+
+    The zero-width space is deleted, not read as a word break: in the Latin and Chinese text these tokenizers
+    are made for it marks where a line may wrap, inside a word (``Wi``, U+200B, ``Fi``; a long URL) as often as
+    between words, and a reader sees no gap. Thai, Khmer and Lao writers put it between words, but no tokenizer
+    here splits those scripts and most of their text lacks it, so a model for them needs a word splitter that
+    does without it. The zero-width non-joiner (U+200C) is kept: Persian and Indic spelling needs it in a word."""
+    text = INVISIBLE_FORMATTING.sub("", CONTROL_CHARACTERS.sub(" ", text))
+    return unicodedata.normalize("NFC", text)
 
 
 def whitespace_tokenize(text: str) -> list[str]:
