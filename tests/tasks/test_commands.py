@@ -24,6 +24,13 @@ SENTENCES = [(["mr", "ann", "saw", "the", "cat"], ["O", "B-PER", "O", "O", "O"])
              (["the", "cat", "saw", "mr", "bob"], ["O", "O", "O", "O", "B-PER"]),
              (["ann", "ran"], ["O", "O"])] * 4
 TEXTS = [("pos", "a good film"), ("neg", "a bad film"), ("pos", "good"), ("neg", "not good at all")] * 3
+# Test splits whose last rows the training rows do not teach (bare names tagged as persons, labels turned over):
+# a trained model scores neither 0 nor 1 on them, which a predictor that ignores the model cannot match.
+TAGGED_TEST = [*SENTENCES[:3], (["mr", "cat", "ran"], ["O", "O", "O"]),
+               (["ann", "saw", "bob"], ["B-PER", "O", "B-PER"])]
+TEXTS_TEST = [*TEXTS[:4], ("neg", "a good film"), ("pos", "not good at all")]
+WORDS = sorted({word for tokens, _ in SENTENCES for word in tokens}
+               | {word for _, text in TEXTS for word in text.split()})  # the static vectors' vocabulary
 
 
 def _files(tmp_path: Path, write, rows, suffix: str) -> list[str]:
@@ -60,6 +67,44 @@ def test_tagger_trains_caches_layers_and_predicts(tmp_path: Path, fixture_dir: P
     with_pos.write_text("mr\tNNP\nbob NNP\nran\tVBD\n\nthe\tDT\ncat\tNN\n", encoding="utf-8")
     assert main(["task", "predict", str(out), "--input", str(with_pos), "--output", str(tmp_path / "pos.bio")]) == 0
     assert read_tagged(tmp_path / "pos.bio") == rows
+
+
+def _train_then_predict_test(tmp_path: Path, fixture_dir: Path, kind: str, write, read, rows, test_rows,
+                             suffix: str) -> tuple[dict, list]:
+    """Trains ``kind`` on ELMo and random static vectors (4 epochs at a high rate: predictions that are not
+    constant in seconds), predicts its own test split with ``task predict``; metrics.json and the rows read back."""
+    splits = _files(tmp_path, write, rows, suffix)
+    write(splits[-1], test_rows)
+    vectors = tmp_path / "static.npz"
+    StaticVectors(WORDS, np.random.default_rng(0).normal(size=(len(WORDS), 8))).save(vectors)
+    out = tmp_path / kind
+    assert main(["task", "train", kind, *splits, "--model", str(fixture_dir), "--out", str(out), "--static",
+                 str(vectors), "--epochs", "4", "--min-epochs", "4", "--lr", "3e-2", "--quiet"]) == 0
+    predicted = tmp_path / f"predicted.{suffix}"
+    assert main(["task", "predict", str(out), "--input", splits[-1], "--output", str(predicted)]) == 0
+    return json.loads((out / "metrics.json").read_text(encoding="utf-8")), read(predicted)
+
+
+def test_tagger_predictions_score_the_test_f1_that_training_reported(tmp_path: Path, fixture_dir: Path):
+    from seqeval.metrics import f1_score
+
+    metrics, rows = _train_then_predict_test(tmp_path, fixture_dir, "tagger", write_tagged, read_tagged, SENTENCES,
+                                             TAGGED_TEST, "bio")
+    assert [tokens for tokens, _ in rows] == [tokens for tokens, _ in TAGGED_TEST]
+    predicted_tags = [tags for _, tags in rows]
+    assert {tag for tags in predicted_tags for tag in tags} == {"O", "B-PER"}
+    assert metrics["metric"] == "entity-f1" and 0 < metrics["test"] < 1
+    assert f1_score([tags for _, tags in TAGGED_TEST], predicted_tags) == pytest.approx(metrics["test"])
+
+
+def test_classifier_predictions_score_the_test_accuracy_that_training_reported(tmp_path: Path, fixture_dir: Path):
+    metrics, rows = _train_then_predict_test(tmp_path, fixture_dir, "classifier", write_labelled, read_labelled,
+                                             TEXTS, TEXTS_TEST, "tsv")
+    assert [text for _, text in rows] == [text for _, text in TEXTS_TEST]
+    assert {label for label, _ in rows} == {"pos", "neg"}
+    right = sum(guess == gold for (guess, _), (gold, _) in zip(rows, TEXTS_TEST, strict=True))
+    assert metrics["metric"] == "accuracy" and 0 < metrics["test"] < 1
+    assert right / len(TEXTS_TEST) == pytest.approx(metrics["test"])
 
 
 def test_predict_refuses_a_biLM_whose_weights_changed_since_the_task_model_was_trained(tmp_path: Path,
