@@ -1,13 +1,19 @@
 """Files written beside their final name and renamed: they end with the permissions a plain ``open`` or ``mkdir``
 gives under the process's umask, not the owner-only ones of the temporary files they began as; a directory published
-onto a symbolic link is refused, moving nothing."""
+onto a symbolic link is refused, moving nothing; a directory published onto an old one leaves one of the two at
+its name, whatever fails or is killed."""
 
+import ctypes
+import errno
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from elmo import files
 from elmo.files import atomic_path, new_partial_directory, publish_directory, write_bytes_atomic
 
 
@@ -57,11 +63,17 @@ def test_publishing_onto_a_symbolic_link_is_refused_and_moves_nothing(tmp_path: 
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["latest", "v1", partial.name])
 
 
-def test_a_failed_move_aside_leaves_the_old_directory_and_no_empty_one_beside_it(tmp_path: Path, monkeypatch):
+def _old_model(tmp_path: Path) -> Path:
     final = tmp_path / "model"
     final.mkdir()
     (final / "weights.hdf5").write_text("old")
+    return final
+
+
+def test_a_failed_move_aside_leaves_the_old_directory_and_no_empty_one_beside_it(tmp_path: Path, monkeypatch):
+    final = _old_model(tmp_path)
     partial = _filled(final)
+    monkeypatch.setattr(files, "_exchange", lambda first, second: False)  # the two-rename way
 
     def failing_replace(source, destination):
         raise OSError("the disk refused")
@@ -72,3 +84,71 @@ def test_a_failed_move_aside_leaves_the_old_directory_and_no_empty_one_beside_it
     monkeypatch.undo()
     assert (final / "weights.hdf5").read_text() == "old"
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["model", partial.name])
+
+
+def test_a_failed_second_rename_puts_the_old_directory_back(tmp_path: Path, monkeypatch):
+    """The old directory used to stay under its partial name, with nothing at ``final``."""
+    final = _old_model(tmp_path)
+    partial = _filled(final)
+    monkeypatch.setattr(files, "_exchange", lambda first, second: False)
+    replace = os.replace
+
+    def failing_second_replace(source, destination):
+        if Path(source) == partial:
+            raise OSError("the disk refused")
+        replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", failing_second_replace)
+    with pytest.raises(OSError, match="the disk refused"):
+        publish_directory(partial, final)
+    monkeypatch.undo()
+    assert (final / "weights.hdf5").read_text() == "old"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["model", partial.name])
+
+
+def test_a_file_system_without_an_atomic_swap_still_gets_the_new_directory(tmp_path: Path, monkeypatch):
+    final = _old_model(tmp_path)
+    partial = _filled(final)
+
+    def renameat2_refusing_the_flag(*args):
+        ctypes.set_errno(errno.EINVAL)  # what a file system without RENAME_EXCHANGE answers
+        return -1
+
+    monkeypatch.setattr(files, "_renameat2", renameat2_refusing_the_flag)
+    publish_directory(partial, final)
+    assert (final / "weights.hdf5").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]
+
+
+# Publishes tmp/partial onto tmp/model and dies (os._exit, as SIGKILL would: no handler runs) right after the
+# step-th call to one of the functions that move or delete a directory.
+_KILLED_PUBLISH = """
+import os, shutil, sys
+from pathlib import Path
+from elmo import files
+root, step = Path(sys.argv[1]), int(sys.argv[2])
+calls = 0
+def dying_after(function):
+    def wrapper(*args, **kwargs):
+        global calls
+        result = function(*args, **kwargs)
+        calls += 1
+        if calls == step:
+            os._exit(9)
+        return result
+    return wrapper
+os.replace, shutil.rmtree, files._exchange = map(dying_after, (os.replace, shutil.rmtree, files._exchange))
+files.publish_directory(root / "partial", root / "model")
+"""
+
+
+@pytest.mark.skipif(files._renameat2 is None, reason="no renameat2: a kill between two renames leaves no directory")
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_a_publish_killed_after_any_step_leaves_the_old_or_the_new_directory(tmp_path: Path, step: int):
+    """A kill after the old directory was renamed aside used to leave nothing at ``final``."""
+    final = _old_model(tmp_path)
+    (tmp_path / "partial").mkdir()
+    (tmp_path / "partial" / "weights.hdf5").write_text("new")
+    result = subprocess.run([sys.executable, "-c", _KILLED_PUBLISH, str(tmp_path), str(step)], timeout=60)
+    assert result.returncode in (0, 9)
+    assert (final / "weights.hdf5").read_text() in ("old", "new")

@@ -1,10 +1,13 @@
 """Files on disk: writes that leave either the old file or the new one, never half of one (a run may be killed
 anywhere), and the sha256 that pins or checks a file."""
 
+import ctypes
+import errno
 import glob
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -93,25 +96,51 @@ def new_partial_directory(final: Path) -> Path:
 
 
 def publish_directory(partial: Path, final: Path) -> None:
-    """Rename a filled directory onto ``final`` (a rename is atomic on POSIX file systems). A directory already
-    at ``final`` is renamed aside (``.NAME.*.partial``, which ``remove_stale_partials`` clears) before it is
-    deleted, so a run killed at any point leaves ``final`` whole: the old directory, none, or the new one.
+    """Rename a filled directory onto ``final``. A directory already at ``final`` is swapped with it in one step
+    where the system can (``_exchange``), then deleted: a run killed at any point leaves the old directory at
+    ``final`` or the new one. Elsewhere the old one is renamed aside (``.NAME.*.partial``) first and put back if
+    the second rename fails; a kill between the two renames leaves no directory at ``final`` and the old one
+    under that partial name, which ``remove_stale_partials`` would delete.
 
     A symbolic link at ``final`` is refused (``check_not_a_link``) before anything moves."""
     check_not_a_link(final)
     for child in partial.iterdir():
         fsync_file(child)
-    if final.exists():
+    if not final.exists():
+        os.replace(partial, final)
+    elif _exchange(partial, final):
+        shutil.rmtree(partial)  # now the old directory
+    else:
         aside = new_partial_directory(final)
         try:
             os.replace(final, aside)  # onto the empty directory just made
         except BaseException:
             aside.rmdir()
             raise
-        os.replace(partial, final)
+        try:
+            os.replace(partial, final)
+        except BaseException:
+            os.replace(aside, final)
+            raise
         shutil.rmtree(aside)
-    else:
-        os.replace(partial, final)
+
+
+# renameat2(2)'s flag that swaps two existing paths atomically (Linux 3.15, glibc 2.28); AT_FDCWD: paths as given.
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
+_renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None) if sys.platform == "linux" else None
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two existing paths in one atomic step; False, moving nothing, where the C library or the file system
+    cannot (no renameat2, or a file system without RENAME_EXCHANGE), so the caller takes the two-rename way."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(error, os.strerror(error), str(first), None, str(second))
 
 
 def check_not_a_link(final: Path) -> None:
