@@ -27,6 +27,7 @@ from elmo.files import (
     write_text_atomic,
 )
 from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, locate_model
+from elmo.tokenizers import TOKENIZERS
 from elmo.training.checkpoints import (
     STATE_FILE,
     CheckpointError,
@@ -63,9 +64,18 @@ def check_export_target(out_dir: str | Path) -> Path:
 def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None,
                  softmax_dtype: torch.dtype = torch.float32) -> Path:
     """Write the model directory; ``tokenizer`` (how the training text was split) goes to ``tokenizer.json``,
-    which the embedder and ``elmo perplexity`` then use by default. The files are written beside it and the
-    directory replaced whole: a killed export leaves the old model or the new one, never one's weights with the
-    other's softmax or vocabulary."""
+    which the embedder and ``elmo perplexity`` then use by default. ValueError, before any file is written, when
+    ``vocab`` is not the softmax's (one row per token) or ``tokenizer`` is not one of ``TOKENIZERS``: either would
+    replace a model with one that does not load. The files are written beside ``out_dir`` and the directory
+    replaced whole (``publish_directory``): a failed export leaves the old model, and a killed one the old model
+    or the new one (where the system cannot swap two directories in one step, possibly neither, the old one
+    beside it as ``.NAME.*.partial``), never one's weights with the other's softmax or vocabulary."""
+    softmax_rows = model.softmax_weight.shape[0]
+    if len(vocab) != softmax_rows:
+        raise ValueError(f"the vocabulary has {len(vocab)} tokens but the model's softmax has {softmax_rows} rows, "
+                         "one per token; export the vocabulary the model was trained with")
+    if tokenizer is not None and tokenizer not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {tokenizer!r}; expected one of {sorted(TOKENIZERS)}")
     out_dir = check_export_target(out_dir)
     partial = new_partial_directory(out_dir)
     try:
