@@ -91,6 +91,15 @@ def test_json_nan_and_infinity_in_options_are_refused_naming_the_field(tmp_path)
         BiLMConfig.load(tmp_path / "options.json")
 
 
+def test_a_json_integer_too_large_for_a_float_is_refused_naming_the_field(tmp_path):
+    """json reads ``1`` and 400 zeros as an int, which float() could not hold: an OverflowError, not a ConfigError."""
+    text = json.dumps(PRESETS["small"].to_options()).replace('"cell_clip": 3.0', '"cell_clip": 1' + "0" * 400)
+    (tmp_path / "options.json").write_text(text)
+    with pytest.raises(ConfigError, match=r"options.json: lstm: field 'cell_clip' is an integer too large for a "
+                                          r"float \(over 1.8e308\); expected a finite number"):
+        BiLMConfig.load(tmp_path / "options.json")
+
+
 def test_the_largest_options_within_every_bound_are_accepted():
     options = PRESETS["original"].to_options()
     options["lstm"].update(dim=16384, projection_dim=2048, n_layers=3)

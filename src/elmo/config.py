@@ -133,8 +133,8 @@ class BiLMConfig:
                 dim=_field(lstm, "dim", int, f"{source}: lstm"),
                 projection_dim=_field(lstm, "projection_dim", int, f"{source}: lstm"),
                 n_layers=_field(lstm, "n_layers", int, f"{source}: lstm", default=1),
-                cell_clip=float(_field(lstm, "cell_clip", float, f"{source}: lstm", default=0.0)),
-                proj_clip=float(_field(lstm, "proj_clip", float, f"{source}: lstm", default=0.0)),
+                cell_clip=_field(lstm, "cell_clip", float, f"{source}: lstm", default=0.0),
+                proj_clip=_field(lstm, "proj_clip", float, f"{source}: lstm", default=0.0),
                 use_skip_connections=_field(lstm, "use_skip_connections", bool, f"{source}: lstm"),
             ),
         )
@@ -301,7 +301,8 @@ _MISSING = object()
 
 
 def _field(section: dict[str, Any], key: str, kind: type, source: str, default: Any = _MISSING) -> Any:
-    """One typed field; ints are accepted where floats are expected, never bools for numbers."""
+    """One typed field; ints are accepted where floats are expected (and given back as floats), never bools for
+    numbers."""
     value = section.get(key, _MISSING)
     if value is _MISSING or (value is None and default is not _MISSING):
         if default is _MISSING:
@@ -315,4 +316,10 @@ def _field(section: dict[str, Any], key: str, kind: type, source: str, default: 
         ok = isinstance(value, kind)
     if not ok:
         raise ConfigError(f"{source}: field {key!r} is {value!r}; expected {kind.__name__}")
+    if kind is float:
+        try:
+            return float(value)
+        except OverflowError:  # JSON reads 1e400 as inf, which validate refuses, but 1 and 400 zeros as an int
+            raise ConfigError(f"{source}: field {key!r} is an integer too large for a float (over 1.8e308); "
+                              "expected a finite number") from None
     return value
