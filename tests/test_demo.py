@@ -7,17 +7,38 @@ from elmo.embedder import Embedder
 from elmo.sense_examples import DEMO_EXAMPLES
 
 
+def _cosines(vectors: np.ndarray) -> np.ndarray:
+    """``(n_sentences, n_layers, dim)`` -> ``(n_layers, n_sentences, n_sentences)``, pair by pair in float64."""
+    vectors = vectors.astype(np.float64)
+    n_layers = vectors.shape[1]
+    return np.array([[[a @ b / np.linalg.norm(a) / np.linalg.norm(b) for b in vectors[:, layer]]
+                      for a in vectors[:, layer]] for layer in range(n_layers)])
+
+
 def test_similarities_are_cosines_of_the_words_vectors_and_layer_0_is_static(fixture_bilm):
     embedder = Embedder(fixture_bilm)
     example = DEMO_EXAMPLES[0]
     result = sense_similarities(embedder, example)
-    vectors = [layers[:, list(tokens).index(example.word)]
-               for layers, (_, tokens) in zip(embedder.embed([list(t) for _, t in example.sentences]),
-                                              example.sentences, strict=True)]
-    a, b = vectors[0][2].astype(np.float64), vectors[3][2].astype(np.float64)
-    np.testing.assert_allclose(result.similarities[2, 0, 3], a @ b / np.linalg.norm(a) / np.linalg.norm(b), rtol=1e-9)
+    vectors = np.stack([layers[:, list(sentence.tokens).index(example.word)]
+                        for layers, sentence in zip(embedder.embed([list(s.tokens) for s in example.sentences]),
+                                                    example.sentences, strict=True)])
+    np.testing.assert_allclose(result.similarities, _cosines(vectors), rtol=0, atol=1e-6)
     np.testing.assert_allclose(result.similarities[0], 1.0, atol=1e-6)  # context-free: every occurrence the same
     assert result.separates[0] is False  # a static vector cannot tell senses apart
+
+
+def test_a_model_reading_characters_compares_the_mean_of_the_words_characters(fixture_bilm):
+    """小米 to a model reading characters is 小 and 米 (as the polysemy measures read it): fed whole, it was one
+    token the model never saw."""
+    embedder = Embedder(fixture_bilm, tokenizer="chars")
+    example = next(example for example in DEMO_EXAMPLES if example.word == "小米")
+    vectors = []
+    for sentence in example.sentences:
+        characters = list("".join(sentence.tokens))
+        start = "".join(sentence.tokens).index("小米")
+        vectors.append(embedder.embed([characters], "all")[0][:, start:start + 2].mean(axis=1))
+    result = sense_similarities(embedder, example)
+    np.testing.assert_allclose(result.similarities, _cosines(np.stack(vectors)), rtol=0, atol=1e-6)
 
 
 def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, capsys):

@@ -127,7 +127,7 @@ def test_polysemy_sets_have_enough_words_senses_and_sentences_tokenized_as_the_m
 
 
 def test_polysemy_sets_share_no_sentence_with_the_demo_examples():
-    demo = {" ".join(tokens) for example in POLYSEMY_EXAMPLES for _, tokens in example.sentences}
+    demo = {" ".join(sentence.tokens) for example in POLYSEMY_EXAMPLES for sentence in example.sentences}
     for language in ("en", "zh"):
         assert not demo & {" ".join(s.tokens) for s in load_sentences(language)}
 

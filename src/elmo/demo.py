@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from elmo.embedder import Embedder
+from elmo.polysemy import word_vectors
 from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES, SenseExample
 from elmo.similarity import cosine_matrices
 
@@ -31,17 +32,11 @@ class SenseResult:
         return [margin > 1e-6 for margin in self.margins]
 
 
-def word_vectors(embedder: Embedder, example: SenseExample) -> np.ndarray:
-    """``(n_layers, n_sentences, dim)``: the word's vectors in each sentence (first occurrence)."""
-    token_lists = [list(tokens) for _, tokens in example.sentences]
-    layers = embedder.embed(token_lists, "all")
-    return np.stack([layer[:, tokens.index(example.word)] for layer, tokens in zip(layers, token_lists, strict=True)],
-                    axis=1)
-
-
 def sense_similarities(embedder: Embedder, example: SenseExample) -> SenseResult:
-    similarities = cosine_matrices(word_vectors(embedder, example))
-    senses = np.array([sense for sense, _ in example.sentences])
+    """The word's vectors as the polysemy measures take them (``elmo.polysemy.word_vectors``: a model reading
+    characters gets the mean of the word's characters), compared between every pair of sentences."""
+    similarities = cosine_matrices(word_vectors(embedder, example.sentences))
+    senses = np.array([sentence.sense for sentence in example.sentences])
     same = (senses[:, None] == senses[None, :]) & ~np.eye(len(senses), dtype=bool)
     other = senses[:, None] != senses[None, :]
     margins = [float(layer[same].mean() - layer[other].mean()) for layer in similarities]
@@ -62,7 +57,7 @@ def plot(results: list[SenseResult], path: str) -> None:
     n_layers = results[0].similarities.shape[0]
     figure, axes = plt.subplots(len(results), n_layers, figsize=(3.2 * n_layers, 3.0 * len(results)), squeeze=False)
     for row, result in enumerate(results):
-        labels = [sense for sense, _ in result.example.sentences]
+        labels = [sentence.sense for sentence in result.example.sentences]
         lowest = float(result.similarities.min())
         for layer in range(n_layers):
             axis = axes[row, layer]
@@ -105,8 +100,8 @@ def run_demo(model: str | None, out_png: str) -> int:
             label = "layer 0 (static)" if layer == 0 else f"layer {layer}"
             verdict = "same sense closer" if result.separates[layer] else "DOES NOT separate the senses"
             print(f"  {label}: {verdict} (same minus other sense: {result.margins[layer]:+.3f})")
-            for (sense, tokens), values in zip(example.sentences, matrix, strict=True):
-                print(f"    {sense:>8} {' '.join(f'{v:+.2f}' for v in values)}   {' '.join(tokens)}")
+            for sentence, values in zip(example.sentences, matrix, strict=True):
+                print(f"    {sentence.sense:>8} {' '.join(f'{v:+.2f}' for v in values)}   {' '.join(sentence.tokens)}")
     plot(results, out_png)
     print(f"\nheat map written to {out_png}")
 

@@ -8,21 +8,28 @@ segmented by hand so that the word is one token (jieba would make "小米粥" on
 
 from dataclasses import dataclass
 
+from elmo.polysemy import SenseSentence
+
 
 @dataclass(frozen=True)
 class SenseExample:
     word: str
     label: str  # the word as plot titles show it (Latin script: fonts for Chinese may be missing)
     language: str  # which shipped model reads it: "en" or "zh"
-    sentences: tuple[tuple[str, tuple[str, ...]], ...]  # (sense, tokens)
+    sentences: tuple[SenseSentence, ...]  # grouped by sense
 
 
 def _example(word: str, language: str, senses: dict[str, list[str]], label: str | None = None) -> SenseExample:
-    sentences = tuple((sense, tuple(text.split())) for sense, texts in senses.items() for text in texts)
-    for _, tokens in sentences:
-        if word not in tokens:
-            raise ValueError(f"{word!r} is not a token of {' '.join(tokens)!r}")
-    return SenseExample(word, label or word, language, sentences)
+    """``senses``: sense -> sentences as space-separated tokens, the word one of them, once."""
+    sentences = []
+    for sense, texts in senses.items():
+        for text in texts:
+            tokens = tuple(text.split())
+            if tokens.count(word) != 1:
+                raise ValueError(f"{word!r} is {tokens.count(word)} tokens of {text!r}; expected exactly one")
+            joined = " ".join(tokens) if language == "en" else "".join(tokens)
+            sentences.append(SenseSentence(word, sense, joined, tokens, tokens.index(word)))
+    return SenseExample(word, label or word, language, tuple(sentences))
 
 
 DEMO_EXAMPLES = (
