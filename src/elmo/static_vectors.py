@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from elmo.files import atomic_path
+
 
 class StaticVectors:
     """``words[i]`` has the vector ``matrix[i]`` (float32, ``(n_words, dim)``).
@@ -107,8 +109,9 @@ class StaticVectors:
 
     def save(self, path: str | Path) -> None:
         """``.npz`` with ``words`` and ``matrix`` (and whether lookups lowercase), at ``path`` exactly (``np.savez``
-        given a name would add ``.npz``, and ``load`` of the same name would not find it)."""
-        with Path(path).open("wb") as handle:
+        given a name would add ``.npz``, and ``load`` of the same name would not find it). Written beside it and
+        renamed onto it once whole, so a run killed while writing leaves the file that was there."""
+        with atomic_path(Path(path)) as partial, partial.open("wb") as handle:
             np.savez(handle, words=np.array(self.words), matrix=self.matrix, lowercase=np.array(self.lowercase))
 
     @classmethod

