@@ -68,8 +68,8 @@ class Corpus:
                         yield tokens
 
     def line_tokens(self, line: bytes) -> list[str]:
-        """A line's tokens, read as the embedder reads text: a byte-order mark at its start dropped, control
-        characters as spaces (bytes that are not UTF-8 become U+FFFD: a run does not stop at one bad byte)."""
+        """A line's tokens, read as the embedder reads text (``clean_text``; bytes that are not UTF-8 become
+        U+FFFD: a run does not stop at one bad byte)."""
         return self.tokenize(clean_text(line.decode("utf-8", errors="replace")))
 
     def count_tokens(self) -> Counter[str]:
