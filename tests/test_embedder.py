@@ -115,9 +115,14 @@ def test_windows_leave_short_sentences_untouched_and_more_context_brings_vectors
     unsplit = _direct(bilm, long)
     errors = []
     for context in (2, 10, 40):
-        stitched = Embedder(bilm, max_window_tokens=2 * context + 50, window_context=context).embed([long])[0]
+        embedder = Embedder(bilm, max_window_tokens=2 * context + 50, window_context=context)  # cores of 50
+        stitched = embedder.embed([long])[0]
         errors.append(np.abs(stitched[1:] - unsplit[1:]).max())
         np.testing.assert_allclose(stitched[0], unsplit[0], atol=1e-5)  # layer 0 is context-free
+        # longer than a core, no longer than a window: one piece, every layer as the biLM gives it unwindowed
+        for length in (51, 2 * context + 50):
+            short = long[:length]
+            np.testing.assert_allclose(embedder.embed([short])[0], _direct(bilm, short), atol=1e-5, rtol=0)
     assert errors[0] > errors[1] > errors[2]
 
 
