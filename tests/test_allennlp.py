@@ -7,6 +7,7 @@ starts from a zero state, so it is also the stateless reference this API is chec
 
 import io
 import json
+import logging
 import shutil
 
 import h5py
@@ -16,8 +17,11 @@ import torch
 from float64_reference import Reference
 
 from elmo.allennlp import Elmo, ElmoEmbedder, batch_to_ids
+from elmo.bilm import BiLM
+from elmo.config import BiLMConfig
 from elmo.embedder import Embedder
 from elmo.model_dir import ModelDir
+from elmo.weights import save_bilm
 
 ORIGINAL = "elmo_2x4096_512_2048cnn_2xhighway"  # AllenNLP's names for the original model's files
 
@@ -87,6 +91,28 @@ def test_batch_to_embeddings_stacks_layers_per_sentence_with_a_mask_of_the_lengt
     assert mask.sum(dim=1).tolist() == lengths
     assert torch.equal(mask, (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).long())
     assert activations[1, :, lengths[1]:].abs().max() == 0  # padding is zero
+
+
+def test_each_sentences_array_owns_its_memory_and_does_not_keep_the_padded_batch(embedder):
+    long, short = ["w"] * 40, ["a", "b"]
+    for arrays in (embedder.embed_batch([long, short]), list(embedder.embed_sentences([long, short], batch_size=2))):
+        assert [array.shape for array in arrays] == [(3, 40, 32), (3, 2, 32)]
+        for array in arrays:
+            assert array.base is None and array.flags.c_contiguous  # a view would hold the (2, 3, 40, 32) batch
+    np.testing.assert_array_equal(arrays[1], embedder.embed_sentence(short))
+
+
+def test_a_model_with_another_token_width_embeds_as_the_embedder_does(fixture_dir, tmp_path):
+    """``max_characters_per_token`` is the model's: 30 here, where AllenNLP's models all had 50."""
+    options = json.loads((fixture_dir / "options.json").read_text())
+    options["char_cnn"]["max_characters_per_token"] = 30
+    (tmp_path / "given.json").write_text(json.dumps(options))
+    bilm = BiLM(BiLMConfig.load(tmp_path / "given.json"))
+    save_bilm(bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    sentences = [["hello", "world"], ["a", "token-longer-than-thirty-characters-is-cut"]]
+    got = ElmoEmbedder(tmp_path / "options.json", tmp_path / "weights.hdf5").embed_batch(sentences)
+    for ours, theirs in zip(got, Embedder(bilm).embed(sentences, "all"), strict=True):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
 def test_an_empty_sentence_gives_an_array_of_no_tokens(embedder):
@@ -251,9 +277,19 @@ def test_urls_and_missing_devices_are_refused_before_loading(files):
         ElmoEmbedder(url, files[1])
     with pytest.raises(ValueError, match=r"cuda_device is -2; expected -1"):
         ElmoEmbedder(*files, cuda_device=-2)
+    for not_an_index in (True, np.True_, 0.0, "0"):
+        with pytest.raises(ValueError, match=rf"cuda_device is {not_an_index!r}; expected -1"):
+            ElmoEmbedder(*files, cuda_device=not_an_index)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     with pytest.raises(ValueError, match=rf"cuda_device is {count} but this machine has {count} CUDA GPUs"):
         ElmoEmbedder(*files, cuda_device=count)
+
+
+def test_a_numpy_integer_names_the_cpu_or_a_gpu(files):
+    assert ElmoEmbedder(*files, cuda_device=np.int64(-1)).device == torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match=rf"cuda_device is {count} but this machine has {count} CUDA GPUs"):
+        ElmoEmbedder(*files, cuda_device=np.int64(count))
 
 
 def _write_lines(path, sentences):
@@ -294,23 +330,58 @@ def test_embed_file_keys_by_sentence_or_forgets_sentences_and_reads_an_open_file
         assert set(written) == {"0", "1", "2"}
 
 
-def test_embed_file_reads_a_path_as_elmo_embed_does(embedder, first_batch, tmp_path):
-    """Lines end at \\n only and a byte-order mark is not part of the first token, as ``elmo embed`` and the
-    file check read them: the line numbers and sentence keys are those the check counted."""
+# A byte-order mark, a lone \r ending a line, \r\n, and the control characters U+0092 (cp1252's apostrophe read as
+# Latin-1) and DEL inside a word.
+MIXED_BYTES = b"\xef\xbb\xbfthe bank\rdon\xc2\x92t stop\r\nI ate\x7fan apple .\n"
+MIXED_SENTENCES = ["the bank", "don t stop", "I ate an apple ."]
+
+
+@pytest.mark.parametrize("opened", ["path", "open file", "string"])
+def test_embed_file_reads_a_path_and_an_open_file_alike_with_universal_newlines_and_cleaned_text(
+        embedder, tmp_path, caplog, opened):
     input_path = tmp_path / "in.txt"
-    input_path.write_bytes(b"\xef\xbb\xbf" + "\n".join(" ".join(tokens) for tokens in first_batch).encode()
-                           + b" a\rb\n")
+    input_path.write_bytes(MIXED_BYTES)
     output = tmp_path / "out.hdf5"
-    embedder.embed_file(input_path, output, "top")
+    with caplog.at_level(logging.WARNING, logger="elmo.allennlp"):
+        if opened == "path":
+            embedder.embed_file(input_path, output)
+        elif opened == "open file":
+            with input_path.open(encoding="utf-8") as handle:
+                embedder.embed_file(handle, output)
+        else:
+            embedder.embed_file(io.StringIO(MIXED_BYTES.decode("utf-8")), output)  # no newline translation
+    assert "control characters replaced by spaces in 2 lines (counting from 0: 1, 2)" in caplog.text
+    expected = embedder.embed_batch([sentence.split() for sentence in MIXED_SENTENCES])
     with h5py.File(output, "r") as written:
-        assert set(written) == {"0", "1", "2", "sentence_to_index"}
-        keys = json.loads(written["sentence_to_index"][0])
-        np.testing.assert_allclose(written["0"][...], embedder.embed_batch(first_batch[:1])[0][-1], atol=1e-6)
-    assert keys[" ".join(first_batch[0])] == "0"
+        assert json.loads(written["sentence_to_index"][0]) == {s: str(n) for n, s in enumerate(MIXED_SENTENCES)}
+        for number, array in enumerate(expected):
+            np.testing.assert_allclose(written[str(number)][...], array, atol=1e-6)
+
+
+@pytest.mark.parametrize("use_sentence_keys", [False, True])
+@pytest.mark.parametrize(("text", "message"), [
+    ("tab\x00x y\n", r"line 0 \(counting from 0\) holds a NUL character"),
+    ("ok line\nbad \ud800 x\n", r"line 1 \(counting from 0\) holds the lone surrogate U\+D800"),
+])
+def test_embed_file_refuses_a_nul_or_lone_surrogate_naming_the_line_before_any_work(
+        embedder, tmp_path, monkeypatch, text, message, use_sentence_keys):
+    def no_work(batch):
+        raise AssertionError("embedded before refusing the input")
+
+    monkeypatch.setattr(embedder, "embed_batch", no_work)
+    with pytest.raises(ValueError, match=message):
+        embedder.embed_file(io.StringIO(text), tmp_path / "out.hdf5", use_sentence_keys=use_sentence_keys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_embed_file_refuses_a_file_open_in_binary_mode(embedder, tmp_path):
+    with pytest.raises(TypeError, match=r"open in binary mode; open it as text"):
+        embedder.embed_file(io.BytesIO(b"a b\n"), tmp_path / "out.hdf5")
 
 
 @pytest.mark.parametrize(("text", "options", "message"), [
     ("a b\n\nc\n  \n", {}, r"2 empty lines \(counting from 0: 1, 3\)"),
+    ("a b\n\x01 \x7f\n", {}, r"1 empty lines \(counting from 0: 1\), holding no more than white space and control"),
     ("a b\nc\na b\n", {"use_sentence_keys": True}, r"lines 0 and 2 hold the same sentence"),
     ("a/b\n", {"use_sentence_keys": True}, r"line 0 \('a/b'\) cannot name an HDF5 dataset"),
     ("a b\n", {"output_format": "mean"}, r"output_format is 'mean'; expected one of all, top, average"),

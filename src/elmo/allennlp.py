@@ -3,14 +3,18 @@
 
 Arguments, shapes, dtypes and file layout are AllenNLP 0.9's. The numbers are too, with one difference made on
 purpose: every sentence starts from a zero LSTM state. AllenNLP carried each batch row's state into the next
-batch, so a sentence's vectors depended on what had been embedded before it (docs/allennlp.md).
+batch, so a sentence's vectors depended on what had been embedded before it. ``embed_file`` also cleans each
+line as the rest of this package cleans text, which AllenNLP did not (docs/allennlp.md).
 """
 
 import itertools
 import json
+import logging
+import operator
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, TextIO, cast
+from typing import Literal, SupportsIndex, TextIO, cast
 
 import h5py
 import numpy as np
@@ -19,25 +23,37 @@ from torch import nn
 from tqdm import tqdm
 
 from elmo.bilm import BiLM
-from elmo.characters import batch_to_char_ids
+from elmo.characters import MAX_CHARACTERS_PER_TOKEN, batch_to_char_ids
 from elmo.embed_job.job import check_output_path
-from elmo.embed_job.source import EmbedReport, check_text_file, read_lines
+from elmo.embed_job.source import check_text_file
 from elmo.embedder import layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.task_module import Elmo as TaskElmo
+from elmo.tokenizers import CONTROL_CHARACTERS, clean_text
 from elmo.weights import load_bilm
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's, for embed_sentences and embed_file
 OUTPUT_FORMATS = ("all", "top", "average")
+# Universal newlines, as open() reads a text file by default and AllenNLP's elmo command opened its input: an open
+# file whose \r Python has already turned into \n reads as its path does only if a path's \r ends a line too.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LINES_SHOWN = 10
 
 
 def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
     """AllenNLP's name for ``batch_to_char_ids``: ``(batch, max_tokens, 50)`` int64 ids, padding tokens all 0."""
+    return _char_ids(batch, MAX_CHARACTERS_PER_TOKEN)
+
+
+def _char_ids(batch: Sequence[Sequence[str]], max_characters: int) -> torch.Tensor:
+    """``(batch, max_tokens, max_characters)`` ids, after a TypeError naming any token that is not a string."""
     for row, sentence in enumerate(batch):
         for position, token in enumerate(sentence):
             if not isinstance(token, str):
                 raise TypeError(f"sentence {row}, token {position} is {token!r}; expected a string")
-    return batch_to_char_ids(batch)
+    return batch_to_char_ids(batch, max_characters)
 
 
 def _load(options_file: str | Path, weight_file: str | Path) -> BiLM:
@@ -49,16 +65,21 @@ def _load(options_file: str | Path, weight_file: str | Path) -> BiLM:
     return load_bilm(options_file, weight_file)
 
 
-def _device(cuda_device: int) -> torch.device:
-    """AllenNLP's convention: -1 is the CPU, n >= 0 the n-th CUDA GPU."""
-    if isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < -1:
+def _device(cuda_device: SupportsIndex) -> torch.device:
+    """AllenNLP's convention: -1 is the CPU, n >= 0 the n-th CUDA GPU. Any whole number is taken (a NumPy
+    integer from a config, say), but not a bool, which would pick GPU 0 or 1 by accident."""
+    try:
+        index = None if isinstance(cuda_device, bool) else operator.index(cuda_device)
+    except TypeError:
+        index = None
+    if index is None or index < -1:
         raise ValueError(f"cuda_device is {cuda_device!r}; expected -1 (the CPU) or the index of a CUDA GPU")
-    if cuda_device == -1:
+    if index == -1:
         return torch.device("cpu")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if cuda_device >= count:
-        raise ValueError(f"cuda_device is {cuda_device} but this machine has {count} CUDA GPUs; pass -1 for the CPU")
-    return torch.device("cuda", cuda_device)
+    if index >= count:
+        raise ValueError(f"cuda_device is {index} but this machine has {count} CUDA GPUs; pass -1 for the CPU")
+    return torch.device("cuda", index)
 
 
 class ElmoEmbedder:
@@ -68,15 +89,16 @@ class ElmoEmbedder:
     ``cuda_device``: -1 for the CPU, else the index of the CUDA GPU to run on.
     """
 
-    def __init__(self, options_file: str | Path, weight_file: str | Path, cuda_device: int = -1) -> None:
+    def __init__(self, options_file: str | Path, weight_file: str | Path, cuda_device: SupportsIndex = -1) -> None:
         self.device = _device(cuda_device)
         self.bilm = _load(options_file, weight_file).to(self.device)
 
     @torch.no_grad()
     def batch_to_embeddings(self, batch: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(activations (batch, n_layers, T, 2P), mask (batch, T) int64)`` on the model's device, zeros at
-        padding."""
-        output, _ = self.bilm(batch_to_ids(batch).to(self.device))
+        padding. Tokens are cut to the model's ``max_characters_per_token`` (AllenNLP's models: 50)."""
+        char_ids = _char_ids(batch, self.bilm.config.char_cnn.max_characters_per_token)
+        output, _ = self.bilm(char_ids.to(self.device))
         return output.layers.transpose(0, 1), output.mask.long()
 
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
@@ -84,10 +106,11 @@ class ElmoEmbedder:
         return self.embed_batch([sentence])[0]
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Each sentence's layers ``(n_layers, T_i, 2P)``, trimmed to its own length ``T_i``, in input order."""
+        """Each sentence's layers ``(n_layers, T_i, 2P)``, trimmed to its own length ``T_i``, in input order. Each
+        is a copy: a view would keep the whole padded batch alive, its longest sentence's length for every row."""
         activations, mask = self.batch_to_embeddings(batch)
         layer_vectors = activations.cpu().numpy()
-        return [layer_vectors[row, :, :length] for row, length in enumerate(mask.sum(dim=1).tolist())]
+        return [layer_vectors[row, :, :length].copy() for row, length in enumerate(mask.sum(dim=1).tolist())]
 
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
@@ -109,14 +132,16 @@ class ElmoEmbedder:
         forget_sentences: bool = False,
         use_sentence_keys: bool = False,
     ) -> None:
-        """One whitespace-tokenized sentence a line -> HDF5, as AllenNLP's ``elmo`` command wrote it.
+        r"""One whitespace-tokenized sentence a line -> HDF5, as AllenNLP's ``elmo`` command wrote it.
 
-        Each line (stripped) gets a float32 dataset: ``(n_layers, T, 2P)`` for ``all``, ``(T, 2P)`` for ``top``
-        (the last layer) or ``average`` (the mean of the layers). It is named by its 0-based line number as a
-        string, or by the sentence itself with ``use_sentence_keys``. Unless ``forget_sentences`` or
-        ``use_sentence_keys``, a one-element string dataset ``sentence_to_index`` holds the JSON
-        ``{sentence: "line number"}``. ``input_file`` is a path or an open text file (left open). The input is
-        checked whole before any work, and the file appears at ``output_file_path`` only when complete.
+        ``input_file`` is a path or an open text file (left open), read alike: lines end at ``\n``, ``\r\n`` or
+        ``\r``; a byte-order mark at a line's start is dropped and control characters become spaces (logged),
+        as everywhere in this package; a NUL or a lone surrogate is refused, naming the line. Each line (stripped)
+        gets a float32 dataset: ``(n_layers, T, 2P)`` for ``all``, ``(T, 2P)`` for ``top`` (the last layer) or
+        ``average`` (the mean of the layers). It is named by its 0-based line number as a string, or by the
+        sentence itself with ``use_sentence_keys``. Unless ``forget_sentences`` or ``use_sentence_keys``, a
+        one-element string dataset ``sentence_to_index`` holds the JSON ``{sentence: "line number"}``. The input
+        is checked whole before any work, and the file appears at ``output_file_path`` only when complete.
         """
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format is {output_format!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
@@ -143,24 +168,58 @@ def _check_batch_size(batch_size: int) -> None:
 
 
 def _read_sentences(input_file: str | Path | TextIO) -> list[str]:
-    """Every line, stripped. A path is first checked to be UTF-8 text and read as ``elmo embed`` reads it (lines
-    end at ``\n`` only, a byte-order mark dropped); an empty line is refused, as AllenNLP refused it (its dataset
-    would hold no tokens)."""
+    """Every line cleaned (``clean_text``) and stripped, the same whether ``input_file`` is a path or an open
+    file, so that one file gets one set of tokens, vectors and keys. A path is first checked to be UTF-8 text
+    (``check_text_file``); an open file's NUL or lone surrogate, which a path's check would have refused, is
+    refused too. An empty line is refused, as AllenNLP refused it (its dataset would hold no tokens)."""
     if isinstance(input_file, str | Path):
-        sentences = [line.strip() for line in read_lines(check_text_file(input_file).path, EmbedReport())]
+        name = str(input_file)
+        text = check_text_file(input_file).path.read_text(encoding="utf-8")
     else:
-        sentences = [line.strip() for line in input_file]
-    if not sentences:
-        raise ValueError(f"{getattr(input_file, 'name', input_file)} holds no lines; expected one sentence a line")
+        name = getattr(input_file, "name", "the open input file")
+        text = input_file.read()
+        if not isinstance(text, str):
+            raise TypeError(f"{name} is open in binary mode; open it as text (encoding='utf-8')")
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":  # the break ending the last line
+        lines.pop()
+    if not lines:
+        raise ValueError(f"{name} holds no lines; expected one sentence a line")
+    for number, line in enumerate(lines):
+        _refuse_non_text(name, number, line)
+    replaced = [number for number, line in enumerate(lines) if CONTROL_CHARACTERS.search(line.strip())]
+    if replaced:
+        log.warning("%s: control characters replaced by spaces in %d lines (counting from 0: %s)", name,
+                    len(replaced), _shown(replaced))
+    sentences = [clean_text(line).strip() for line in lines]
     blank = [number for number, sentence in enumerate(sentences) if not sentence]
     if blank:
-        shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
-        raise ValueError(f"the input has {len(blank)} empty lines (counting from 0: {shown}); remove them")
+        raise ValueError(f"the input has {len(blank)} empty lines (counting from 0: {_shown(blank)}), holding no "
+                         "more than white space and control characters; remove them")
     return sentences
 
 
+def _refuse_non_text(name: str, number: int, line: str) -> None:
+    """ValueError for what no UTF-8 text file holds and no dataset or key could keep: a NUL (HDF5 would cut a key
+    there) or a lone surrogate (UTF-8 cannot encode it: an open file read with ``errors="surrogateescape"``)."""
+    if "\0" in line:
+        raise ValueError(f"{name}: line {number} (counting from 0) holds a NUL character; expected text (is the "
+                         "file binary or UTF-16?)")
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as error:
+        surrogate = ord(line[error.start])
+        raise ValueError(f"{name}: line {number} (counting from 0) holds the lone surrogate U+{surrogate:04X} (half "
+                         "a character); expected text that UTF-8 can hold") from None
+
+
+def _shown(numbers: list[int]) -> str:
+    return ", ".join(map(str, numbers[:_LINES_SHOWN])) + (", ..." if len(numbers) > _LINES_SHOWN else "")
+
+
 def _check_sentence_keys(sentences: list[str]) -> None:
-    """Sentences as HDF5 dataset names: each once, and none that HDF5 would read as a path."""
+    """Sentences as HDF5 dataset names: each once, and none that HDF5 would read as a path (a NUL or a lone
+    surrogate, which no name can hold, was refused on reading)."""
     first_line: dict[str, int] = {}
     for number, sentence in enumerate(sentences):
         if "/" in sentence or sentence == ".":
