@@ -13,6 +13,9 @@ backward state after ``<S>``).
 
 ``BiLM.contextualize_lanes`` runs many sentences, each from zeros, a few at a time on a fixed number of
 LSTM rows (``elmo/lanes.py``): what the ``Embedder`` uses, as it keeps every row busy.
+
+``BiLM.reference_kernels = True`` runs autograd through each direction's step loop whatever the batch: the
+kernel that a gradient over rows of one length would get gives first-order gradients only (docs/model.md).
 """
 
 from collections.abc import Sequence
@@ -66,6 +69,7 @@ class BiLM(nn.Module):
         self.backward_lstm = LstmStack(config.lstm, projection_dim)
         self.register_buffer("bos_char_ids", torch.tensor(bos_char_ids(max_characters)), persistent=False)
         self.register_buffer("eos_char_ids", torch.tensor(eos_char_ids(max_characters)), persistent=False)
+        self.reference_kernels = False  # True: the step loop always, for gradients of gradients (module docstring)
 
     def zero_state(self, batch_size: int, like: torch.Tensor | None = None) -> BiLMState:
         lstm = self.config.lstm
@@ -176,7 +180,7 @@ class BiLM(nn.Module):
             order = torch.tensor(packing.first_sequences, device=device)
             initial = BiLMState(state.h[:, :, order], state.c[:, :, order])
         run = run_directions(self.forward_lstm, self.backward_lstm, bounded[indices], packing.batch_sizes,
-                             initial.h, initial.c, restarts)
+                             initial.h, initial.c, restarts, reference=self.reference_kernels)
         layers = _unpack_layers(bounded, indices, run.layers)
         if not keep_boundaries:
             layers = layers[:, is_token]

@@ -11,7 +11,9 @@ Kernels (docs/model.md):
 - ``fused``: a model without clipping and no restarts: PyTorch's own LSTM per direction (cuDNN on a GPU).
 - ``step-loop``: everything else, per direction (``ProjectedLstm.forward``): on CPU without autograd its products
   run on oneDNN's reordered weights (``modules/prepacked.py``); with autograd it is the statement of the equations
-  that the other kernels are tested against.
+  that the other kernels are tested against. Also under ``torch.autocast``, where only its operations follow
+  autocast's casts: the paired kernel's hand-written products would meet float32 weights with bfloat16 or
+  float16 gradients, and the fused LSTM would return another dtype than its input's.
 """
 
 import functools
@@ -46,7 +48,7 @@ class DirectionsOutput(NamedTuple):
 def pick_kernel(stack: LstmStack, inputs: torch.Tensor, batch_sizes: list[int],
                 restarts: dict[int, torch.Tensor] | None, reference: bool = False) -> Kernel:
     """How the layers of ``stack`` (either direction's: both have the same shape) run over ``inputs``."""
-    if reference:
+    if reference or torch.is_autocast_enabled(inputs.device.type):
         return Kernel.STEP_LOOP
     wants_grad = torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in stack.parameters()))
     full_rows = not restarts and all(n_alive == batch_sizes[0] for n_alive in batch_sizes)

@@ -13,12 +13,14 @@ gradient is clamp's: it passes where the unclipped value lies within the clip, b
 
 Rows are full: every row runs every step (training batches are ``rows x unroll_steps``). Inputs are
 time-major, step t of row r at ``t * n_rows + r``.
+
+The backward is not differentiable again: gradients of gradients need autograd's step loop (``reference_kernels``
+on ``BiLM`` or ``LanguageModel``), and differentiating the kernel's gradients raises an error that says so.
 """
 
 from typing import Any, NamedTuple
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from elmo.modules.lstm import ProjectedLstm, lstm_cell
 from elmo.modules.prepacked import ReorderedWeight, can_reorder
@@ -121,16 +123,28 @@ class PairedLstmLayer(torch.autograd.Function):
         if proj_clip and project is not None:
             output_passes = outputs_unclipped.abs() <= proj_clip
         ctx.n_rows = n_rows
-        ctx.save_for_backward(inputs, h0, input_weight, recurrent_weight, projection, by_cell, by_hidden_o,
+        ctx.save_for_backward(inputs, h0, c0, input_weight, recurrent_weight, bias, projection, by_cell, by_hidden_o,
                               hidden_to_cell, forget_gates, cell_passes, hidden, outputs, output_passes)
         return outputs, h.clone(), c.clone()
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, d_outputs: torch.Tensor, d_h_last: torch.Tensor,
                  d_c_last: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (inputs, h0, input_weight, recurrent_weight, projection, by_cell, by_hidden_o, hidden_to_cell, forget_gates,
-         cell_passes, hidden, outputs, output_passes) = ctx.saved_tensors
+        with torch.no_grad():
+            gradients = PairedLstmLayer.first_order_backward(ctx, d_outputs, d_h_last, d_c_last)
+        if not torch.is_grad_enabled():  # no create_graph: nothing will differentiate these gradients
+            return gradients
+        computed = [gradient for gradient in gradients if gradient is not None]
+        computed_from = [tensor for tensor in (*ctx.saved_tensors, d_outputs, d_h_last, d_c_last) if tensor is not None]
+        refusing = iter(_FirstOrderOnly.apply(len(computed), *computed, *computed_from))
+        return tuple(None if gradient is None else next(refusing) for gradient in gradients)
+
+    @staticmethod
+    def first_order_backward(ctx: Any, d_outputs: torch.Tensor, d_h_last: torch.Tensor,
+                             d_c_last: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        """The gradients of ``forward``'s inputs, computed without autograd."""
+        (inputs, h0, _c0, input_weight, recurrent_weight, _bias, projection, by_cell, by_hidden_o, hidden_to_cell,
+         forget_gates, cell_passes, hidden, outputs, output_passes) = ctx.saved_tensors
         n_rows = ctx.n_rows
         n_positions, dim = inputs.shape[1], forget_gates.shape[2]
         d_gates = inputs.new_empty((2, n_positions, 4 * dim))
@@ -167,6 +181,31 @@ class PairedLstmLayer(torch.autograd.Function):
             d_projection = torch.bmm(d_outputs_unclipped.transpose(1, 2), hidden)
         d_inputs = torch.bmm(d_gates, input_weight)
         return (d_inputs, d_h, d_c, None, None, None, d_input_weight, d_recurrent_weight, d_bias, d_projection)
+
+
+_SECOND_ORDER_REFUSED = (
+    "the paired LSTM kernel (modules/paired_lstm.py), which runs when a gradient is wanted and every row has the "
+    "same length, gives first-order gradients only; for gradients of gradients (create_graph=True) set "
+    "reference_kernels = True on the BiLM (or the LanguageModel) to run autograd through the step loop "
+    "(docs/model.md, 'How the LSTM layers run')")
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """``(n, *gradients, *computed_from) -> gradients``: the paired kernel's ``n`` gradients when autograd records
+    the backward (``create_graph=True``), unchanged, in a node that refuses to be differentiated. Its inputs include
+    every tensor the gradients were computed from (the forward's inputs and weights, the incoming gradients), so
+    that any gradient taken through them, ``autograd.grad`` with respect to the weights included, reaches it.
+    ``once_differentiable`` hangs its refusal on detached copies instead: ``autograd.grad`` with respect to the
+    weights never met it and gave their second-order terms as zero, and so did any gradient where the incoming
+    gradients need no grad (a loss linear in the outputs)."""
+
+    @staticmethod
+    def forward(ctx: Any, n_gradients: int, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(gradient.view_as(gradient) for gradient in tensors[:n_gradients])
+
+    @staticmethod
+    def backward(ctx: Any, *d_gradients: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        raise RuntimeError(_SECOND_ORDER_REFUSED)
 
 
 def paired_lstm_layer(inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, n_rows: int, weights: PairWeights,
