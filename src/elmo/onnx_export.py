@@ -26,7 +26,9 @@ constants (forget bias, clips) from them; only the cell's arithmetic is written 
 ``Unique``), as ``BiLM.encode_tokens`` does.
 """
 
+import copy
 import logging
+import shutil
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -45,7 +47,7 @@ except ImportError:  # export_onnx refuses to run, so nothing calls scan
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
 from elmo.extras import install_command
-from elmo.files import atomic_path, check_output_file
+from elmo.files import check_output_file, new_partial_directory, publish_file
 from elmo.model_dir import ModelDir
 from elmo.modules.lstm import LstmStack, ProjectedLstm, lstm_cell
 
@@ -82,17 +84,21 @@ class OnnxExport(NamedTuple):
 def export_onnx(
     bilm_or_model_dir: BiLM | str | Path, path: str | Path, opset: int = DEFAULT_OPSET, check: bool = True
 ) -> OnnxExport:
-    """Write the stateless biLM as one ONNX file at ``path``.
+    """Write the stateless biLM as an ONNX file at ``path``.
 
     ``bilm_or_model_dir`` is a BiLM, a model directory or a shipped model name (``en``, ``zh``). The
     graph's input is ``char_ids`` int64 ``(batch, max_tokens, max_characters)``; its outputs are
     ``layers`` float32 ``(n_layers + 1, batch, max_tokens, 2 * projection_dim)`` and ``mask`` bool
     ``(batch, max_tokens)``, as ``BiLM.forward(char_ids)`` returns them. ``batch`` and ``max_tokens``
-    are dynamic. Weights are stored inside the file (in a ``.data`` file beside it only past 2 GB).
+    are dynamic. A BiLM that is not float32 on the CPU (float16, bfloat16, on a GPU) is exported from a float32
+    CPU copy: the graph is float32 whatever the model, which stays as it was. Weights are stored inside the file,
+    or past torch's threshold for large models (1.5 GiB) in ``NAME.data`` beside it, which the graph names.
 
     With ``check``, onnxruntime runs the file on a batch of another size and length than the one traced,
-    and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError. The file appears at
-    ``path`` only once written (and checked): a failed export leaves whatever was there before.
+    and a difference from ``BiLM.forward`` above ``CHECK_TOLERANCE`` raises RuntimeError. The files appear
+    beside ``path`` only once written (and checked): a failed export leaves whatever was there before. A
+    ``.data`` file is renamed into place just before the graph, so a kill between those two renames can leave
+    it beside the graph it replaced.
     """
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset}: the exporter writes opset {DEFAULT_OPSET} or later only")
@@ -110,6 +116,7 @@ def export_onnx(
     path = Path(path)
     check_output_file(path, "the ONNX file")
     bilm = bilm_or_model_dir if isinstance(bilm_or_model_dir, BiLM) else ModelDir.find(bilm_or_model_dir).load_bilm()
+    bilm = _float32_on_cpu(bilm)
     example = batch_to_char_ids(_EXAMPLE_SENTENCES, bilm.config.char_cnn.max_characters_per_token)
     dynamic_shapes = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("max_tokens")},)
     was_training = bilm.training
@@ -139,15 +146,35 @@ def export_onnx(
     written_opset = program.model.opset_imports.get("")
     if written_opset != opset:
         raise RuntimeError(f"asked for opset {opset}, the exporter produced opset {written_opset}")
-    # Saved and checked under a partial name, renamed onto ``path`` only once it passes: a failed check or a
-    # killed save leaves the file that was there before (or none), never a graph that is wrong or cut short.
-    with atomic_path(path) as partial:
-        program.save(partial, external_data=False)
-        difference = max_difference(bilm, partial) if check else None
+    # Saved and checked under the final name in a partial directory beside ``path`` (the graph names its weights
+    # file, if any, by that name), renamed beside it only once it passes: a failed check or a killed save leaves
+    # the files that were there before (or none), never a graph that is wrong or cut short.
+    partial = new_partial_directory(path)
+    try:
+        saved = partial / path.name
+        program.save(saved)  # past torch's threshold, its weights go to saved.name + ".data"
+        difference = max_difference(bilm, saved) if check else None
         if difference is not None and difference > CHECK_TOLERANCE:
             raise RuntimeError(f"{path}: onnxruntime's outputs differ from BiLM.forward's by up to {difference:.2g} "
                                f"(tolerance {CHECK_TOLERANCE:g}) on the check batch; nothing written")
+        for weights in sorted(partial.iterdir()):
+            if weights != saved:
+                publish_file(weights, path.parent / weights.name)
+        publish_file(saved, path)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return OnnxExport(path, difference)
+
+
+def _float32_on_cpu(bilm: BiLM) -> BiLM:
+    """``bilm``, or a float32 CPU copy of it. The graph promises float32 ``layers``, the example and check batches
+    are on the CPU, and onnxruntime's CPU kernels lack float16 and bfloat16 for some of the graph's operators (a
+    float16 graph crashed it)."""
+    tensors = [*bilm.parameters(), *bilm.buffers()]
+    if all(tensor.device.type == "cpu" and (tensor.dtype == torch.float32 or not tensor.is_floating_point())
+           for tensor in tensors):
+        return bilm
+    return copy.deepcopy(bilm).cpu().float()
 
 
 def max_difference(bilm: BiLM, path: str | Path, char_ids: torch.Tensor | None = None) -> float:
