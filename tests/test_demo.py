@@ -1,10 +1,13 @@
+from collections import Counter
+
 import numpy as np
 import pytest
 
 from elmo.cli import main
 from elmo.demo import run_demo, sense_similarities
 from elmo.embedder import Embedder
-from elmo.sense_examples import DEMO_EXAMPLES
+from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES
+from elmo.tokenizers import english_tokenize, jieba_tokenize
 
 
 def _cosines(vectors: np.ndarray) -> np.ndarray:
@@ -39,6 +42,32 @@ def test_a_model_reading_characters_compares_the_mean_of_the_words_characters(fi
         vectors.append(embedder.embed([characters], "all")[0][:, start:start + 2].mean(axis=1))
     result = sense_similarities(embedder, example)
     np.testing.assert_allclose(result.similarities, _cosines(np.stack(vectors)), rtol=0, atol=1e-6)
+
+
+def test_every_word_of_the_demo_has_six_sentences_of_each_sense():
+    """Two per sense gave each word two same-sense pairs, too few for a share to mean anything."""
+    for example in POLYSEMY_EXAMPLES:
+        counts = Counter(sentence.sense for sentence in example.sentences)
+        assert len(counts) >= 2 and min(counts.values()) >= 6, (example.word, counts)
+
+
+def _jieba_with_the_word_alone(text: str, word: str) -> tuple[str, ...]:
+    """jieba's tokens, a token holding the word and more (小米粥) split around it."""
+    tokens: list[str] = []
+    for token in jieba_tokenize(text):
+        before, found, after = token.partition(word) if token != word else ("", token, "")
+        tokens += [part for part in (before, found, after) if part]
+    return tuple(tokens)
+
+
+def test_the_demo_sentences_are_tokenized_as_the_shipped_models_tokenizers_split_them():
+    for example in POLYSEMY_EXAMPLES:
+        for sentence in example.sentences:
+            if example.language == "en":
+                assert tuple(english_tokenize(sentence.text)) == sentence.tokens, sentence.text
+            else:
+                assert _jieba_with_the_word_alone(sentence.text, example.word) == sentence.tokens, sentence.text
+            assert sentence.tokens.count(example.word) == 1 and sentence.tokens[sentence.index] == example.word
 
 
 def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, capsys):

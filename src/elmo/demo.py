@@ -54,8 +54,9 @@ def plot(results: list[SenseResult], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n_layers = results[0].similarities.shape[0]
-    figure, axes = plt.subplots(len(results), n_layers, figsize=(3.2 * n_layers, 3.0 * len(results)), squeeze=False)
+    n_layers, n_sentences, _ = results[0].similarities.shape
+    side = 1.2 + 0.4 * n_sentences  # inches per matrix: room for each cell's printed value
+    figure, axes = plt.subplots(len(results), n_layers, figsize=(side * n_layers, side * len(results)), squeeze=False)
     for row, result in enumerate(results):
         labels = [sentence.sense for sentence in result.example.sentences]
         lowest = float(result.similarities.min())
