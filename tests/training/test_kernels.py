@@ -139,3 +139,36 @@ def test_a_training_step_refuses_padded_rows_instead_of_scoring_padding_as_words
     with pytest.raises(ValueError, match="padding targets"):
         model(inputs, model.bilm.zero_state(4), noise)
     assert torch.isfinite(model(inputs, model.bilm.zero_state(4)).nll_sums).all()  # evaluation masks them
+
+
+def _softmax_problem():
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(30, 6, generator=generator, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(40, 6, generator=generator, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(40, generator=generator, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 40, (30,), generator=generator)
+    return hidden, targets, weight, bias, sample_log_uniform(12, 40, torch.Generator().manual_seed(2))
+
+
+def test_gradients_of_the_sampled_softmax_kernels_gradients_are_refused_naming_the_switch():
+    """``once_differentiable`` let ``autograd.grad(..., create_graph=True)`` with respect to the weight go through
+    and gave the second-order term as zero; autograd's statement of the same loss has a nonzero one."""
+    hidden, targets, weight, bias, candidates = _softmax_problem()
+    expected = sampled_softmax_nll(hidden, targets, weight, bias, candidates).sum()
+    (expected_d_hidden,) = torch.autograd.grad(expected, hidden, create_graph=True)
+    (second_order,) = torch.autograd.grad(expected_d_hidden.pow(2).sum(), weight)
+    assert second_order.abs().max() > 1e-3
+    got = SampledSoftmaxNll.apply(hidden, targets, weight, bias, candidates).sum()
+    (d_hidden,) = torch.autograd.grad(got, hidden, create_graph=True)
+    torch.testing.assert_close(d_hidden, expected_d_hidden.detach(), rtol=0, atol=1e-12)
+    with pytest.raises(RuntimeError, match="first-order gradients only.*reference_kernels = True"):
+        torch.autograd.grad(d_hidden.pow(2).sum(), weight)
+
+
+def test_a_second_backward_through_the_sampled_softmax_kernel_is_refused():
+    """The backward overwrites the saved logits, so a second one (``retain_graph``) would be wrong."""
+    hidden, targets, weight, bias, candidates = _softmax_problem()
+    loss = SampledSoftmaxNll.apply(hidden, targets, weight, bias, candidates).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="runs once per forward"):
+        loss.backward()

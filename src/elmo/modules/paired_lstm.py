@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from elmo.modules.first_order import first_order_only
 from elmo.modules.lstm import ProjectedLstm, lstm_cell
 from elmo.modules.prepacked import ReorderedWeight, can_reorder
 
@@ -132,12 +133,7 @@ class PairedLstmLayer(torch.autograd.Function):
                  d_c_last: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         with torch.no_grad():
             gradients = PairedLstmLayer.first_order_backward(ctx, d_outputs, d_h_last, d_c_last)
-        if not torch.is_grad_enabled():  # no create_graph: nothing will differentiate these gradients
-            return gradients
-        computed = [gradient for gradient in gradients if gradient is not None]
-        computed_from = [tensor for tensor in (*ctx.saved_tensors, d_outputs, d_h_last, d_c_last) if tensor is not None]
-        refusing = iter(_FirstOrderOnly.apply(len(computed), *computed, *computed_from))
-        return tuple(None if gradient is None else next(refusing) for gradient in gradients)
+        return first_order_only(gradients, [*ctx.saved_tensors, d_outputs, d_h_last, d_c_last], _SECOND_ORDER_REFUSED)
 
     @staticmethod
     def first_order_backward(ctx: Any, d_outputs: torch.Tensor, d_h_last: torch.Tensor,
@@ -188,24 +184,6 @@ _SECOND_ORDER_REFUSED = (
     "same length, gives first-order gradients only; for gradients of gradients (create_graph=True) set "
     "reference_kernels = True on the BiLM (or the LanguageModel) to run autograd through the step loop "
     "(docs/model.md, 'How the LSTM layers run')")
-
-
-class _FirstOrderOnly(torch.autograd.Function):
-    """``(n, *gradients, *computed_from) -> gradients``: the paired kernel's ``n`` gradients when autograd records
-    the backward (``create_graph=True``), unchanged, in a node that refuses to be differentiated. Its inputs include
-    every tensor the gradients were computed from (the forward's inputs and weights, the incoming gradients), so
-    that any gradient taken through them, ``autograd.grad`` with respect to the weights included, reaches it.
-    ``once_differentiable`` hangs its refusal on detached copies instead: ``autograd.grad`` with respect to the
-    weights never met it and gave their second-order terms as zero, and so did any gradient where the incoming
-    gradients need no grad (a loss linear in the outputs)."""
-
-    @staticmethod
-    def forward(ctx: Any, n_gradients: int, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(gradient.view_as(gradient) for gradient in tensors[:n_gradients])
-
-    @staticmethod
-    def backward(ctx: Any, *d_gradients: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        raise RuntimeError(_SECOND_ORDER_REFUSED)
 
 
 def paired_lstm_layer(inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, n_rows: int, weights: PairWeights,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
+from elmo.modules.first_order import first_order_only
 from elmo.modules.prepacked import ReorderedWeight
 
 # Rows of the sampled logits handled at a time: 256 x 8,192 negatives are 8 MB, which stay in cache from the
@@ -124,10 +124,21 @@ class SampledSoftmaxNll(torch.autograd.Function):
         return torch.log(normalizer) + largest - true_logits
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, d_nll: torch.Tensor):
+        if getattr(ctx, "backward_done", False):
+            raise RuntimeError(_SECOND_BACKWARD_REFUSED)
+        ctx.backward_done = True
+        saved = ctx.saved_tensors
+        with torch.no_grad():
+            gradients = SampledSoftmaxNll.first_order_backward(saved, d_nll)
+        return first_order_only(gradients, [*saved, d_nll], _SECOND_ORDER_REFUSED)
+
+    @staticmethod
+    def first_order_backward(saved: tuple[torch.Tensor, ...], d_nll: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        """The gradients of ``forward``'s inputs from its saved tensors, computed without autograd; overwrites the
+        saved logits."""
         (hidden, targets, weight, sampled_ids, sampled_weight, target_weight, true_unnormalized, normalizer,
-         *unnormalized) = ctx.saved_tensors
+         *unnormalized) = saved
         scale = d_nll / normalizer
         d_true = true_unnormalized * scale - d_nll
         d_hidden = torch.empty_like(hidden)
@@ -148,6 +159,16 @@ class SampledSoftmaxNll(torch.autograd.Function):
         d_bias[sampled_ids] = d_sampled_bias
         d_bias.index_put_((targets,), d_true, accumulate=True)
         return d_hidden, None, d_weight, d_bias, None
+
+
+_SECOND_ORDER_REFUSED = (
+    "the sampled softmax's hand-written backward (training/softmax.py) gives first-order gradients only; for "
+    "gradients of gradients (create_graph=True) set reference_kernels = True on the LanguageModel to run autograd "
+    "through sampled_softmax_nll")
+_SECOND_BACKWARD_REFUSED = (
+    "the sampled softmax's hand-written backward (training/softmax.py) runs once per forward (it overwrites the "
+    "saved logits); for a second backward through the same graph (retain_graph=True) set reference_kernels = True "
+    "on the LanguageModel")
 
 
 def _row_blocks(n_rows: int) -> list[slice]:
