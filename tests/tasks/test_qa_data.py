@@ -4,7 +4,7 @@ import json
 import pytest
 
 from elmo.tasks.qa_data import answer_span, qa_example, read_qa, token_offsets
-from elmo.tokenizers import get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer
 
 
 def test_token_offsets_give_back_each_token_characters():
@@ -47,3 +47,43 @@ def test_a_repeated_id_is_refused_naming_both_lines(tmp_path):
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     with pytest.raises(ValueError, match=r"twice\.jsonl:3: duplicate id 'q1' \(first on line 1\)"):
         read_qa(path, str.split)
+
+
+# Formatting that clean_text deletes (word joiner, zero-width space, soft hyphen) and a decomposed é (e, U+0301),
+# before the answer and inside it; the passage's words as typed text holds them, written out by hand.
+FORMATTED_PASSAGE = "The \u2060Wi\u200bFi cafe\u0301 near Caf\u00ade\u0301 Ma\u200bri\u00adne\u0301\u2060 opened ."
+FORMATTED_ANSWER = "Caf\u00ade\u0301 Ma\u200bri\u00adne\u0301"
+TYPED_WORDS = ("The", "WiFi", "caf\u00e9", "near", "Caf\u00e9", "Marin\u00e9", "opened", ".")
+
+
+def _cleaning_english(text: str) -> list[str]:
+    """The English tokenizer on cleaned text, as ``pipeline.model_tokenizer`` gives it for the en models."""
+    return get_tokenizer("english")(clean_text(text))
+
+
+@pytest.mark.parametrize("tokenize", [get_tokenizer("english"), _cleaning_english], ids=["raw", "cleaning"])
+def test_a_passage_with_invisible_formatting_and_accents_maps_tokens_to_its_own_characters(tokenize):
+    row = {"id": "q", "question": "Where did it \u2060open ?", "passage": FORMATTED_PASSAGE,
+           "answers": [{"text": FORMATTED_ANSWER, "start": FORMATTED_PASSAGE.index(FORMATTED_ANSWER)}]}
+    example = qa_example(row, tokenize)
+    assert example.passage_words == TYPED_WORDS
+    assert example.question_words == ("Where", "did", "it", "open", "?")
+    assert example.passage == FORMATTED_PASSAGE  # the file's characters, which answers are cut from
+    assert [example.passage[begin:end] for begin, end in example.offsets] == [
+        "The", "Wi\u200bFi", "cafe\u0301", "near", "Caf\u00ade\u0301", "Ma\u200bri\u00adne\u0301", "opened", "."]
+    assert example.passage_words[example.span[0]:example.span[1] + 1] == ("Caf\u00e9", "Marin\u00e9")
+    assert example.answer_text(*example.span) == FORMATTED_ANSWER
+
+
+def test_a_cloze_row_with_a_word_joiner_reads_with_the_cleaning_tokenizer(tmp_path):
+    """The row of the cloze test split that ``elmo task train qa`` stopped at (``-\u2060lih-``)."""
+    passage = "Kaolinite ( KAY-\u0259-l\u0259-nyte, -\u2060lih-; also called kaolin) is a clay mineral ."
+    path = tmp_path / "test.jsonl"
+    path.write_text(json.dumps({"id": "k", "question": "XXXXX is a clay", "passage": passage,
+                                "answers": [{"text": "kaolin", "start": passage.index("kaolin)")}]}) + "\n",
+                    encoding="utf-8")
+    [example] = read_qa(path, _cleaning_english)
+    assert "-lih-" in example.passage_words
+    begin, end = example.offsets[example.passage_words.index("-lih-")]
+    assert passage[begin:end] == "-\u2060lih-"
+    assert example.answer_text(*example.span) == "kaolin"

@@ -2,23 +2,27 @@
 
 A file holds one JSON object a line: ``{"id", "question", "passage", "answers": [{"text", "start"}]}``
 (SQuAD's fields for one question, ``start`` a character offset into ``passage``); ``answers`` may be absent
-when only predictions are wanted. Passage and question are split by the biLM's tokenizer; each passage
-token is found back in the passage text, so a predicted token span maps to the exact characters it covers
-and a gold character span to the tokens that overlap it.
+when only predictions are wanted. Passage and question are split by the biLM's tokenizer after ``clean_text``,
+as the embedder reads them; each passage token is found back in the passage as the file holds it
+(``passage_offsets``), so a predicted token span maps to the exact characters it covers, invisible formatting
+and decomposed accents included, and a gold character span to the tokens that overlap it.
 """
 
 import json
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from elmo.tasks.data import text_lines
+from elmo.tokenizers import CONTROL_CHARACTERS, INVISIBLE_FORMATTING, clean_text
 
 
 @dataclass(frozen=True)
 class QAExample:
-    """``offsets[i]``: the characters ``[begin, end)`` of ``passage_words[i]`` in ``passage``; ``span``: the
-    first gold answer as inclusive token indices (None without answers); ``answers``: every gold text."""
+    """``question`` and ``passage`` as the file holds them; ``offsets[i]``: the characters ``[begin, end)`` of
+    ``passage`` that ``passage_words[i]`` was read from; ``span``: the first gold answer as inclusive token
+    indices (None without answers); ``answers``: every gold text."""
 
     key: str
     question: str
@@ -48,6 +52,42 @@ def token_offsets(text: str, words: Sequence[str]) -> list[tuple[int, int]]:
     return offsets
 
 
+def _cleaned_with_sources(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``clean_text(text)`` and, for each of its characters, the characters ``[begin, end)`` of ``text`` it was
+    made from: deleted formatting is in no range, and a character composed from a base and its marks (NFC)
+    has the range of all of them. Text is composed a cluster at a time (a character and the marks or jamo that
+    compose with it), which gives what composing it whole gives; ValueError if it ever does not."""
+    clusters: list[tuple[int, int, str]] = []  # begin, end in text, characters before composing
+    for index, character in enumerate(text):
+        if INVISIBLE_FORMATTING.fullmatch(character):
+            continue
+        if CONTROL_CHARACTERS.fullmatch(character):
+            character = " "
+        if clusters and (unicodedata.combining(character) or _composes(clusters[-1][2], character)):
+            begin, _, characters = clusters[-1]
+            clusters[-1] = (begin, index + 1, characters + character)
+        else:
+            clusters.append((index, index + 1, character))
+    composed = [(unicodedata.normalize("NFC", characters), (begin, end)) for begin, end, characters in clusters]
+    cleaned = "".join(characters for characters, _ in composed)
+    if cleaned != clean_text(text):
+        raise ValueError(f"the characters of {text[:40]!r}... cannot be matched to the text clean_text reads")
+    return cleaned, [source for characters, source in composed for _ in characters]
+
+
+def _composes(cluster: str, character: str) -> bool:
+    """Whether ``character`` changes when composed after ``cluster`` (a Hangul vowel after its consonant)."""
+    nfc = unicodedata.normalize
+    return nfc("NFC", cluster + character) != nfc("NFC", cluster) + nfc("NFC", character)
+
+
+def passage_offsets(text: str, words: Sequence[str]) -> list[tuple[int, int]]:
+    """The characters ``[begin, end)`` of ``text`` that each word was read from, the words being split from
+    ``clean_text(text)``: a span covers the formatting characters and marks inside its word, none around it."""
+    cleaned, sources = _cleaned_with_sources(text)
+    return [(sources[begin][0], sources[end - 1][1]) for begin, end in token_offsets(cleaned, words)]
+
+
 def answer_span(offsets: Sequence[tuple[int, int]], start: int, length: int) -> tuple[int, int] | None:
     """The inclusive token span that overlaps characters ``[start, start + length)``, None if no token does."""
     covered = [i for i, (begin, end) in enumerate(offsets) if begin < start + length and end > start]
@@ -59,11 +99,11 @@ def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
     for field in ("id", "question", "passage"):
         if not isinstance(row.get(field), str) or not row[field].strip():
             raise ValueError(f"QA row {str(row)[:80]!r} needs a non-empty string {field!r}")
-    passage_words = tokenize(row["passage"])
-    question_words = tokenize(row["question"])
+    passage_words = tokenize(clean_text(row["passage"]))
+    question_words = tokenize(clean_text(row["question"]))
     if not passage_words or not question_words:
         raise ValueError(f"question {row['id']!r}: the tokenizer left no words in its question or passage")
-    offsets = token_offsets(row["passage"], passage_words)
+    offsets = passage_offsets(row["passage"], passage_words)
     answers, span = [], None
     for answer in row.get("answers") or ():
         text, start = answer["text"], int(answer["start"])
