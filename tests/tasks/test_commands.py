@@ -1,6 +1,7 @@
 """``elmo task train`` and ``elmo task predict`` end to end on the small fixture biLM: files in the standard
 formats, the feature cache reused, predictions written in the input's format, bad input named."""
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -148,6 +149,38 @@ def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):
     rows = read_labelled(predicted)
     assert [text for _, text in rows] == ["a good film", "not good"]
     assert {label for label, _ in rows} <= {"pos", "neg"}
+
+
+def test_static_vectors_are_recorded_by_absolute_path_and_sha256_and_another_file_is_refused(
+        tmp_path: Path, fixture_dir: Path, capsys, monkeypatch):
+    """A relative --static failed from another directory, and a file rewritten at the path was read without a
+    word (a rewritten vectors file flipped a prediction, exit 0)."""
+    words = ["a", "good", "bad", "film", "not", "at", "all"]
+    trained_dir, elsewhere = tmp_path / "trained", tmp_path / "elsewhere"
+    trained_dir.mkdir()
+    elsewhere.mkdir()
+    vectors = trained_dir / "vec.npz"
+    StaticVectors(words, np.random.default_rng(0).normal(size=(len(words), 8))).save(vectors)
+    splits = _files(trained_dir, write_labelled, TEXTS, "tsv")
+    monkeypatch.chdir(trained_dir)
+    assert main(["task", "train", "classifier", *splits, "--model", str(fixture_dir), "--out", str(tmp_path / "out"),
+                 "--elmo", "none", "--static", "vec.npz", "--epochs", "1", "--quiet"]) == 0
+    spec = json.loads((tmp_path / "out" / "task.json").read_text(encoding="utf-8"))
+    assert spec["static"] == str(vectors.resolve())
+    assert spec["static_sha256"] == hashlib.sha256(vectors.read_bytes()).hexdigest()
+
+    monkeypatch.chdir(elsewhere)
+    (elsewhere / "texts.txt").write_text("a good film\nnot good\n", encoding="utf-8")
+    predict = ["task", "predict", str(tmp_path / "out"), "--input", "texts.txt", "--output", "predicted.tsv"]
+    assert main(predict) == 0
+    StaticVectors(words, np.random.default_rng(1).normal(size=(len(words), 8))).save(vectors)
+    capsys.readouterr()
+    assert main(predict) == 2
+    error = capsys.readouterr().err
+    assert f"{vectors.resolve()}: these are not the static vectors this task model was trained on" in error
+    vectors.unlink()
+    assert main(predict) == 2
+    assert f"{vectors.resolve()}: no such file" in capsys.readouterr().err
 
 
 def test_predict_reads_labels_only_where_every_line_starts_with_one_of_the_models(tmp_path: Path,

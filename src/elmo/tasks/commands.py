@@ -52,6 +52,7 @@ def _train(args: argparse.Namespace) -> int:
         load_static,
         read_examples,
         require_examples,
+        static_source,
         train_and_test,
     )
     from elmo.tasks.spec import TaskSpec
@@ -61,7 +62,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.kind == "qa":
         return _train_qa(args)
     elmo = None if args.elmo == "none" else args.elmo
-    static_name = None if args.static == "none" else args.static
+    static_name, static_sha256 = static_source(args.static)
     splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
               for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
@@ -81,7 +82,7 @@ def _train(args: argparse.Namespace) -> int:
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint)
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -122,7 +123,7 @@ def _check_train_options(args: argparse.Namespace) -> None:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer, require_examples
+    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer, require_examples, static_source
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
@@ -131,7 +132,7 @@ def _train_qa(args: argparse.Namespace) -> int:
     if args.fine_tune:
         raise ValueError("--fine-tune is not available for qa; its biLM layers are read from the cache")
     elmo = None if args.elmo == "none" else args.elmo
-    static_name = None if args.static == "none" else args.static
+    static_name, static_sha256 = static_source(args.static)
     tokenize = model_tokenizer(args.model)
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
@@ -146,7 +147,7 @@ def _train_qa(args: argparse.Namespace) -> int:
                     else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
                     encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint)
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -164,7 +165,7 @@ def _predict_qa(spec: "TaskSpec", model, args: argparse.Namespace) -> int:
     from elmo.tasks.qa_pipeline import answer_questions
 
     examples = read_qa(args.input, model_tokenizer(spec.bilm_model))
-    answers = answer_questions(spec, model, examples, load_static(spec.static))
+    answers = answer_questions(spec, model, examples, load_static(spec.static, spec.static_sha256))
     text = "".join(json.dumps({"id": example.key, "answer": answer}, ensure_ascii=False) + "\n"
                    for example, answer in zip(examples, answers, strict=True))
     if args.output is None:
@@ -198,7 +199,7 @@ def _predict(args: argparse.Namespace) -> int:
         # The label is a placeholder: prediction reads no targets.
         examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.bilm_model),
                                            spec.max_words)
-    guesses = predict_examples(spec, model, examples, load_static(spec.static))
+    guesses = predict_examples(spec, model, examples, load_static(spec.static, spec.static_sha256))
     _write_predictions(spec.kind, examples, guesses, texts, args.output)
     if args.output:
         print(f"wrote {len(guesses)} predictions to {args.output}", file=sys.stderr)
@@ -266,7 +267,9 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--elmo", choices=("mix", "top", "none"), default="mix",
                        help="learned scalar mix of all layers (default), the top layer, or no ELMo")
     train.add_argument("--static", default="none", help="static word vectors: none (default), glove, or an .npz "
-                                                        "written by StaticVectors.save (e.g. word2vec)")
+                                                        "written by StaticVectors.save (e.g. word2vec; task.json "
+                                                        "records its absolute path and sha256, and predict "
+                                                        "refuses another file there)")
     train.add_argument("--segment", choices=SEGMENTERS, default=None,
                        help="tagger tokens are characters; the biLM reads the words this segmenter makes")
     train.add_argument("--max-words", type=positive_int, default=None,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from elmo.files import sha256_of
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import (
     SEGMENTERS,
@@ -53,11 +54,39 @@ def read_examples(kind: str, path: str | Path, model: str, segment: str | None =
     return classification_examples(read_labelled(path), model_tokenizer(model), max_words)
 
 
-def load_static(name: str | None) -> StaticVectors | None:
-    """``glove`` (GloVe 6B 50d), an ``.npz`` written by StaticVectors.save, or None."""
+def static_source(name: str) -> tuple[str | None, str | None]:
+    """What a task spec records of ``--static NAME``: None for ``none``; ``glove`` as it is; a vectors file by
+    its absolute path and its sha256, so that the model reads the same vectors from any directory and
+    ``load_static`` refuses another file put at that path."""
+    if name == "none":
+        return None, None
+    if name == "glove":
+        return name, None
+    path = Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"--static {name}: no such file; expected none, glove or an .npz written by "
+                                "StaticVectors.save")
+    return str(path.resolve()), sha256_of(path)
+
+
+def load_static(name: str | None, sha256: str | None = None) -> StaticVectors | None:
+    """``glove`` (GloVe 6B 50d), an ``.npz`` written by StaticVectors.save, or None. With ``sha256`` (what the
+    task spec recorded), a file whose bytes differ is refused: a model fed other vectors predicts nonsense
+    without an error."""
     if name is None:
         return None
-    return StaticVectors.glove() if name == "glove" else StaticVectors.load(name)
+    if name == "glove":
+        return StaticVectors.glove()
+    path = Path(name)
+    if sha256 is not None:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file; this task model was trained on the static vectors "
+                                    "its task.json names there")
+        if (found := sha256_of(path)) != sha256:
+            raise ValueError(f"{path}: these are not the static vectors this task model was trained on (sha256 "
+                             f"{sha256[:12]}..., found {found[:12]}...): put back the file it was trained on, or "
+                             "train the task model again on these vectors")
+    return StaticVectors.load(path)
 
 
 def features_embedder(model: str) -> "Embedder":

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 class TaskSpec:
     """- ``labels``: tag names (tagger, BIO) or class names (classifier), in id order.
     - ``elmo``: ``mix``, ``top`` or None; ``model``: the biLM (directory or shipped name) when ELMo is read.
-    - ``static``: ``glove`` or a StaticVectors ``.npz`` path, and ``static_dim``; None for no static vectors.
+    - ``static``: ``glove`` or a StaticVectors ``.npz`` path (absolute), and ``static_dim``; None for no static
+      vectors. ``static_sha256``: the file's sha256 when the model was trained, checked before prediction reads
+      it (``pipeline.load_static``); None for GloVe, or a task.json written before it was recorded (not checked).
     - ``segment``: ``jieba`` when tokens are characters that the biLM reads as jieba words (``positions``
       then adds each character's place in its word).
     - ``max_words``: classification texts are cut to this many words.
@@ -69,6 +71,7 @@ class TaskSpec:
     encoder_layers: int = BILSTM.layers
     encoder_heads: int = BILSTM.heads
     bilm_fingerprint: str | None = None
+    static_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
