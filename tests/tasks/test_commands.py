@@ -231,6 +231,24 @@ def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     assert "bad.tsv:2: expected 'label<TAB>text'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("kind", "write", "rows", "split", "content", "expected"), [
+    ("classifier", write_labelled, TEXTS, "dev", "pos\ta good film\n\nneg\tbad\npostive\ta fine film\n",
+     "dev.tsv:4: label 'postive' of the dev split is not in the train split (neg, pos)"),
+    ("tagger", write_tagged, SENTENCES, "test", "mr\tO\nann\tB-PER\n\nbob\tO\nran\tB-PRE\n",
+     "test.tsv:5: label 'B-PRE' of the test split is not in the train split (O, B-PER)"),
+])
+def test_a_label_only_dev_or_test_holds_is_refused_naming_its_line_before_anything_is_embedded(
+        tmp_path: Path, fixture_dir: Path, capsys, kind, write, rows, split, content, expected):
+    """Labels came from all three splits, so a typo in dev or test became a class the model never trained on."""
+    splits = _files(tmp_path, write, rows, "tsv")
+    (tmp_path / f"{split}.tsv").write_text(content, encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["task", "train", kind, *splits, "--model", str(fixture_dir), "--out", str(out), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and len(error.splitlines()) == 1, error
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kind, write, rows", [("tagger", write_tagged, SENTENCES),
                                               ("classifier", write_labelled, TEXTS),
                                               ("qa", write_qa, toy_rows(4, 0))])

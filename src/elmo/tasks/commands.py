@@ -42,6 +42,7 @@ from elmo.tasks.data import (
 )
 
 if TYPE_CHECKING:
+    from elmo.tasks.data import Example
     from elmo.tasks.spec import TaskSpec
 
 
@@ -66,6 +67,8 @@ def _train(args: argparse.Namespace) -> int:
     splits = {name: read_examples(args.kind, getattr(args, name), args.model, args.segment, args.max_words)
               for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
+    labels = labels_of(args.kind, splits["train"])
+    _check_labels_in_train(args.kind, labels, splits, {name: Path(getattr(args, name)) for name in splits})
     static = load_static(static_name)
     layers = embedder = None
     n_layers = elmo_dim = 0
@@ -78,7 +81,7 @@ def _train(args: argparse.Namespace) -> int:
         embedder = features_embedder(args.model)
         layers = embed_examples(embedder, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"][0].shape
-    spec = TaskSpec(args.kind, labels_of(args.kind, *splits.values()), elmo, args.model, n_layers, elmo_dim,
+    spec = TaskSpec(args.kind, labels, elmo, args.model, n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
@@ -92,6 +95,37 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{summary['metric']}: dev {summary['dev']:.4f}, test {summary['test']:.4f} (best epoch "
           f"{summary['best_epoch']} of {summary['epochs_run']}, {summary['seconds']:.0f} s){mix}; model in {args.out}")
     return 0
+
+
+def _check_labels_in_train(kind: str, labels: Sequence[str], splits: dict[str, list["Example"]],
+                           files: dict[str, Path]) -> None:
+    """ValueError naming the file, line and split of the first dev or test label (tag or class) that the train
+    split lacks: the model learns only train's labels, and one met only in dev or test (a typo) would have become
+    a class it never saw."""
+    known = set(labels)
+    for name in ("dev", "test"):
+        for index, example in enumerate(splits[name]):
+            for position, label in enumerate((example.tags or ()) if kind == "tagger" else (example.label or "",)):
+                if label not in known:
+                    line = _line_number(files[name], kind, index, position)
+                    raise ValueError(f"{files[name]}:{line}: label {label!r} of the {name} split is not in the train "
+                                     f"split ({', '.join(labels)}); a model learns only the labels it trains on")
+
+
+def _line_number(path: Path, kind: str, index: int, position: int) -> int:
+    """The line of ``path`` that token ``position`` of example ``index`` was read from: a classifier's examples
+    are its non-blank lines, a tagger's are blocks of them between blank lines, a token a line."""
+    blocks: list[list[int]] = []
+    after_blank = True
+    for number, line in enumerate(text_lines(path), start=1):
+        if not line.strip():
+            after_blank = True
+            continue
+        if kind != "tagger" or after_blank:
+            blocks.append([])
+        blocks[-1].append(number)
+        after_blank = False
+    return blocks[index][position]
 
 
 def _check_train_options(args: argparse.Namespace) -> None:

@@ -146,7 +146,8 @@ def items_for(spec: TaskSpec, examples: Sequence[Example], layers: Sequence[np.n
 
 
 def labels_of(kind: str, *splits: Sequence[Example]) -> tuple[str, ...]:
-    """Every tag (``O`` first, then sorted) or class (sorted) in the given splits."""
+    """Every tag (``O`` first, then sorted) or class (sorted) in the given splits; a model's labels are those of
+    its train split alone (``elmo task train`` refuses a dev or test label that train lacks)."""
     if kind == "tagger":
         found = {tag for examples in splits for example in examples for tag in example.tags or ()}
         return ("O", *sorted(found - {"O"}))
