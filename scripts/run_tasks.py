@@ -127,7 +127,7 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
         return write_cloze_data(paths, smoke, task.train_questions)
     # How the files were cut: files cut another way (before the duplicates were dropped) are cut again.
     rule = {"rule": SPLIT_RULE, "source": task.source, "sizes": list(SMOKE_SIZES if smoke else task.sizes),
-            "seed": DATA_SEED}
+            "seed": DATA_SEED, **({"held_out": SMOKE_HELD_OUT_RULE} if smoke else {})}
     if all(path.is_file() for path in paths.values()) and (folder / "split.json").is_file() and \
             json.loads((folder / "split.json").read_text(encoding="utf-8")) == rule:
         return paths
@@ -136,6 +136,8 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
             "chinese-reviews": data.chinese_reviews}[task.source]()
     distinct = data.distinct_examples(rows, labelled_first=task.kind == "classifier")
     parts = data.split(distinct, SMOKE_SIZES if smoke else task.sizes, seed=DATA_SEED)
+    if smoke:  # 60 training tweets lack some of WNUT-16's entity types
+        parts = [parts[0], *(with_labels_of(parts[0], part, task.kind) for part in parts[1:])]
     write = data.write_tagged if task.kind == "tagger" else data.write_labelled
     for path, part in zip(paths.values(), parts, strict=True):
         write(path, part)
@@ -145,9 +147,24 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
     return paths
 
 
+# `elmo task train` refuses a dev or test label that train lacks; the full cuts hold none, a smoke cut would.
+SMOKE_HELD_OUT_RULE = "dev and test rows whose labels train holds"
+
+
+def with_labels_of(train: list, part: list, kind: str) -> list:
+    """The rows of ``part`` whose labels (a class, or every tag) the ``train`` rows hold."""
+    def labels(row: tuple) -> set[str]:
+        return {row[0]} if kind == "classifier" else set(row[1])
+
+    known = set().union(*(labels(row) for row in train))
+    return [row for row in part if labels(row) <= known]
+
+
 def write_cloze_data(paths: dict[str, Path], smoke: bool, train_questions: int | None) -> dict[str, Path]:
     """The cloze set as ``python -m elmo.tasks.qa_cloze`` writes it (smoke: the first rows of each split) and,
     with ``train_questions``, its first n training questions as ``train-N.jsonl``, the training file then."""
+    from elmo.files import atomic_path
+    from elmo.tasks.data import text_lines
     from elmo.tasks.qa_cloze import wiki_cloze
     from elmo.tasks.qa_data import write_qa
 
@@ -169,9 +186,13 @@ def write_cloze_data(paths: dict[str, Path], smoke: bool, train_questions: int |
     if train_questions is None or smoke:
         return paths
     head = paths["train"].with_name(f"train-{train_questions}.jsonl")
-    if not head.is_file():
-        lines = paths["train"].read_text(encoding="utf-8").splitlines(keepends=True)
-        head.write_text("".join(lines[:train_questions]), encoding="utf-8")
+    # Lines as read_qa reads them (text_lines: a row may hold U+2028, which splitlines cut it at); a head file
+    # cut otherwise, or of an older train.jsonl, is written again.
+    questions = [line for line in text_lines(paths["train"]) if line.strip()][:train_questions]
+    text = "".join(f"{line}\n" for line in questions)
+    if not head.is_file() or head.read_text(encoding="utf-8") != text:
+        with atomic_path(head) as temporary:
+            temporary.write_text(text, encoding="utf-8")
     return {**paths, "train": head}
 
 

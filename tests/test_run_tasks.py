@@ -87,3 +87,36 @@ def test_the_mix_weight_error_bars_are_the_sample_standard_deviation(monkeypatch
         sample_std = math.sqrt(sum((value - mean) ** 2 for value in values) / (3 - 1))
         assert errors == pytest.approx([sample_std, 0.0])  # one run (elmo+static): no spread
     assert len(bars) == 3
+
+
+def test_the_first_questions_file_keeps_a_row_holding_a_line_separator_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """train-N.jsonl was cut with splitlines, which ends a line at U+2028 too: a row was cut in two, N lines
+    held fewer than N questions and the file was no longer JSON lines."""
+    from elmo.tasks import qa_cloze
+
+    def row(number: int, separator: str = "") -> dict:
+        passage = f"Paris is big{separator} . Rome is old ."
+        return {"id": f"q{number}", "question": "XXXXX is big", "passage": passage,
+                "answers": [{"text": "Paris", "start": 0}]}
+
+    rows = [row(0, "\u2028"), row(1, "\x85"), row(2)]
+    monkeypatch.setattr(qa_cloze, "wiki_cloze", lambda: {"train": rows, "dev": [row(3)], "test": [row(4)]})
+    paths = {name: tmp_path / f"{name}.jsonl" for name in ("train", "dev", "test")}
+    head = tmp_path / "train-2.jsonl"
+    head.write_text("a head cut by an older run\n", encoding="utf-8")
+    assert fresh_run_tasks().write_cloze_data(paths, smoke=False, train_questions=2)["train"] == head
+    assert head.read_text(encoding="utf-8") == "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:2])
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "dev.jsonl", "split.json", "test.jsonl", "train-2.jsonl", "train.jsonl"]  # no partial file left
+
+
+def test_a_smoke_cut_keeps_only_dev_and_test_rows_whose_labels_train_holds():
+    """`elmo task train` refuses a label train lacks, and 60 smoke training tweets lack some WNUT-16 types."""
+    run_tasks = fresh_run_tasks()
+    train = [(["Ann", "ran"], ["B-PER", "O"])]
+    part = [(["Bob"], ["B-PER"]), (["in", "Rome"], ["O", "B-LOC"]), (["ran"], ["O"])]
+    assert run_tasks.with_labels_of(train, part, "tagger") == [part[0], part[2]]
+    assert run_tasks.with_labels_of([("pos", "good")], [("neg", "bad"), ("pos", "fine")], "classifier") == [
+        ("pos", "fine")]
