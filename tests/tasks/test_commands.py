@@ -212,6 +212,22 @@ def test_predict_gives_one_prediction_per_line_whatever_else_splitlines_breaks_a
                                                                                "second\u2028review"]
 
 
+@pytest.mark.parametrize(("content", "texts"), [
+    ("a good film\n\n   \nnot good\n", ["a good film", "", "", "not good"]),
+    ("pos\ta good film\n\nneg\tnot good\n", ["a good film", "", "not good"]),
+    ("\n\n", ["", ""]),
+])
+def test_predict_answers_a_classifier_input_line_for_line_a_blank_one_with_an_empty_label(
+        tmp_path: Path, static_classifier: Path, content: str, texts: list[str]):
+    """Blank lines were dropped, so output line i no longer answered input line i."""
+    given, predicted = tmp_path / "given.txt", tmp_path / "predicted.tsv"
+    given.write_text(content, encoding="utf-8")
+    assert main(["task", "predict", str(static_classifier), "--input", str(given), "--output", str(predicted)]) == 0
+    rows = [line.split("\t") for line in predicted.read_text(encoding="utf-8").split("\n")[:-1]]
+    assert [text for _, text in rows] == texts
+    assert all((label == "") == (text == "") and label in ("", "pos", "neg") for label, text in rows)
+
+
 def test_predict_reads_a_byte_order_mark_as_no_part_of_the_first_line(tmp_path: Path, static_classifier: Path):
     """It became a token '\\ufeff' written into the output, and a labelled file beginning with one was refused."""
     given, predicted = tmp_path / "given.txt", tmp_path / "predicted.tsv"

@@ -224,19 +224,22 @@ def _predict(args: argparse.Namespace) -> int:
     spec, model = TaskSpec.load(args.task_model)
     if isinstance(model, SpanQA):  # spec.kind == "qa"
         return _predict_qa(spec, model, args)
-    texts: list[str] = []  # a classifier's inputs, written back beside its labels
+    texts: list[str] = []  # a classifier's inputs, one per input line, written back beside its labels
     if spec.kind == "tagger":
         sentences = read_tagged(args.input, require_tags=False)
         examples = tagging_examples(sentences, segmenter(spec.segment))
     else:
         texts = _texts_to_classify(args.input, spec.labels)
         # The label is a placeholder: prediction reads no targets.
-        examples = classification_examples([(spec.labels[0], text) for text in texts], model_tokenizer(spec.bilm_model),
-                                           spec.max_words)
+        examples = classification_examples([(spec.labels[0], text) for text in texts if text],
+                                           model_tokenizer(spec.bilm_model), spec.max_words)
     guesses = predict_examples(spec, model, examples, load_static(spec.static, spec.static_sha256))
+    if spec.kind == "classifier":  # a blank line's label is empty, so output line i answers input line i
+        guessed = iter(guesses)
+        guesses = [next(guessed) if text else "" for text in texts]
     _write_predictions(spec.kind, examples, guesses, texts, args.output)
     if args.output:
-        print(f"wrote {len(guesses)} predictions to {args.output}", file=sys.stderr)
+        print(f"wrote {len(examples)} predictions to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -262,19 +265,22 @@ def _write_predictions(kind: str, examples: list, guesses: list, texts: list[str
 
 
 def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
-    """The texts of ``label TAB text`` lines (every line starts with one of the model's ``labels`` and a tab;
-    the labels are ignored) or of plain text lines (none does; a tab is then part of the text). A file of
-    both is refused, naming a line of each kind, rather than read with labels inside the texts."""
+    """The text of each line, "" for a blank one, of ``label TAB text`` lines (every non-blank line starts with
+    one of the model's ``labels`` and a tab; the labels are ignored) or of plain text lines (none does; a tab is
+    then part of the text). A file of both is refused, naming a line of each kind, rather than read with labels
+    inside the texts."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such input file")
-    numbered = [(number, line) for number, line in enumerate(text_lines(Path(path)), start=1) if line.strip()]
+    lines = text_lines(Path(path))
+    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     known = set(labels)
     labelled = [number for number, line in numbered
                 if "\t" in line and line.partition("\t")[0].strip() in known]
     if not labelled:
-        return [line.strip() for _, line in numbered]
+        return [line.strip() for line in lines]
     if len(labelled) == len(numbered):
-        return [text for _, text in read_labelled(path)]
+        texts = iter(text for _, text in read_labelled(path))  # its rows: the non-blank lines
+        return [next(texts) if line.strip() else "" for line in lines]
     labelled_numbers = set(labelled)
     plain = next(number for number, _ in numbered if number not in labelled_numbers)
     raise ValueError(f"{path}: line {labelled[0]} starts with a label of the model and a tab, line {plain} does "
@@ -341,7 +347,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     predict.add_argument("--input", required=True, help="tagger: CoNLL file (tags optional, ignored); "
                                                         "classifier: text lines or label<TAB>text lines (read "
                                                         "as labelled when every line starts with one of the "
-                                                        "model's labels and a tab); "
+                                                        "model's labels and a tab), answered line for line (a "
+                                                        "blank line with an empty label); "
                                                         "qa: JSON lines of id, question, passage (answers "
                                                         "ignored), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="file to write the predictions to (default, or -: "
