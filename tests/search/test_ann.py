@@ -84,3 +84,32 @@ def test_ann_search_returns_at_most_the_rows_it_holds_for_any_k():
     scores, ids = ann_search(flat, vectors, queries, 1000, candidates=300)  # not (3, 1000), padded with -1
     assert scores.shape == ids.shape == (3, 20)
     np.testing.assert_array_equal(ids, exact_search(vectors, queries, 1000)[1])
+
+
+def test_ann_search_fills_every_row_where_the_lists_it_visits_hold_fewer_than_k():
+    vectors = _clustered(2_000, 16, 20, seed=6).astype(np.float16)
+    queries = _clustered(4, 16, 20, seed=7)
+    ivf = build_ann(vectors, AnnOptions(factory="IVF16,Flat"))
+    faiss.extract_index_ivf(ivf).nprobe = 1  # one list of 16: about 125 rows a query
+    for k in (500, len(vectors), 10**6):
+        scores, ids = ann_search(ivf, vectors, queries, k, candidates=300)
+        expected = min(k, len(vectors))
+        assert ids.shape == (4, expected) and (ids >= 0).all()
+        full = queries @ vectors.astype(np.float32).T
+        for q in range(4):
+            np.testing.assert_array_equal(ids[q], np.lexsort((np.arange(len(vectors)), -full[q]))[:expected])
+            np.testing.assert_allclose(scores[q], full[q, ids[q]], rtol=1e-5)
+
+
+@pytest.mark.parametrize("k", [-1, -5])
+def test_a_negative_k_is_refused_naming_k(k):
+    from elmo.search import SearchError
+
+    vectors = unit_rows(np.random.default_rng(8).normal(size=(20, 8))).astype(np.float16)
+    query = unit_rows(np.random.default_rng(9).normal(size=(1, 8)))
+    flat = build_ann(vectors, AnnOptions(factory="Flat"))
+    for search in (lambda: exact_search(vectors, query, k), lambda: ann_search(flat, vectors, query, k, 300)):
+        with pytest.raises(SearchError, match=f"k is {k}; expected") as refused:
+            search()
+        assert refused.value.field == "k"
+    assert exact_search(vectors, query, 0)[1].shape == (1, 0)  # zero rows asked, zero given

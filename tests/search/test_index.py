@@ -411,9 +411,9 @@ def test_a_rebuild_killed_while_deleting_the_old_index_leaves_a_whole_index(topi
     rmtree = files.shutil.rmtree
 
     def killed_after_one_file(path, *args, **kwargs):
-        if not Path(path).is_relative_to(tmp_path) or Path(path).name == "index.partial":
+        if not Path(path).is_relative_to(tmp_path) or not Path(path).exists():  # the build's clearing of a partial
             return rmtree(path, *args, **kwargs)
-        next(Path(path).iterdir()).unlink()  # the old index, whichever name it has by now
+        next(Path(path).iterdir()).unlink()  # the old index, whichever name it has by now (swapped: index.partial)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(files.shutil, "rmtree", killed_after_one_file)
@@ -518,3 +518,39 @@ def test_a_repeated_query_sentence_leaves_out_one_use_as_the_query_and_keeps_its
         same_use = [hit for hit in found if hit.sentence == SPORTS_LINES[0] and hit.token_index == position]
         assert [hit.line for hit in same_use] == copies[1:], options  # the earliest copy is taken for the query
         assert [hit.score for hit in same_use] == pytest.approx([1.0, 1.0], abs=1e-3)
+
+
+def test_k_beyond_the_index_returns_every_token_even_where_the_ann_lists_visited_hold_fewer(
+        topic_corpus, constructed_embedder, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False,
+                ann=AnnOptions(factory="IVF4,Flat", nprobe=1))  # one list of four visited a query
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    query = SPORTS_LINES[0].split()
+    proposed = index.ann().search(constructed_vector(query, query.index("play"), 2, index.dim)[None], index.n_indexed)
+    assert (proposed[1] < 0).any()  # the ANN index alone cannot supply every token
+    found = neighbors(index, SPORTS_LINES[0], "play", k=10**6)
+    assert len(found) == index.n_indexed - 1  # every indexed token but the query's own
+    assert len({(hit.line, hit.token_index) for hit in found}) == len(found)
+    assert [hit.score for hit in found] == sorted((hit.score for hit in found), reverse=True)
+
+
+def test_a_negative_k_is_refused_by_the_index_search(topic_corpus, constructed_embedder, tmp_path):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    for exact in (False, True):
+        with pytest.raises(SearchError, match="k is -2") as refused:
+            index.search(np.ones(index.dim, np.float32), k=-2, exact=exact)
+        assert refused.value.field == "k"
+
+
+def test_an_index_of_an_earlier_format_is_refused_by_load_and_rebuilt_in_place(topic_corpus, fixture_bilm,
+                                                                              tmp_path):
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[1], progress=False)
+    meta = json.loads((out / "meta.json").read_text())
+    meta["format"], meta["model_config"] = 1, meta.pop("fingerprint")  # as format 1 named the model
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SearchError, match=r"index format 1.*build the index again"):
+        ContextIndex.load(out)
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
+    assert ContextIndex.load(out).layers == ["layer2"]

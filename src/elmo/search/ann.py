@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from elmo.search.errors import SearchError
+
 if TYPE_CHECKING:
     import faiss
 
@@ -71,6 +73,12 @@ def n_lists(index: "faiss.Index") -> int:
         return 1
 
 
+def check_k(k: int) -> None:
+    """Refuse a negative ``k`` (SearchError, field ``k``): slicing by it would drop rows from the end instead."""
+    if k < 0:
+        raise SearchError(f"k is {k}; expected the number of rows to return, 0 or more", "k")
+
+
 def exact_search(
     vectors: np.ndarray, queries: np.ndarray, k: int, rows: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +86,9 @@ def exact_search(
 
     ``vectors``: ``(n, dim)`` (a memmap is scanned a chunk at a time); ``queries``: ``(Q, dim)``; ``rows``: search
     only these rows. Returns scores ``(Q, k')`` float32 and row ids ``(Q, k')`` int64, ``k' = min(k, candidates)``.
+    SearchError for a negative ``k``.
     """
+    check_k(k)
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     candidates = np.arange(len(vectors)) if rows is None else np.asarray(rows, dtype=np.int64)
     k = min(k, len(candidates))
@@ -110,8 +120,10 @@ def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: 
                candidates: int) -> tuple[np.ndarray, np.ndarray]:
     """``exact_search``'s answer, approximately: the ANN index proposes ``max(k, candidates)`` rows a query and
     exact inner products on ``vectors`` rank them. Scores and rows are ``(Q, k')``, ``k' = min(k, n)`` as in
-    ``exact_search`` (a ``k`` beyond the index allocates nothing for it); rows it could not fill are -1 with
-    score -inf."""
+    ``exact_search`` (a ``k`` beyond the index allocates nothing for it). A query the ANN index proposes fewer
+    than ``k'`` rows for (an IVF index visits only ``nprobe`` lists) is answered by ``exact_search``, so every
+    row is filled. SearchError for a negative ``k``."""
+    check_k(k)
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     k = min(k, len(vectors))
     _, proposed = ann.search(queries, min(max(k, candidates), len(vectors)))
@@ -121,6 +133,9 @@ def ann_search(ann: "faiss.Index", vectors: np.ndarray, queries: np.ndarray, k: 
         found = np.unique(found[found >= 0])  # sorted, so a memmap is read in order
         exact_scores, top = top_rows(np.asarray(vectors[found], dtype=np.float32) @ queries[q], found, k)
         scores[q, : len(top)], best[q, : len(top)] = exact_scores, top
+    short = (best < 0).any(axis=1)
+    if short.any():
+        scores[short], best[short] = exact_search(vectors, queries[short], k)
     return scores, best
 
 

@@ -28,6 +28,8 @@ from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, w
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, window_of
+from elmo.search.words import word_key
+from elmo.tokenizers import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,8 @@ class _PartialIndex:
 
     def add(self, text: str, tokens: Sequence[str], all_layers: np.ndarray, layers: Sequence[StoredLayer],
             indexed: set[str] | None) -> None:
-        """One sentence: its text, its tokens' records and vectors (``all_layers``: ``(n_layers, T, dim)``)."""
+        """One sentence: its text (cleaned, the text ``tokens`` were split from), its tokens' records and vectors
+        (``all_layers``: ``(n_layers, T, dim)``); ``indexed``: the ``word_key`` of each word to index, or None."""
         encoded = (text + "\n").encode("utf-8")
         self.text_bytes += len(encoded)
         self.handles[layout.SENTENCES].write(encoded)
@@ -107,7 +110,7 @@ class _PartialIndex:
                 self.handles[layout.VOCAB].write((token + "\n").encode("utf-8"))
                 self.handles[layout.LAYER0].write(all_layers[0, position].astype(layout.VECTOR_DTYPE).tobytes())
             self.counts[word] += 1
-            if indexed is None or token.casefold() in indexed:
+            if indexed is None or word_key(token) in indexed:
                 positions.append((position, word))
         self.progress["lines"] += 1
         self.progress["tokens"] += len(tokens)
@@ -170,7 +173,7 @@ class _PartialIndex:
 def _read_words(path: Path) -> set[str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such words file (expected one word a line)")
-    words = {line.strip().casefold() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()}
+    words = {word_key(line) for line in path.read_text(encoding="utf-8-sig").splitlines()} - {""}
     if not words:
         raise SearchError(f"{path} lists no words; expected one word a line", "words_only")
     return words
@@ -204,7 +207,8 @@ def check_index_options(out: Path, layers: LayerChoice | str | Sequence[LayerCho
                         dim: int, factory: str | None, words_only: str | Path | Iterable[str] | None
                         ) -> tuple[list[StoredLayer], set[str] | None]:
     """``build_index``'s checks of its options, which need the model's shape only (``elmo index`` makes them
-    from options.json before the weights load): the layers chosen and the words to index (None: every word)."""
+    from options.json before the weights load): the layers chosen and the words to index, each as its
+    ``word_key`` (cleaned as corpus lines are, casefolded; None: every word)."""
     _check_out(out)
     if factory is not None:
         _check_factory(factory, dim)
@@ -212,7 +216,7 @@ def check_index_options(out: Path, layers: LayerChoice | str | Sequence[LayerCho
     if words_only is None:
         return chosen, None
     indexed = _read_words(Path(words_only)) if isinstance(words_only, str | Path) else \
-        {word.strip().casefold() for word in words_only if word.strip()}
+        {word_key(word) for word in words_only} - {""}
     if not indexed:
         raise SearchError("words_only lists no words; give at least one, or None to index every token", "words_only")
     phrases = sorted(word for word in indexed if len(word.split()) > 1)
@@ -283,7 +287,7 @@ def build_index(
         raise SearchError(f"{corpus}: no token to index" + (" among --words-only" if indexed is not None else ""),
                           "words_only" if indexed is not None else "corpus")
     if indexed is not None:
-        unused = sorted(indexed - {word.casefold() for word in state.words})
+        unused = sorted(indexed - {word_key(word) for word in state.words})
         if unused:
             report.warnings.append(f"{len(unused)} of the {len(indexed)} words_only never occur as a token of "
                                    f"{corpus} ({', '.join(unused[:10])}{', ...' if len(unused) > 10 else ''}); a "
@@ -333,15 +337,16 @@ def _check_out(out: Path) -> None:
 
 
 def _holds_only_an_index(directory: Path) -> bool:
-    """Whether ``directory`` holds an index's files and nothing else, its ``meta.json`` one that an index
-    writes: a ``meta.json`` of something else beside other files is not an index to replace. A
-    ``progress.json`` is one of its files too: earlier versions published the index with it and deleted it
-    after, so a build killed between the two left it there."""
+    """Whether ``directory`` holds an index's files and nothing else, its ``meta.json`` one that an index of any
+    format writes (an object with a ``format``: ``ContextIndex.load`` tells the holder of an earlier format to
+    build it again, so that must be possible in place): a ``meta.json`` of something else beside other files is
+    not an index to replace. A ``progress.json`` is one of its files too: earlier versions published the index
+    with it and deleted it after, so a build killed between the two left it there."""
     try:
         meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(meta, dict) and {"format", "fingerprint"} <= meta.keys() and \
+    return isinstance(meta, dict) and "format" in meta and \
         all(entry.is_file() and (layout.is_index_file(entry.name) or entry.name == layout.PROGRESS)
             for entry in directory.iterdir())
 
@@ -382,7 +387,9 @@ def _embed_corpus(corpus: Path, state: _PartialIndex, embedder: LayerEmbedder, l
     lines = read_lines(corpus, read_report)
     done = sum(1 for _ in itertools.islice(lines, state.progress["lines"]))
     bar = tqdm(total=total, initial=done, unit=" sentences", desc="indexing", disable=not progress)
-    while texts := list(itertools.islice(lines, checkpoint_lines)):
+    # Each line is stored as cleaned and split as cleaned, so splitting the stored text again gives the tokens
+    # embedded (ContextIndex.occurrence), whether or not the embedder's tokenize cleans text itself.
+    while texts := [clean_text(text) for text in itertools.islice(lines, checkpoint_lines)]:
         token_lists = [embedder.tokenize(text) for text in texts]
         for text, tokens, all_layers in zip(texts, token_lists, embedder.embed(token_lists, "all", batch_size),
                                             strict=True):

@@ -13,11 +13,12 @@ import numpy as np
 
 from elmo.layer_choice import LayerChoice, LayerChoiceError, stored_layer
 from elmo.search import layout
-from elmo.search.ann import CHUNK_ROWS, ann_search, exact_search, read_ann, unit_rows
+from elmo.search.ann import CHUNK_ROWS, ann_search, check_k, exact_search, read_ann, unit_rows
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, window_of
-from elmo.tokenizers import get_tokenizer
+from elmo.search.words import word_key
+from elmo.tokenizers import clean_text, get_tokenizer
 
 if TYPE_CHECKING:
     import faiss
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Occurrence:
-    """One indexed token: the corpus line it is in (0-based), that line's text, its tokens and its position."""
+    """One indexed token: the corpus line it is in (0-based), that line's text as the model read it (cleaned), its
+    tokens and its position."""
 
     row: int
     line: int
@@ -156,7 +158,9 @@ class ContextIndex:
                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` indexed tokens of highest cosine to each query (``(Q, dim)`` or ``(dim,)``), best first:
         scores and rows, each ``(Q, k)``. ANN candidates are re-ranked by exact cosine on the stored vectors;
-        ``exact`` scans them all instead; ``rows`` restricts the search to those rows (always exact)."""
+        ``exact`` scans them all instead; ``rows`` restricts the search to those rows (always exact). SearchError
+        (field ``k``) for a negative ``k``."""
+        check_k(k)
         queries = unit_rows(np.atleast_2d(queries))
         if queries.shape[1] != self.dim:
             raise SearchError(f"query vectors have {queries.shape[1]} dimensions; the index holds {self.dim}",
@@ -167,28 +171,43 @@ class ContextIndex:
         return ann_search(self.ann(layer), vectors, queries, k, self.meta["ann"]["candidates"])
 
     def occurrence(self, row: int) -> Occurrence:
+        """The indexed token ``row``, its line split into the tokens the model embedded: cleaned (``clean_text``,
+        as the build cleaned it before splitting; indexes from before it stored the clean text hold the line as
+        read) and split by the index's tokenizer. SearchError (field ``directory``) if that split does not put the
+        recorded word at the recorded position: the index was built with another cleaning or tokenizer."""
         record = self.tokens[row]
-        line = int(record["sentence"])
+        line, position = int(record["sentence"]), int(record["position"])
         start, end = self.sentence_offsets[line], self.sentence_offsets[line + 1]
         with (self.directory / layout.SENTENCES).open("rb") as handle:
             handle.seek(start)
-            text = handle.read(end - start - 1).decode("utf-8")
-        return Occurrence(row, line, text, self.tokenize(text), int(record["position"]))
+            text = clean_text(handle.read(end - start - 1).decode("utf-8"))
+        tokens = self.tokenize(text)
+        embedded = self.words[int(record["word"])]
+        if position >= len(tokens) or tokens[position] != clean_text(embedded):
+            found = repr(tokens[position]) if position < len(tokens) else f"nothing ({len(tokens)} tokens)"
+            raise SearchError(f"{self.directory}: line {line} split by the {self.meta['tokenizer']!r} tokenizer has "
+                              f"{found} at position {position}, where the index embedded {embedded!r}: it was "
+                              "built with another text cleaning or tokenizer; build the index again", "directory")
+        return Occurrence(row, line, text, tokens, position)
 
     def word_ids(self, word: str) -> np.ndarray:
-        """Ids of the vocabulary's forms of ``word``, ignoring case."""
-        wanted = word.casefold()
+        """Ids of the vocabulary's forms of ``word``, ignoring case, the word cleaned as the corpus was
+        (``elmo.search.words``)."""
+        wanted = word_key(word)
         return np.array([i for i, form in enumerate(self.words) if form.casefold() == wanted], np.int64)
 
     def vocabulary_form(self, word: str) -> str | None:
-        """``word`` as the corpus spells it: itself if present, else its most frequent case variant, else None."""
+        """``word`` as the corpus spells it: itself (cleaned as the corpus was) if present, else its most frequent
+        case variant, else None."""
         ids = self.word_ids(word)
         if not len(ids):
             return None
-        return word if word in self.words else self.words[int(ids[np.argmax(self.counts[ids])])]
+        cleaned = clean_text(word).strip()
+        return cleaned if cleaned in self.words else self.words[int(ids[np.argmax(self.counts[ids])])]
 
     def rows_of(self, word: str) -> np.ndarray:
-        """Rows of every indexed occurrence of ``word`` (ignoring case), in corpus order."""
+        """Rows of every indexed occurrence of ``word`` (ignoring case, cleaned as the corpus was), in corpus
+        order."""
         ids = self.word_ids(word)
         rows = [start + np.flatnonzero(np.isin(self.tokens["word"][start : start + CHUNK_ROWS], ids))
                 for start in range(0, self.n_indexed, CHUNK_ROWS)]

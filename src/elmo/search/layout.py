@@ -3,8 +3,10 @@
 - ``meta.json``: the format version, the model (its name and ``elmo.fingerprint``), tokenizer, windows, layers and
   sizes, and how the ANN index was made; ``model`` is a model directory's absolute path or, with
   ``model_shipped`` true, a shipped model's name (``model_source``);
-- ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as read, and the byte offset of each line
-  (``n_sentences + 1`` int64), so a hit's sentence is one seek away;
+- ``sentences.txt`` + ``sentence_offsets.i8``: each corpus line as the model read it (``clean_text``: the text
+  its tokens were split from), and the byte offset of each line (``n_sentences + 1`` int64), so a hit's sentence
+  is one seek away; indexes built before the lines were stored cleaned hold them as read, which the reader
+  cleans (``clean_text`` changes no clean text, so both read alike);
 - ``tokens.bin``: one ``TOKEN_DTYPE`` record per indexed token: its sentence, its position in the model
   tokenizer's tokens of that sentence, and its word id;
 - ``vectors-<layer>.f16``: ``(n_indexed, dim)`` unit vectors in float16, read through a memory map, so the

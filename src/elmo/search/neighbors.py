@@ -7,13 +7,14 @@ from dataclasses import asdict, dataclass, field
 from elmo.layer_choice import LayerChoice, stored_layer
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex
-from elmo.similarity import find_occurrences
+from elmo.search.words import word_key
+from elmo.tokenizers import clean_text
 
 
 @dataclass(frozen=True)
 class Neighbor:
-    """An indexed token near the query: its corpus line's text, its position among that line's tokens (as the
-    model's tokenizer splits it), the token, and the cosine to the query."""
+    """An indexed token near the query: its corpus line's text (cleaned, as the model read it), its position among
+    that line's tokens (as the model's tokenizer splits it), the token, and the cosine to the query."""
 
     sentence: str
     token_index: int
@@ -33,11 +34,13 @@ class Neighbor:
 
 
 def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
-    """The position among ``tokens`` of the ``occurrence``-th use of ``word`` (0-based, ignoring case).
+    """The position among ``tokens`` of the ``occurrence``-th use of ``word`` (0-based, ignoring case; word and
+    tokens compared as ``elmo.search.words.word_key`` cleans them, as a sentence is cleaned before it is split).
 
     SearchError ``word_not_in_sentence`` (field ``word``) if it is not there, or naming ``occurrence`` if the
     word is used fewer times."""
-    positions = [position for _, position in find_occurrences([tokens], word, match_case=False)]
+    wanted = word_key(word)
+    positions = [position for position, token in enumerate(tokens) if word_key(token) == wanted]
     if not positions:
         raise SearchError(f"{word!r} is not a token of the sentence {' '.join(tokens)!r}", "word",
                           SearchError.WORD_NOT_IN_SENTENCE)
@@ -57,15 +60,16 @@ def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: 
     query token itself: the best ranked, which among the identical vectors of repeated lines is the earliest
     line. Its other copies are uses of their own and stay, at a cosine of about 1.
 
-    The sentence is embedded by ``index.embedder`` and the word's vector taken at ``layer`` (default: the first
-    indexed); ANN candidates are re-ranked by exact cosine, or ``exact`` scans every token. ``same_word`` keeps
-    to occurrences of the same word (ignoring case), searched exactly, as the paper's table does. SearchError
-    names the argument at fault."""
+    A sentence given as text is cleaned (``clean_text``) and split as the corpus lines were; the word is matched
+    cleaned alike (``elmo.search.words``). The sentence is embedded by ``index.embedder`` and the word's vector
+    taken at ``layer`` (default: the first indexed); ANN candidates are re-ranked by exact cosine, or ``exact``
+    scans every token. ``same_word`` keeps to occurrences of the same word (ignoring case), searched exactly, as
+    the paper's table does. SearchError names the argument at fault."""
     if k < 1:
         raise SearchError(f"k is {k}; expected at least 1", "k")
     name = index.layer(layer)
     embedder = index.embedder
-    tokens = embedder.tokenize(sentence)
+    tokens = embedder.tokenize(clean_text(sentence) if isinstance(sentence, str) else sentence)
     position = locate(tokens, word, occurrence)
     rows = index.rows_of(word) if same_word else None
     if rows is not None and not len(rows):
@@ -74,18 +78,13 @@ def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: 
     stored = stored_layer(name, index.n_layers)
     vector = all_layers[:, position].mean(axis=0) if stored == "average" else all_layers[stored, position]
     available = index.n_indexed if rows is None else len(rows)
-    wanted = min(k + 1, available)  # one more than k for the query token itself; never more than there are
-    while True:  # the ANN index may propose fewer rows than asked (-1): ask for more until k, or all there are
-        scores, found = index.search(vector, wanted, name, exact, rows)
-        results, left_out = [], False
-        for score, row in zip(scores[0], found[0], strict=True):
-            if row < 0:
-                continue
-            hit = index.occurrence(int(row))
-            if not left_out and hit.tokens == tokens and hit.token_index == position:
-                left_out = True  # the query token itself; the sentence's other copies in the corpus stay
-                continue
-            results.append(Neighbor(hit.sentence, hit.token_index, hit.token, float(score), hit.line, hit.tokens))
-        if len(results) >= k or wanted >= available:
-            return results[:k]
-        wanted = min(wanted * 2, available)
+    # one more than k for the query token itself; never more than there are (the search fills every row it returns)
+    scores, found = index.search(vector, min(k + 1, available), name, exact, rows)
+    results, left_out = [], False
+    for score, row in zip(scores[0], found[0], strict=True):
+        hit = index.occurrence(int(row))
+        if not left_out and hit.tokens == tokens and hit.token_index == position:
+            left_out = True  # the query token itself; the sentence's other copies in the corpus stay
+            continue
+        results.append(Neighbor(hit.sentence, hit.token_index, hit.token, float(score), hit.line, hit.tokens))
+    return results[:k]
