@@ -629,3 +629,17 @@ def test_a_stop_asked_for_at_a_validation_step_saves_at_once_without_validating(
     validated = [record["step"] for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
                  if "valid_perplexity" in record]
     assert validated == [2]
+
+
+@pytest.mark.parametrize(("limits", "refused"), [({"max_steps": -3}, "max_steps is -3"),
+                                                 ({"max_steps": 0, "epochs": 1}, "max_steps is 0"),
+                                                 ({"epochs": 0}, "epochs is 0")])
+def test_a_step_or_epoch_limit_below_one_is_refused_before_the_run_starts(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, limits: dict, refused: str
+):
+    """The command line refuses them; train() took max_steps -3 for a run of no step: it returned 0 and wrote
+    no checkpoint."""
+    options = _options(synthetic_corpus, vocab_file, micro_options_file, **{"max_steps": None, **limits})
+    with pytest.raises(ValueError, match=f"{refused}; expected a positive integer"):
+        train(options, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()

@@ -177,7 +177,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                                    "vocabulary (refused where it would be ignored)")
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
     train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
-                              help="how the text is split (default: whitespace; with --init-from, that model's own)")
+                              help="how the text is split (default: whitespace; with --init-from, that model's "
+                                   "own); give the one `elmo vocab` split --vocab's text with: a vocabulary that maps "
+                                   "over half of the corpus's first 50,000 words to <UNK> is refused, over a tenth "
+                                   "warned of")
     train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
                               help="stop after this many optimizer steps (with --epochs: whichever comes first)")
     train_parser.add_argument("--epochs", type=_POSITIVE, default=None,

@@ -68,10 +68,16 @@ from elmo.training.softmax_sync import (
     dense_gradient_bytes,
 )
 from elmo.training.stop_signals import StopSignals
-from elmo.training.vocab import Vocabulary
+from elmo.training.vocab import Vocabulary, VocabularyError
 from elmo.training.widen import widen_lstm
 
 logger = logging.getLogger(__name__)
+
+# The corpus's first words a new run's vocabulary is checked against: enough for a steady share, read in a moment.
+CHECKED_WORDS = 50_000
+# Shares of those words mapped to <UNK> above which a new run warns, and above which it is refused.
+UNKNOWN_WARNED = 0.10
+UNKNOWN_REFUSED = 0.50
 
 
 class TrainingDiverged(RuntimeError):
@@ -132,6 +138,8 @@ class TrainingOptions:
                     "checkpoint_every": self.checkpoint_every, "keep_checkpoints": self.keep_checkpoints,
                     "valid_every": self.valid_every, "valid_batch_size": self.valid_batch_size,
                     "log_every": self.log_every, "min_count": self.min_count}
+        positive |= {name: value for name, value in (("max_steps", self.max_steps), ("epochs", self.epochs))
+                     if value is not None}
         for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"{name} is {value}; expected a positive integer")
@@ -214,12 +222,15 @@ def _load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any
         group.update(keys)
 
 
-def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel, Vocabulary]:
+def _new_model(options: TrainingOptions, corpus: Corpus, warn: bool) -> tuple[LanguageModel, Vocabulary]:
+    """The model a new run starts from and its vocabulary, checked against the corpus (``_check_vocabulary_fits``;
+    ``warn``: whether this process logs its warning)."""
     torch.manual_seed(options.seed)
     if options.init_from is None:
         if options.vocab is None:
             raise ValueError("a model trained from scratch needs a vocabulary (--vocab) or --init-from")
         vocab = Vocabulary.load(options.vocab)
+        _check_vocabulary_fits(vocab, corpus, f"--vocab {options.vocab}", warn)
         model = LanguageModel(resolve_config(options.config or "tiny"), len(vocab))
         initialize_like_bilm_tf(model)
         return model, vocab
@@ -228,16 +239,39 @@ def _new_model(options: TrainingOptions, corpus: Corpus) -> tuple[LanguageModel,
             raise ValueError(f"--init-from {options.init_from} holds no softmax: give --vocab (`elmo vocab`) for the "
                              "new one that training starts over its biLM")
         vocab = Vocabulary.load(options.vocab)
+        _check_vocabulary_fits(vocab, corpus, f"--vocab {options.vocab}", warn)
         return _shaped(language_model_with_new_softmax(options.init_from, vocab), options), vocab
     model, old_vocab = load_language_model(options.init_from)
     model = _shaped(model, options)
     if options.vocab is not None:
         tokens_by_frequency = Vocabulary.load(options.vocab).tokens
+        source = f"the vocabulary of --init-from {options.init_from} with --vocab {options.vocab}"
     else:
         tokens_by_frequency = [token for token, count in corpus.count_tokens().most_common()
                                if count >= options.min_count]
+        source = (f"the vocabulary of --init-from {options.init_from} with the corpus's words seen at least "
+                  f"{options.min_count} times")
     vocab = old_vocab.adapted_to(tokens_by_frequency)
+    _check_vocabulary_fits(vocab, corpus, source, warn)
     return grow_vocabulary(model, old_vocab, vocab), vocab
+
+
+def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn: bool) -> None:
+    """VocabularyError when ``vocab`` maps more than ``UNKNOWN_REFUSED`` of the corpus's first ``CHECKED_WORDS``
+    words to ``<UNK>``, a logged warning above ``UNKNOWN_WARNED``: a vocabulary made from text split by another
+    tokenizer (``--tokenizer`` defaults to whitespace whatever split the vocabulary's text) trains on ``<UNK>``
+    targets, and nothing else in a run would say so."""
+    n_unknown, n_words = vocab.count_unknown(corpus.sentences(), CHECKED_WORDS)
+    share = n_unknown / n_words
+    if share <= UNKNOWN_WARNED:
+        return
+    problem = (f"{source} maps {share:.1%} of the first {n_words:,} words of the corpus to <UNK>: was it made "
+               f"from text split as --tokenizer {corpus.tokenizer_name} splits it?")
+    if share > UNKNOWN_REFUSED:
+        raise VocabularyError(f"{problem} A run is refused above {UNKNOWN_REFUSED:.0%}: give the --tokenizer that "
+                              "split the vocabulary's text, or make the vocabulary from this corpus (`elmo vocab`)")
+    if warn:
+        logger.warning("%s Above %.0f%%, it would be refused.", problem, UNKNOWN_REFUSED * 100)
 
 
 def _shaped(model: LanguageModel, options: TrainingOptions) -> LanguageModel:
@@ -279,7 +313,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     rows = processes.rows(options.batch_size)
 
     if checkpoint is None:
-        model, vocab = _new_model(options, corpus)
+        model, vocab = _new_model(options, corpus, warn=processes.is_writer)
         step, positions, state = 0, None, model.bilm.zero_state(options.batch_size)
     else:
         vocab = checkpoint.vocab

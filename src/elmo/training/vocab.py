@@ -7,6 +7,7 @@ The input side never needs the vocabulary (the biLM reads characters), only the 
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain, islice
 from pathlib import Path
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
@@ -53,6 +54,12 @@ class Vocabulary:
 
     def token_id(self, token: str) -> int:
         return self.ids.get(token, self.unk_id)
+
+    def count_unknown(self, sentences: Iterable[Sequence[str]], n_words: int) -> tuple[int, int]:
+        """How many of the first ``n_words`` words of ``sentences`` map to ``<UNK>``, and how many words were read
+        (fewer where the sentences hold fewer): a vocabulary made from text split otherwise shows as a large share."""
+        words = list(islice(chain.from_iterable(sentences), n_words))
+        return sum(self.token_id(word) == self.unk_id for word in words), len(words)
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
