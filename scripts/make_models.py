@@ -34,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from elmo.polysemy import LANGUAGES, evaluate_model, load_sentences, random_weig
 from elmo.training import Corpus, CorpusError, LanguageModel, Perplexities, Vocabulary, evaluate, unigram_perplexity
 from elmo.training.checkpoints import STATE_FILE, Checkpoint, CheckpointError, list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model, load_language_model, write_softmax
+from elmo.training.vocab import SPECIAL_TOKENS
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # Each shipped model directory, card included; 40 MB as the issue states it, in decimal units.
@@ -94,16 +96,21 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
     run([*elmo, "vocab", str(corpus_dir / "train.txt"), "--out", str(work / "vocab.txt"), "--min-count",
          str(MIN_COUNT)])
     threads = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    if (run_dir / "checkpoints").is_dir():
-        run([*elmo, "train", "--resume", str(run_dir), "--max-steps", str(steps_of(model, args)), "--quiet"], threads)
-    else:
-        run([*elmo, "train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(work / "vocab.txt"),
-             "--valid", str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(steps_of(model, args)),
-             *TRAIN_FLAGS, "--quiet"], threads)
+    run([*elmo, *train_arguments(run_dir, corpus_dir, work / "vocab.txt", steps_of(model, args))], threads)
     reproduce = "make models" if args.steps is None and not args.limit else shlex.join(
         ["python", "scripts/make_models.py", "--models", model, "--steps", str(steps_of(model, args))]
         + (["--limit", str(args.limit)] if args.limit else []))
     return ship_run(run_dir, model, args.out_root, max_bytes=args.max_bytes, reproduce=reproduce)
+
+
+def train_arguments(run_dir: Path, corpus_dir: Path, vocab: Path, steps: int) -> list[str]:
+    """`elmo train`'s arguments that take the run in ``run_dir`` to ``steps``: ``--resume`` where it holds a
+    complete checkpoint, else a new run. A kill during the first checkpoint's writing leaves only its partial
+    directory, which ``--resume`` refuses and a new run clears."""
+    if list_checkpoints(run_dir):
+        return ["train", "--resume", str(run_dir), "--max-steps", str(steps), "--quiet"]
+    return ["train", "--corpus", str(corpus_dir / "train.txt"), "--vocab", str(vocab), "--valid",
+            str(corpus_dir / "valid.txt"), "--out", str(run_dir), "--max-steps", str(steps), *TRAIN_FLAGS, "--quiet"]
 
 
 # ---------------------------------------------------------------------------------------------- choosing
@@ -254,13 +261,13 @@ def training_seconds(records: list[dict[str, Any]], tokens_per_step: int, up_to_
     return seconds
 
 
-def count_tokens(corpus: Corpus) -> tuple[int, int]:
-    """Sentences and tokens (as the run split them)."""
-    sentences = tokens = 0
+def count_tokens(corpus: Corpus) -> tuple[int, Counter[str]]:
+    """Sentences, and how often each token occurs (as the run split them)."""
+    sentences, counts = 0, Counter[str]()
     for sentence in corpus.sentences():
         sentences += 1
-        tokens += len(sentence)
-    return sentences, tokens
+        counts.update(sentence)
+    return sentences, counts
 
 
 @dataclass(frozen=True)
@@ -404,9 +411,38 @@ def _fractions(values: list[float]) -> str:
 # ---------------------------------------------------------------------------------------------- the card
 
 
+def vocabulary_flags(options: dict[str, Any]) -> list[str]:
+    """How the run got its vocabulary, as `elmo train` flags: ``--vocab`` (a path inside the repository as such,
+    another by its name) and ``--min-count`` where not 1."""
+    vocab = options.get("vocab")
+    if vocab is not None:
+        path = Path(vocab)
+        vocab = str(path.relative_to(REPOSITORY)) if path.is_relative_to(REPOSITORY) else path.name
+    min_count = options.get("min_count", 1)
+    return ([] if vocab is None else ["--vocab", vocab]) + ([] if min_count == 1 else ["--min-count", str(min_count)])
+
+
+def vocabulary_rule(vocab: Vocabulary, counts: Counter[str]) -> int:
+    """The ``--min-count`` that keeps ``vocab``'s own rule on the text of ``counts``: one more than the count of
+    the most frequent word it left out, or the count of its rarest word where that is lower (text cleaned since the
+    vocabulary was made leaves out a few words seen more often). A vocabulary made by `elmo vocab --min-count N`
+    from that text gives N."""
+    left_out = max((count for word, count in counts.items() if word not in vocab.ids), default=0)
+    kept = [counts[token] for token in vocab.tokens if token in counts and token not in SPECIAL_TOKENS]
+    return min(left_out + 1, *kept)
+
+
+def continuing_min_count(options: dict[str, Any], vocab: Vocabulary, counts: Counter[str]) -> int:
+    """The ``--min-count`` of a run that continues from the shipped model on the training text and grows its
+    vocabulary as this run did: the run's own, or, where the run read ``--vocab`` (the starting model's own
+    ``vocab.txt`` or one made by `elmo vocab`), that vocabulary's rule (``vocabulary_rule``). At 1 instead, every
+    word seen once joins: en's 63,814 words would grow to ~286,000."""
+    return options.get("min_count", 1) if options.get("vocab") is None else vocabulary_rule(vocab, counts)
+
+
 def training_flags(options: dict[str, Any]) -> list[str]:
     """The run's recipe as `elmo train` flags, ``--config`` first where the run named one (a run started
-    ``--init-from`` a model without it takes that model's shape)."""
+    ``--init-from`` a model without it takes that model's shape); its vocabulary is ``vocabulary_flags``'."""
     config = options["config"]
     shape = [] if config is None else ["--config", config if "/" not in config else Path(config).name]
     schedule = ([] if not options.get("lr_decay_steps") else
@@ -424,7 +460,8 @@ def training_flags(options: dict[str, Any]) -> list[str]:
 def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any], model_options: dict[str, Any],
                vocab_size: int, tokenizer: str, softmax_dtype: torch.dtype, held_out: list[HeldOut],
                senses: Senses | None, log: list[dict[str, Any]], reproduce: str | None, model_dir: Path) -> str:
-    n_sentences, n_tokens = count_tokens(corpus)
+    n_sentences, counts = count_tokens(corpus)
+    n_tokens = sum(counts.values())
     tokens_per_step = options["batch_size"] * options["unroll_steps"]
     tokens_seen = chosen.step * tokens_per_step
     seconds = training_seconds(log, tokens_per_step, chosen.step)
@@ -439,6 +476,11 @@ def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any
     valid = (f"validation perplexity {chosen.valid_perplexity:.1f}" if chosen.valid_perplexity is not None
              else "no validation figure")
     flags = training_flags(options)
+    shape, recipe = (flags[:2], flags[2:]) if flags[0] == "--config" else ([], flags)
+    min_count = continuing_min_count(options, chosen.vocab, counts)
+    continuing = [*([] if min_count == 1 else ["--min-count", str(min_count)]), *recipe]
+    growth = (f"words of `--corpus` seen at least {min_count} times that the vocabulary lacks join it, the rule "
+              "its words were chosen by" if min_count != 1 else "new words of `--corpus` grow the vocabulary")
     sections = [f"""# ELMo `{name}` (biLM trained with this project)
 
 A biLM trained {"further" if options.get("init_from") else "from scratch"} with this project's trainer on openly
@@ -454,7 +496,8 @@ Training text as the run read it: {n_tokens:,} tokens in {n_sentences:,} sentenc
 - Configuration: char CNN {sum(n for _, n in cnn['filters'])} filters, {cnn['n_highway']} highway layer(s),
   {lstm['n_layers']} x {lstm['dim']} LSTM cells per direction, projection {lstm['projection_dim']}; vocabulary
   {vocab_size:,} tokens.
-- Flags: `{' '.join(flags)}` (as `elmo train` takes them), seed {options['seed']}.
+- Flags: `{' '.join([*shape, *vocabulary_flags(options), *recipe])}` (as `elmo train` takes them), seed \
+{options['seed']}.
 - Shipped: step {chosen.step:,} ({valid}), chosen as {chosen.how}.
 - Tokens seen: {tokens_seen:,} ({chosen.step:,} steps x {options['batch_size']} rows x {options['unroll_steps']}
   tokens; {tokens_seen / max(n_tokens + n_sentences, 1):.2f} epochs of the training text, whose sentences of n
@@ -506,12 +549,12 @@ weights. Reproduce: `python scripts/triplet_rate.py --model {name} --seeds {' '.
 
 ## Continue training
 On a fresh machine, with this package installed: the same corpus (archives are cached in `$ELMO_CACHE`), then a
-run that starts from these weights (the optimizer starts afresh; new words of `--corpus` grow the vocabulary):
+run that starts from these weights (the optimizer starts afresh; {growth}):
 
     python -m elmo.datasets prepare {CORPUS.get(name, name)} --out data/{name}/corpus
     elmo train --init-from {name} --corpus data/{name}/corpus/train.txt --tokenizer {options['tokenizer']} \\
         --valid data/{name}/corpus/valid.txt --out runs/{name}-continued --max-steps 10000 \\
-        {' '.join(flags[2:] if flags[0] == '--config' else flags)}
+        {' '.join(continuing)}
 
 For raw text of your own, give `--tokenizer {tokenizer}` (how this model splits text).
 """)

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from safetensors.torch import load_file
 from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 from elmo.cli import main
-from elmo.training import LanguageModel, load_language_model
+from elmo.training import Corpus, LanguageModel, TrainingOptions, Vocabulary, load_language_model, train
 from elmo.training.checkpoints import list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model
 
@@ -297,3 +298,64 @@ def test_a_run_exported_elsewhere_ships_when_only_a_nan_figure_logged_first_is_l
     _with_validation(brought, [(3, math.nan), (6, 45.0)])
     chosen = make_models.exported_run(brought)
     assert (chosen.step, chosen.valid_perplexity) == (6, 45.0)
+
+
+def test_a_run_whose_first_checkpoint_was_cut_short_is_started_anew_not_resumed(shipped: dict, tmp_path: Path):
+    """A kill while the first checkpoint was written leaves only its partial directory; `make models` took the
+    checkpoints folder for a run to resume, and every rerun failed on `--resume` ("holds no checkpoint")."""
+    run = tmp_path / "run"
+    (run / "checkpoints" / ".step-00000200.abc.partial").mkdir(parents=True)
+    arguments = make_models.train_arguments(run, tmp_path / "corpus", tmp_path / "vocab.txt", 400)
+    assert arguments[:3] == ["train", "--corpus", str(tmp_path / "corpus" / "train.txt")]
+    assert "--resume" not in arguments and arguments[arguments.index("--out") + 1] == str(run)
+    shutil.copytree(shipped["run"], run, dirs_exist_ok=True)  # complete checkpoints beside it: resumed
+    assert make_models.train_arguments(run, tmp_path / "corpus", tmp_path / "vocab.txt", 400) == [
+        "train", "--resume", str(run), "--max-steps", "400", "--quiet"]
+
+
+def _smallest_min_count_that_makes(vocab: Vocabulary, counts: Counter) -> int:
+    """Independently of make_models: the first --min-count whose `elmo vocab` of the text has the same words."""
+    return next(k for k in range(1, max(counts.values()) + 2)
+                if set(Vocabulary.from_counts(counts, k).tokens) == set(vocab.tokens))
+
+
+def test_vocabulary_rule_is_the_min_count_that_made_the_vocabulary_even_with_a_few_words_cleaned_since():
+    counts = Counter({"the": 9, "cat": 6, "dog": 6, "emu": 5, "owl": 2})
+    made = Vocabulary.from_counts(counts, min_count=6)
+    assert make_models.vocabulary_rule(made, counts) == 6 == _smallest_min_count_that_makes(made, counts)
+    assert make_models.vocabulary_rule(Vocabulary.from_counts(counts), counts) == 1
+    # The text now holds a word seen 7 times that the vocabulary never had (composed since by clean_text, as
+    # zh-large's 樂), and the vocabulary a word the text lacks: the rule is still that of its rarest word.
+    drifted = Counter({**counts, "樂": 7})
+    had = Vocabulary([*made.tokens, "樂"])
+    assert make_models.vocabulary_rule(had, drifted) == 6
+
+
+def test_the_card_of_a_run_that_read_a_vocabulary_continues_with_that_vocabularys_rule(
+    tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
+):
+    """The card's `elmo train --init-from` left --min-count out: en's card, whose run read en's own 63,814-word
+    vocab.txt, would have grown it with every word of en-large seen once (~286,000)."""
+    counts = Corpus([str(synthetic_corpus)]).count_tokens()
+    rarest = sorted(set(counts.values()))
+    made = Vocabulary.from_counts(counts, min_count=rarest[2])  # the two rarest counts' words left out
+    made.save(tmp_path / "vocab.txt")  # micro_options reads it
+    rule = _smallest_min_count_that_makes(made, counts)
+    assert rule > 1
+    run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=1)
+    card = (make_models.ship_run(run, "mini", tmp_path / "models", tests=[]) / "README.md").read_text()
+    assert "- Flags: `--config micro_options.json --vocab vocab.txt --batch-size 4 " in card
+    assert f"--max-steps 10000 \\\n        --min-count {rule} --batch-size 4 --unroll-steps 6" in card
+    # Continuing on the same text with that rule adds no word (adapted_to is what --init-from does).
+    assert len(made.adapted_to([word for word, count in counts.most_common() if count >= rule])) == len(made)
+
+
+def test_the_card_of_a_run_grown_with_min_count_gives_it_in_the_flags_and_the_continuing_command(
+    shipped: dict, tmp_path: Path
+):
+    options = TrainingOptions(corpus=[str(shipped["corpus"])], init_from=str(shipped["run"]), min_count=3,
+                              batch_size=4, unroll_steps=6, n_negatives=12, max_steps=1)
+    train(options, tmp_path / "run", progress=False)
+    card = (make_models.ship_run(tmp_path / "run", "mini", tmp_path / "models", tests=[]) / "README.md").read_text()
+    assert "- Flags: `--min-count 3 --batch-size 4 " in card
+    assert "--max-steps 10000 \\\n        --min-count 3 --batch-size 4 --unroll-steps 6" in card
