@@ -7,6 +7,7 @@ so the downloads work as they are.
 """
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -39,12 +40,34 @@ def locate_model(model: str | Path, holds: Callable[[Path], bool] | None = None)
     """Where ``model`` is: the path itself where it exists and holds what is wanted (``holds``, by default a model
     directory; training also takes a run), else the shipped model of that bare name (``en``), else the path as
     given, for the reader to name what it lacks. So a folder of the working directory named ``en`` that holds no
-    model (an index built with ``--out en``, a corpus) does not hide the shipped ``en``."""
+    model (an index built with ``--out en``, a corpus) does not hide the shipped ``en``; but a path written as one
+    (``./en``, ``en/``) or a folder holding a weight file (an export cut short before its ``options.json``) is never
+    swapped for the shipped model, which would load other weights without a word."""
     path = Path(model)
     if path.exists() and (holds or is_model_directory)(path):
         return path
     shipped = shipped_models_root() / path.name
-    return shipped if len(path.parts) == 1 and is_model_directory(shipped) else path
+    if _is_bare_name(model) and not _holds_weight_file(path) and is_model_directory(shipped):
+        return shipped
+    return path
+
+
+def _is_bare_name(model: str | Path) -> bool:
+    """Whether ``model`` is a name such as ``en`` rather than a path: one part, and as a string no separator and no
+    leading dot (``Path`` drops both from ``./en`` and ``en/``, so the string is read where there is one)."""
+    text = str(model)
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return (len(Path(model).parts) == 1 and not text.startswith(".")
+            and not any(separator in text for separator in separators))
+
+
+def _holds_weight_file(path: Path) -> bool:
+    """Whether the directory ``path`` holds a file named as a model's weights (``_model_files`` reads)."""
+    return path.is_dir() and any(
+        child.is_file() and (child.name in WEIGHT_FILE_NAMES
+                             or (ALLENNLP_WEIGHTS_INFIX in child.name and child.name.endswith(".hdf5")))
+        for child in path.iterdir()
+    )
 
 
 def is_model_directory(path: Path) -> bool:
