@@ -94,3 +94,51 @@ def test_nan_or_infinite_weight_is_refused_naming_the_dataset(model_copy, value)
         handle["CNN/W_cnn_3"][0, 1, 2, 3] = value
     with pytest.raises(WeightFormatError, match=r"weights.hdf5: CNN/W_cnn_3 holds 1 NaN or infinite value"):
         load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+LSTM_KERNEL = "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"
+
+
+def test_a_chunked_dataset_with_some_chunks_never_written_is_refused_naming_it(model_copy):
+    """A chunk never written reads as zeros; with other chunks written the file holds data, so only counting
+    chunks tells (this one loaded, its kernel's last rows zero, and gave wrong vectors)."""
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        kernel = handle[LSTM_KERNEL][...]
+        del handle[LSTM_KERNEL]
+        dataset = handle.create_dataset(LSTM_KERNEL, shape=kernel.shape, dtype=np.float32,
+                                        chunks=(8, kernel.shape[1]))
+        dataset[:8] = kernel[:8]  # the first of ceil(rows / 8) chunks
+        assert dataset.id.get_storage_size() > 0  # so "holds no stored data" does not catch it
+    n_chunks = -(-kernel.shape[0] // 8)
+    with pytest.raises(WeightFormatError, match=rf"weights.hdf5: {LSTM_KERNEL} is only partly written "
+                                                rf"\(1 of its {n_chunks} chunks stored\)"):
+        load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+
+
+def test_a_chunked_dataset_with_every_chunk_written_loads_its_numbers(model_copy, fixture_dir):
+    with h5py.File(model_copy / "weights.hdf5", "a") as handle:
+        kernel = handle[LSTM_KERNEL][...]
+        del handle[LSTM_KERNEL]
+        handle.create_dataset(LSTM_KERNEL, data=kernel, chunks=(5, 7))  # edge chunks partly outside the shape
+    loaded = load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+    with h5py.File(fixture_dir / "lm_weights.hdf5", "r") as handle:
+        expected = handle[LSTM_KERNEL][...]
+    layer = loaded.forward_lstm.layers[0]
+    stored = np.concatenate([layer.input_weight.detach().numpy().T, layer.recurrent_weight.detach().numpy().T])
+    assert np.array_equal(stored, expected)
+
+
+def test_a_damaged_compressed_chunk_is_refused_naming_the_file_and_dataset(model_copy):
+    """h5py raises a bare OSError naming neither file nor dataset; the loader names both."""
+    path = model_copy / "weights.hdf5"
+    with h5py.File(path, "a") as handle:
+        kernel = handle[LSTM_KERNEL][...]
+        del handle[LSTM_KERNEL]
+        dataset = handle.create_dataset(LSTM_KERNEL, data=kernel, chunks=kernel.shape, compression="gzip")
+        chunk = dataset.id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    for position in range(chunk.byte_offset + 10, chunk.byte_offset + 60):  # zlib's checksum cannot match now
+        data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(WeightFormatError, match=rf"weights.hdf5: {LSTM_KERNEL} could not be read \("):
+        load_bilm(model_copy / "options.json", path)

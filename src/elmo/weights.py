@@ -8,6 +8,7 @@ adds that at run time, as TF does, so no arithmetic touches a loaded number.
 """
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -135,7 +136,10 @@ def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str
                     f" is {options_name} from another model?"
                 )
         for name in expected:
-            array = handle[name][...].astype(np.float32, copy=False)
+            try:
+                array = handle[name][...].astype(np.float32, copy=False)
+            except OSError as error:  # a damaged compressed chunk, a filter this h5py lacks
+                raise WeightFormatError(f"{weight_file}: {name} could not be read ({error})") from None
             n_bad = array.size - int(np.count_nonzero(np.isfinite(array)))
             if n_bad:
                 raise WeightFormatError(
@@ -157,6 +161,12 @@ def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_
         raise WeightFormatError(f"{weight_file}: {name} has dtype {dataset.dtype}; expected floats")
     if dataset.id.get_storage_size() == 0:  # declared, never written: reads as the fill value
         raise WeightFormatError(f"{weight_file}: {name} holds no stored data; expected {shape} written weights")
+    if dataset.chunks is not None:  # a chunk never written reads as the fill value too
+        n_needed = math.prod(-(-extent // chunk) for extent, chunk in zip(shape, dataset.chunks, strict=True))
+        n_written = dataset.id.get_num_chunks()
+        if n_written < n_needed:
+            raise WeightFormatError(f"{weight_file}: {name} is only partly written ({n_written} of its {n_needed} "
+                                    f"chunks stored); expected {shape} written weights")
 
 
 def _dataset_names(handle: h5py.File) -> list[str]:
