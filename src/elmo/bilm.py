@@ -115,8 +115,8 @@ class BiLM(nn.Module):
         batch_size, max_tokens, width = token_vectors.shape
         if state is None:
             state = self.zero_state(batch_size, like=token_vectors)
-        elif state.h.shape[2] != batch_size:
-            raise ValueError(f"state holds {state.h.shape[2]} rows but the batch has {batch_size}")
+        else:
+            self._check_state(state, batch_size)
         output_mask = mask
         if keep_boundaries:
             output_mask = torch.arange(max_tokens + 2, device=mask.device)[None, :] < (lengths + 2)[:, None]
@@ -189,6 +189,18 @@ class BiLM(nn.Module):
         restore = torch.empty_like(order)
         restore[order] = torch.arange(len(order), device=device)
         return layers, BiLMState(run.h[:, :, restore], run.c[:, :, restore])
+
+    def _check_state(self, state: BiLMState, batch_size: int) -> None:
+        """Refuse a state of another shape than this model's for ``batch_size`` rows: indexing would otherwise drop
+        a layer or pick rows from it without a word."""
+        lstm = self.config.lstm
+        expected_h = (2, lstm.n_layers, batch_size, lstm.projection_dim)
+        expected_c = (2, lstm.n_layers, batch_size, lstm.dim)
+        if tuple(state.h.shape) != expected_h or tuple(state.c.shape) != expected_c:
+            raise ValueError(
+                f"state has h {tuple(state.h.shape)} and c {tuple(state.c.shape)}; expected h {expected_h} and "
+                f"c {expected_c} (2 directions, n_layers, batch, projection_dim / dim)"
+            )
 
     def _check_char_ids(self, char_ids: torch.Tensor) -> torch.Tensor:
         max_characters = self.config.char_cnn.max_characters_per_token
