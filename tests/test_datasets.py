@@ -232,7 +232,7 @@ def test_a_prepare_that_fails_before_its_tables_leaves_the_old_files_as_they_wer
     monkeypatch.setattr(prepare_module, "sources_markdown", failing)
     with pytest.raises(RuntimeError, match="tables could not"):
         prepare("en", out, pinned_cache)  # other text (no limit) than the tables beside it
-    assert {path.name: path.read_bytes() for path in out.iterdir() if not path.name.endswith(".partial")} == before
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # and no partial file left behind
 
 
 def test_prepare_zh_resegments_peoples_daily_with_jieba_and_keeps_task_text_out(pinned_cache: Path, tmp_path: Path):
@@ -252,6 +252,101 @@ def test_prepare_zh_resegments_peoples_daily_with_jieba_and_keeps_task_text_out(
         "tokens"] == sum(len(line.replace(" ", "")) for line in lines)
     with pytest.raises(ValueError, match="jieba or chars"):
         prepare("zh", tmp_path / "bad", pinned_cache, tokenizer="english")
+
+
+def _key_whose_split_a_soft_hyphen_changes(split: str) -> str:
+    """A passage key ending in U+00AD that ``heldout_split`` puts in ``split``, but not once the hyphen is gone."""
+    return next(key for i in range(5000) if heldout_split(key := f"passage {i}\u00ad") == split
+                and heldout_split(key.removesuffix("\u00ad")) != split)
+
+
+def test_prepare_cleans_each_sentence_as_the_embedder_does_before_keying_and_tokenizing(
+        pinned_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from elmo.datasets.sources import Passage
+
+    held_out_key = _key_whose_split_a_soft_hyphen_changes("test")
+
+    def brown(archive_path: Path) -> Iterator[Passage]:
+        yield Passage(held_out_key, ("A favorite local aph\u00adorism is here.",))  # Moses: 'aph \u00ad orism'
+        yield Passage("two", ("Fish\u200b swim.", "The Rock is destined to be great."))  # both task text
+
+    def movie_reviews(archive_path: Path) -> Iterator[Passage]:
+        yield Passage("review", ("The Rock is destined to be gre\u00adat.",))
+
+    monkeypatch.setitem(SOURCES, "brown", dataclasses.replace(SOURCES["brown"], read=brown))
+    monkeypatch.setitem(SOURCES, "movie-reviews", dataclasses.replace(SOURCES["movie-reviews"], read=movie_reviews))
+    report = prepare("en", tmp_path / "en", pinned_cache)
+    brown_lines = {split: [line for line in (tmp_path / "en" / f"{split}.txt").read_text().splitlines()
+                           if "Fish" in line or "aph" in line or "Rock" in line]
+                   for split in ("train", "valid", "test")}
+    # the split is still the raw key's: cleaning the passage key would move this passage out of test
+    assert brown_lines == {"train": [], "valid": [], "test": ["A favorite local aphorism is here ."]}
+    assert report["sources"][1]["dropped_as_task_text"] == 2  # a WNUT tweet and a review, each under U+200B/U+00AD
+
+
+def test_prepare_zh_composes_compatibility_ideographs_before_jieba(pinned_cache: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    from elmo.datasets.sources import Passage
+
+    composed = "另为六位不同音樂背景之音樂专家审评人。"  # 樂 as NFC writes it, U+6A02
+    raw = composed.replace("\u6a02", "\uf914")  # as a zh-large train line holds it: the compatibility ideograph
+
+    def msra_train(archive_path: Path) -> Iterator[Passage]:
+        yield Passage(raw, (raw,))
+
+    monkeypatch.setitem(SOURCES, "msra-train", dataclasses.replace(SOURCES["msra-train"], read=msra_train))
+    prepare("zh", tmp_path / "zh", pinned_cache)
+    lines = (tmp_path / "zh" / f"{heldout_split(raw)}.txt").read_text().splitlines()
+    assert " ".join(jieba.lcut(composed)) in lines and not any("\uf914" in line for line in lines)
+
+
+def test_en_large_deduplicates_and_holds_out_by_the_cleaned_sentence(large_cache: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    from elmo.datasets.sources import Passage
+
+    held_out = "The public debt was reduced by twelve millions of dollars in the year that has passed."
+
+    def sotu(archive_path: Path) -> Iterator[Passage]:
+        yield Passage(_first_key("sotu:held-out-{}", "test"), (held_out.replace("twelve", "twel\u00adve"),))
+        yield Passage(_first_key("sotu:trained-{}", "train"),
+                      (held_out, "Our com\u00admerce has grown beyond every hope."))
+
+    monkeypatch.setitem(SOURCES, "sotu", dataclasses.replace(SOURCES["sotu"], read=sotu))
+    report = prepare("en-large", tmp_path / "en-large", large_cache)
+    train = (tmp_path / "en-large" / "train.txt").read_text().splitlines()
+    assert "Our commerce has grown beyond every hope ." in train
+    assert not any("public debt" in line for line in train)  # held out, but for a soft hyphen
+    assert (tmp_path / "en-large" / "test-new.txt").read_text() == held_out.replace(".", " .\n")
+    assert report["sources"][2]["dropped_as_duplicate"] == 1
+
+
+@pytest.mark.parametrize("limit", [0, -3])
+def test_prepare_refuses_a_limit_below_one_before_writing_anything(large_cache: Path, tmp_path: Path, limit: int):
+    for model in ("en", "en-large"):
+        with pytest.raises(ValueError, match=f"limit must be a positive number of passages per source, not {limit}"):
+            prepare(model, tmp_path / model, large_cache, limit=limit)
+        assert not (tmp_path / model).exists()
+
+
+def test_a_large_build_that_fails_leaves_no_partial_files(large_cache: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    def failing(path: Path, seed: int) -> None:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(prepare_module, "shuffle_lines", failing)  # once every split is written to its partial
+    with pytest.raises(OSError, match="no space left"):
+        prepare("en-large", tmp_path / "en-large", large_cache)
+    assert os.listdir(tmp_path / "en-large") == []
+
+
+def test_a_build_removes_the_split_files_of_another_build_in_its_folder_and_nothing_else(large_cache: Path,
+                                                                                         tmp_path: Path):
+    out = tmp_path / "corpus"
+    prepare("en-large", out, large_cache)
+    (out / "test-new-5k.txt").write_text("a sample of test-new kept by hand\n")
+    prepare("en", out, large_cache)
+    assert sorted(os.listdir(out)) == ["SOURCES.md", "sources.json", "test-new-5k.txt", "test.txt", "train.txt",
+                                       "valid.txt"]  # no test-new.txt, which sources.json would not list
 
 
 # Measured on the real archives (the counts docs/data.md reports).

@@ -3,9 +3,15 @@ tokenized with the model's tokenizer into one-sentence-a-line files that the tra
 
 The held-out rule (documented in docs/data.md; later task splits rely on it): a passage's split depends only
 on its key, ``sha256(NFKC, casefolded, whitespace-free key)``, first 8 bytes as a big-endian integer, modulo
-1000: below 50 is ``test`` (5%), below 60 ``valid`` (1%), the rest ``train``. Identical text therefore always
-lands in the same split, whatever source it comes from. Separately, any sentence equal (same key
-normalization) to a sentence of a later task's evaluation text is dropped from every split.
+1000: below 50 is ``test`` (5%), below 60 ``valid`` (1%), the rest ``train``. Identical keys therefore always
+land in the same split, whatever source they come from; a key is not always the text (a Wikipedia passage's is
+its article title, an added source's mostly its file or entry name), so identical text under other keys may
+land in another split. Separately, any sentence equal (same key normalization) to a sentence of a later task's
+evaluation text is dropped from every split.
+
+Every sentence is read through ``clean_text`` before it is keyed or tokenized, as the embedder reads text: the
+files then hold the tokens that inference makes of the same text (a soft hyphen inside a word would otherwise be
+a Moses token of its own, and jieba would segment compatibility ideographs before NFC composes them).
 
 A large corpus (``en-large``, ``zh-large``) is its base corpus (``en``, ``zh``) plus more sources. Its
 ``test.txt`` is exactly the base corpus's test split ("today's split", so perplexities stay comparable);
@@ -20,8 +26,8 @@ import hashlib
 import json
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
@@ -32,7 +38,7 @@ import numpy as np
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
 from elmo.files import publish_file
-from elmo.tokenizers import get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer
 
 SPLITS = ("train", "valid", "test")
 BUCKETS = 1000
@@ -42,7 +48,8 @@ VALID_BUCKETS = 10
 
 def text_key(text: str) -> str:
     """What "the same text" means for splits and exclusion: NFKC, casefolded, all whitespace removed (so
-    tokenization and full-width digits do not matter)."""
+    tokenization and full-width digits do not matter). Sentences are keyed after ``clean_text``; passage keys
+    (``heldout_split``) are not, so that no passage moves split."""
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -129,8 +136,8 @@ def excluded_keys(corpus: ModelCorpus, cache: Path | None = None) -> tuple[dict[
         keys[name], n_texts[name] = set(), 0
         for passage in source.read(fetch(source.archive, cache)):
             for text in passage.sentences:
-                keys[name].add(text_key(text))
-                keys[name].update(text_key(sentence) for sentence in corpus.split_sentences(text))
+                keys[name].add(text_key(clean_text(text)))
+                keys[name].update(text_key(clean_text(sentence)) for sentence in corpus.split_sentences(text))
                 n_texts[name] += 1
         keys[name].discard("")
     return keys, n_texts
@@ -141,6 +148,8 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
     """Write ``train.txt``, ``valid.txt``, ``test.txt``, ``sources.json`` and ``SOURCES.md`` into ``out_dir``
     and return the report (counts per source and split). ``limit`` reads only the first passages of each
     source, for smoke runs."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of passages per source, not {limit}")
     if model not in CORPORA:
         raise ValueError(f"unknown model corpus {model!r}; expected one of {sorted(CORPORA)}")
     corpus = CORPORA[model]
@@ -160,38 +169,55 @@ def prepare(model: str, out_dir: Path, cache: Path | None = None, tokenizer: str
     exclude = set().union(*keys.values())
     report_sources: list[dict[str, Any]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    partial = {split: out_dir / f".{split}.txt.partial" for split in SPLITS}
-    with ExitStack() as stack:
-        handles = {split: stack.enter_context(path.open("w", encoding="utf-8")) for split, path in partial.items()}
-        for name in corpus.sources:
-            source = SOURCES[name]
-            counts, dropped = _write_source(source, fetch(source.archive, cache), tokenize, exclude, handles, limit)
-            report_sources.append({**_describe(source), "splits": counts, "dropped_as_task_text": dropped})
-    report = {
-        "model": model, "tokenizer": tokenizer,
-        "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
-                              if tokenizer in _TOKENIZER_PACKAGES else None),
-        "limit": limit, "sources": report_sources,
-        "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
-                           for field in ("passages", "sentences", "tokens")} for split in SPLITS},
-        "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
-    }
-    _publish(out_dir, partial, report)
+    with _partial_files(out_dir, SPLITS) as partial:
+        with ExitStack() as stack:
+            handles = {split: stack.enter_context(partial[f"{split}.txt"].open("w", encoding="utf-8"))
+                       for split in SPLITS}
+            for name in corpus.sources:
+                source = SOURCES[name]
+                counts, dropped = _write_source(source, fetch(source.archive, cache), tokenize, exclude, handles,
+                                                limit)
+                report_sources.append({**_describe(source), "splits": counts, "dropped_as_task_text": dropped})
+        report = {
+            "model": model, "tokenizer": tokenizer,
+            "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
+                                  if tokenizer in _TOKENIZER_PACKAGES else None),
+            "limit": limit, "sources": report_sources,
+            "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
+                               for field in ("passages", "sentences", "tokens")} for split in SPLITS},
+            "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
+        }
+        _publish(out_dir, partial, SPLITS, report)
     return report
 
 
-def _publish(out_dir: Path, partial_texts: dict[str, Path], report: dict[str, Any]) -> None:
+_TABLES = ("sources.json", "SOURCES.md")
+
+
+@contextmanager
+def _partial_files(out_dir: Path, splits: Sequence[str]) -> Iterator[dict[str, Path]]:
+    """``.NAME.partial`` beside each split file and table a build writes, keyed by the final name; whichever
+    is still there on leaving (a failed build: they are renamed when published) is removed, so a failure does
+    not leave its text (100 MB for en-large) in the output folder."""
+    paths = {name: out_dir / f".{name}.partial" for name in (*(f"{split}.txt" for split in splits), *_TABLES)}
+    try:
+        yield paths
+    finally:
+        for path in paths.values():
+            path.unlink(missing_ok=True)
+
+
+def _publish(out_dir: Path, partial: dict[str, Path], splits: Sequence[str], report: dict[str, Any]) -> None:
     """The split files and their tables under their final names only once all of them are written (the tables
-    first to partial files, then every rename), so a run that fails leaves no new text beside old tables."""
-    partial_tables = {}
-    for name, text in (("sources.json", json.dumps(report, indent=1, ensure_ascii=False) + "\n"),
-                       ("SOURCES.md", sources_markdown(report))):
-        partial_tables[name] = out_dir / f".{name}.partial"
-        partial_tables[name].write_text(text, encoding="utf-8")
-    for split, path in partial_texts.items():
-        publish_file(path, out_dir / f"{split}.txt")
-    for name, path in partial_tables.items():
-        publish_file(path, out_dir / name)
+    first to partial files, then every rename), so a run that fails leaves no new text beside old tables. Then
+    the split files of another build that this one does not write (``test-new.txt`` after ``prepare en``
+    into an ``en-large`` folder) are removed, so the folder holds only the splits its tables list."""
+    partial["sources.json"].write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial["SOURCES.md"].write_text(sources_markdown(report), encoding="utf-8")
+    for name in (*(f"{split}.txt" for split in splits), *_TABLES):
+        publish_file(partial[name], out_dir / name)
+    for split in set(LARGE_SPLITS) - set(splits):
+        (out_dir / f"{split}.txt").unlink(missing_ok=True)
 
 
 def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], list[str]], exclude: set[str],
@@ -203,7 +229,8 @@ def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], 
             break
         split = heldout_split(passage.key)
         counts[split]["passages"] += 1
-        for sentence in passage.sentences:
+        for raw_sentence in passage.sentences:
+            sentence = clean_text(raw_sentence)
             if text_key(sentence) in exclude:
                 dropped += 1
                 continue
@@ -240,54 +267,56 @@ def _prepare_large(corpus: ModelCorpus, out_dir: Path, cache: Path | None, token
         for passage in passages(name):
             if heldout_split(passage.key) != "train":
                 held_out.update(_digest(key) for sentence in passage.sentences
-                                if len(key := text_key(sentence)) >= corpus.dedupe_min_chars)
+                                if len(key := text_key(clean_text(sentence))) >= corpus.dedupe_min_chars)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    partial = {split: out_dir / f".{split}.txt.partial" for split in LARGE_SPLITS}
     seen: dict[str, set[int]] = {split: set() for split in LARGE_SPLITS}
     report_sources: list[dict[str, Any]] = []
-    with ExitStack() as stack:
-        handles = {split: stack.enter_context(path.open("w", encoding="utf-8")) for split, path in partial.items()}
-        for name in corpus.sources:
-            counts = {split: Counter(passages=0, sentences=0, tokens=0) for split in LARGE_SPLITS}
-            dropped = Counter(task=0, duplicate=0)
-            for passage in passages(name):
-                split = heldout_split(passage.key)
-                if split == "test" and name not in base_sources:
-                    split = "test-new"
-                counts[split]["passages"] += 1
-                for sentence in passage.sentences:
-                    key = text_key(sentence)
-                    if key in base_exclude if split == "test" else key in exclude or windows.leaks(key):
-                        dropped["task"] += 1
-                        continue
-                    if split != "test" and len(key) >= corpus.dedupe_min_chars:
-                        digest = _digest(key)
-                        if digest in seen[split] or (split == "train" and digest in held_out):
-                            dropped["duplicate"] += 1
+    with _partial_files(out_dir, LARGE_SPLITS) as partial:
+        with ExitStack() as stack:
+            handles = {split: stack.enter_context(partial[f"{split}.txt"].open("w", encoding="utf-8"))
+                       for split in LARGE_SPLITS}
+            for name in corpus.sources:
+                counts = {split: Counter(passages=0, sentences=0, tokens=0) for split in LARGE_SPLITS}
+                dropped = Counter(task=0, duplicate=0)
+                for passage in passages(name):
+                    split = heldout_split(passage.key)
+                    if split == "test" and name not in base_sources:
+                        split = "test-new"
+                    counts[split]["passages"] += 1
+                    for raw_sentence in passage.sentences:
+                        sentence = clean_text(raw_sentence)
+                        key = text_key(sentence)
+                        if key in base_exclude if split == "test" else key in exclude or windows.leaks(key):
+                            dropped["task"] += 1
                             continue
-                        seen[split].add(digest)
-                    tokens = tokenize(sentence)
-                    if tokens:
-                        handles[split].write(" ".join(tokens) + "\n")
-                        counts[split]["sentences"] += 1
-                        counts[split]["tokens"] += len(tokens)
-            report_sources.append({**_describe(SOURCES[name]),
-                                   "splits": {split: dict(count) for split, count in counts.items()},
-                                   "dropped_as_task_text": dropped["task"],
-                                   "dropped_as_duplicate": dropped["duplicate"]})
-    shuffle_lines(partial["train"], TRAIN_SHUFFLE_SEED)
-    report = {
-        "model": corpus.name, "base": corpus.base, "tokenizer": tokenizer,
-        "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
-                              if tokenizer in _TOKENIZER_PACKAGES else None),
-        "limit": limit, "splits": list(LARGE_SPLITS), "sources": report_sources,
-        "optional_added": [name for name in corpus.sources if name in corpus.optional],
-        "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
-                           for field in ("passages", "sentences", "tokens")} for split in LARGE_SPLITS},
-        "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
-    }
-    _publish(out_dir, partial, report)
+                        if split != "test" and len(key) >= corpus.dedupe_min_chars:
+                            digest = _digest(key)
+                            if digest in seen[split] or (split == "train" and digest in held_out):
+                                dropped["duplicate"] += 1
+                                continue
+                            seen[split].add(digest)
+                        tokens = tokenize(sentence)
+                        if tokens:
+                            handles[split].write(" ".join(tokens) + "\n")
+                            counts[split]["sentences"] += 1
+                            counts[split]["tokens"] += len(tokens)
+                report_sources.append({**_describe(SOURCES[name]),
+                                       "splits": {split: dict(count) for split, count in counts.items()},
+                                       "dropped_as_task_text": dropped["task"],
+                                       "dropped_as_duplicate": dropped["duplicate"]})
+        shuffle_lines(partial["train.txt"], TRAIN_SHUFFLE_SEED)
+        report = {
+            "model": corpus.name, "base": corpus.base, "tokenizer": tokenizer,
+            "tokenizer_package": (f"{_TOKENIZER_PACKAGES[tokenizer]}=={version(_TOKENIZER_PACKAGES[tokenizer])}"
+                                  if tokenizer in _TOKENIZER_PACKAGES else None),
+            "limit": limit, "splits": list(LARGE_SPLITS), "sources": report_sources,
+            "optional_added": [name for name in corpus.sources if name in corpus.optional],
+            "totals": {split: {field: sum(s["splits"][split][field] for s in report_sources)
+                               for field in ("passages", "sentences", "tokens")} for split in LARGE_SPLITS},
+            "excluded": [{**_describe(SOURCES[name]), "texts": n_excluded_texts[name]} for name in corpus.excluded],
+        }
+        _publish(out_dir, partial, LARGE_SPLITS, report)
     return report
 
 
