@@ -23,11 +23,32 @@ function sentences() {
   return $("sentences").value.split("\n").map((line) => line.trim()).filter((line) => line.length > 0);
 }
 
-// Words that occur at least twice (whitespace split, case ignored): one click picks one.
-function showCandidates() {
+// Words that occur at least twice (case ignored) among the sentences' tokens: one click picks one. The tokens
+// are the server's (POST /v1/embed, one mean vector per sentence), as only it knows how the model's tokenizer
+// cleans and splits text: "bank," is two tokens for a Moses model and one for a whitespace model.
+let candidatesAsked = 0;
+let candidatesTimer;
+
+function scheduleCandidates() {
+  clearTimeout(candidatesTimer);
+  candidatesTimer = setTimeout(showCandidates, 300);
+}
+
+async function showCandidates() {
+  const asked = ++candidatesAsked;
+  let tokenLists = [];
+  try {
+    const request = { model: $("model").value || undefined, sentences: sentences(), layers: "top", pooling: "mean" };
+    const response = await fetch("/v1/embed", { method: "POST", headers: headers(), body: JSON.stringify(request) });
+    if (response.ok) tokenLists = (await response.json()).embeddings.map((item) => item.tokens);
+  } catch {
+    // no server: no suggestions; Compare reports what is wrong
+  }
+  if (asked !== candidatesAsked) return;  // the sentences changed while the server split them
   const counts = new Map();
-  for (const line of sentences()) {
-    for (const word of line.toLowerCase().split(/\s+/)) counts.set(word, (counts.get(word) || 0) + 1);
+  for (const token of tokenLists.flat()) {
+    const word = token.toLowerCase();
+    counts.set(word, (counts.get(word) || 0) + 1);
   }
   const box = $("candidates");
   box.replaceChildren();
@@ -145,8 +166,13 @@ async function compare(event) {
   document.body.dataset.ready = "true";
 }
 
+async function start() {
+  await loadModels();
+  showCandidates();
+}
+
 $("query").addEventListener("submit", compare);
-$("sentences").addEventListener("input", showCandidates);
-$("key").addEventListener("change", loadModels);
-showCandidates();
-loadModels();
+$("sentences").addEventListener("input", scheduleCandidates);
+$("model").addEventListener("change", scheduleCandidates);
+$("key").addEventListener("change", start);
+start();
