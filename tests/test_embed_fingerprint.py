@@ -84,11 +84,11 @@ def test_a_directory_of_parts_refuses_another_models_shard_and_skips_only_its_ow
         error = capsys.readouterr().err
         assert "part-00000-of-00002.npy was made with another model" in error
         assert _refusal(models["A"], models["B"]) in error
-    assert sorted(path.name for path in parts.iterdir()) == ["part-00000-of-00002.json", "part-00000-of-00002.npy"]
+    assert sorted(path.name for path in parts.iterdir()) == ["_part-00000-of-00002.json", "part-00000-of-00002.npy"]
     assert main([*command, "--shard", "0/2", *models["A"].arguments]) == 0
     assert "part-00000-of-00002.npy (shard 0/2) is already whole; skipped" in capsys.readouterr().out
     assert main([*command, "--shard", "1/2", *models["A"].arguments]) == 0
-    manifest = json.loads((parts / "manifest.json").read_text())
+    manifest = json.loads((parts / "_manifest.json").read_text())
     assert manifest["options"]["model"] == models["A"].fingerprint
     union = np.concatenate([np.load(parts / part["file"]) for part in manifest["parts"]])
     lines = [*range(0, len(LINES), 2), *range(1, len(LINES), 2)]  # shard 0's lines, then shard 1's

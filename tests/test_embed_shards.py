@@ -16,6 +16,7 @@ import pytest
 
 from elmo.cli import main
 from elmo.embed_job import Shard, shard_from_environment
+from elmo.embedder import Embedder
 
 LINES = [f"sentence {i} about the {'river bank' if i % 3 else 'money bank'} {'and more ' * (i % 4)}" for i in range(23)]
 
@@ -83,10 +84,10 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     assert main(command) == 0
     assert sorted(path.name for path in out.iterdir()) == [
-        "part-00001-of-00002.json", "part-00001-of-00002.parquet"]  # no manifest while a part is missing
+        "_part-00001-of-00002.json", "part-00001-of-00002.parquet"]  # no manifest while a part is missing
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     assert main(command) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["lines"] == 23 and manifest["format"] == "parquet"
     assert [(part["file"], part["lines"]) for part in manifest["parts"]] == [
         ("part-00000-of-00002.parquet", 12), ("part-00001-of-00002.parquet", 11)]
@@ -99,8 +100,8 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     assert "in.txt has changed since" in capsys.readouterr().err  # named as a resumed run names it
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
     assert main(command) == 2  # nor do parts of a run in another number of shards
-    assert "holds parts of a run in another number of shards (part-00000-of-00002.json; this run has 3)" in \
-        capsys.readouterr().err
+    assert ("holds parts of a run in 2 shards (_part-00000-of-00002.json; this run has 3): to redo one shard of "
+            "that run, give --shard I/2") in capsys.readouterr().err
     assert not (out / "part-00000-of-00003.parquet").exists()
 
 
@@ -124,7 +125,7 @@ def test_a_part_recorded_with_other_settings_stops_the_manifest_loudly(tmp_path)
         parts.record(Shard(index, 2)).write_text(json.dumps(record))
     with pytest.raises(ValueError, match="sha256"):
         parts.write_manifest(2, {**settings, "shard": "0/2"})
-    assert not (tmp_path / "manifest.json").exists()
+    assert not (tmp_path / "_manifest.json").exists()
 
 
 def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(text, tmp_path, fixture_dir,
@@ -149,7 +150,78 @@ def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    manifest = json.loads((tmp_path / "parts" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "parts" / "_manifest.json").read_text())
     assert [part["shard"] for part in manifest["parts"]] == ["0/2", "1/2"]
     _assert_union_is_the_full_run(_parquet_rows(tmp_path / "parts" / part["file"] for part in manifest["parts"]),
                                   expected)
+
+
+def test_a_directory_of_parquet_parts_reads_as_one_dataset_with_every_line_once(text, tmp_path, fixture_dir, expected):
+    """The records and the manifest were named part-*.json and manifest.json, which pyarrow reads as Parquet and
+    fails on; their leading _ makes it skip them, as it skips Ray's _settings.json."""
+    out = tmp_path / "out.parquet"
+    for index in range(2):
+        assert main(["embed", str(text), f"{out}/", "--shard", f"{index}/2", "--model", str(fixture_dir),
+                     "--quiet"]) == 0
+    assert (out / "_manifest.json").is_file()
+    table = pq.read_table(out)
+    assert sorted(table.column("index").to_pylist()) == list(range(len(LINES)))
+    _assert_union_is_the_full_run(_parquet_rows([out]), expected)
+
+
+@pytest.mark.parametrize(("found", "message"), [
+    (["0123_000000-0.parquet", "_settings.json"], "holds files that are not parts of a parquet run of elmo embed "
+                                                  "(0123_000000-0.parquet, _settings.json)"),  # Ray's output
+    (["part-00000-of-00002.npy"], "not parts of a parquet run of elmo embed (part-00000-of-00002.npy)"),
+    (["notes.txt", "part-00000-of-00001.parquet"], "(notes.txt)"),
+    (["part-00000-of-00002.json", "part-00000-of-00002.parquet", "manifest.json"],
+     "holds the records of an earlier version of elmo embed (manifest.json), named without the leading _ that "
+     "Parquet readers skip: to keep its parts, rename each part-*.json to _part-*.json"),
+], ids=["a Ray run's output", "parts of another format", "a file of its own", "records of an earlier version"])
+def test_a_directory_holding_what_no_run_in_these_parts_writes_is_refused_before_the_model_loads(
+        found, message, text, tmp_path, fixture_dir, capsys, no_model_load):
+    """A local run into such a directory added its part beside what was there and exited 0: rerun into a Ray run's
+    output, it held every line twice. The Ray engine refused it; now both do."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in found:
+        (out / name).write_bytes(b"")
+    assert main(["embed", str(text), f"{out}/", "--format", "parquet", "--model", str(fixture_dir), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert sorted(path.name for path in out.iterdir()) == sorted(found)
+
+
+def test_what_a_run_in_parts_writes_as_it_goes_is_its_own(tmp_path):
+    """Parts, parts in progress (an HDF5 file or a chunk directory), records, the manifest and elmo.files' temporary
+    names for each are accepted in a directory of parts; their like for another number of shards is refused."""
+    from elmo.embed_job.shards import PartsDirectory
+
+    own = ["part-00000-of-00002.hdf5", "part-00001-of-00002.hdf5.partial", "_part-00000-of-00002.json",
+           "._part-00001-of-00002.json.k2_x9q.partial", ".part-00001-of-00002.hdf5.abc123.partial", "_manifest.json",
+           "._manifest.json.zz9.partial"]
+    for name in own:
+        (tmp_path / name).write_bytes(b"")
+    PartsDirectory(tmp_path, "hdf5").check_holds_only_parts(2)
+    with pytest.raises(ValueError, match=r"parts of a run in 2 shards \(\S+; this run has 4\)"):
+        PartsDirectory(tmp_path, "hdf5").check_holds_only_parts(4)
+    with pytest.raises(ValueError, match="not parts of a npy run"):
+        PartsDirectory(tmp_path, "npy").check_holds_only_parts(2)
+
+
+def test_a_slurm_task_resubmitted_alone_is_told_to_give_its_shard_and_then_redoes_it(text, tmp_path, fixture_dir,
+                                                                                     monkeypatch, capsys, expected):
+    """sbatch --array=1 sets SLURM_ARRAY_TASK_COUNT=1 and SLURM_ARRAY_TASK_MIN=1: the task takes itself for shard
+    0/1. It was refused after the model loaded, told to remove the finished parts; now before, told --shard I/N."""
+    out = tmp_path / "out.parquet"
+    command = ["embed", str(text), f"{out}/", "--model", str(fixture_dir), "--quiet"]
+    assert main([*command, "--shard", "0/2"]) == 0
+    for name, value in (("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_COUNT", "1"), ("SLURM_ARRAY_TASK_MIN", "1")):
+        monkeypatch.setenv(name, value)
+    with monkeypatch.context() as patch:
+        patch.setattr(Embedder, "load", lambda *args, **kwargs: pytest.fail("the model loaded first"))
+        assert main(command) == 2
+    error = capsys.readouterr().err
+    assert "holds parts of a run in 2 shards (_part-00000-of-00002.json; this run has 1)" in error
+    assert error.index("give --shard I/2") < error.index("remove")
+    assert main([*command, "--shard", "1/2"]) == 0  # what it says: --shard wins over the task's environment
+    _assert_union_is_the_full_run(_parquet_rows([out]), expected)

@@ -89,6 +89,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     if options.parts:
         _check_output_directory(output)
         parts = PartsDirectory(output, format)
+        parts.check_holds_only_parts(options.shard.count)
         output = parts.part(options.shard)
     check_output_path(output, format, parts is not None)
     shape = VectorShape(config.n_output_layers if weights is None else None, config.output_dim,

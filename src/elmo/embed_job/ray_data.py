@@ -156,14 +156,13 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
     if args.device is not None and not args.device.startswith(("cpu", "cuda")):
         raise ValueError(f"--engine ray runs its workers on cpu or cuda (a GPU each), not {args.device}; use --engine "
                          "local there")
-    options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
-                           batch_size=args.batch_size, shard=WHOLE, parts=True)
-    job = plan(source, args.output, options, config, tokenizer)
-    assert job.parts is not None  # plan makes the directory of parts when options.parts is set
-    output = job.parts.directory
-    if output.is_dir() and any(output.iterdir()):
+    output = Path(args.output)
+    if output.is_dir() and any(output.iterdir()):  # before plan's refusal of what a run in parts does not write
         raise ValueError(f"{output} is not empty; Ray would mix its files with what is there: remove it or name "
                          "another directory")
+    options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
+                           batch_size=args.batch_size, shard=WHOLE, parts=True)
+    job = plan(source, output, options, config, tokenizer)
     ray = import_ray()  # a missing Ray is one line, after the options' refusals, before any work
     started = not ray.is_initialized()
     if started:

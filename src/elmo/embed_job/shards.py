@@ -8,11 +8,14 @@ A worker learns its shard from ``--shard`` or from its launcher: torchrun sets `
 a Slurm job array ``SLURM_ARRAY_TASK_ID`` and ``SLURM_ARRAY_TASK_COUNT`` (counted from
 ``SLURM_ARRAY_TASK_MIN`` in steps of ``SLURM_ARRAY_TASK_STEP``). Workers do not talk to each other: each
 writes its part and then a record of it, both atomically, and whichever finds every part recorded writes the
-manifest, so the manifest exists only once every part is whole.
+manifest, so the manifest exists only once every part is whole. The records and the manifest are named with a
+leading ``_``, which Parquet readers (pyarrow, Ray, Spark) skip, as they skip Ray's ``_settings.json``: a
+directory of Parquet parts reads as one dataset.
 """
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,12 @@ from pathlib import Path
 from elmo.embed_job.settings import check_same
 from elmo.files import write_text_atomic
 
-MANIFEST = "manifest.json"
+MANIFEST = "_manifest.json"
+_PART = re.compile(r"part-\d{5,}-of-(?P<count>\d{5,})\.(?P<extension>\w+)(\.partial)?")  # a part, or one in progress
+_RECORD = re.compile(r"_part-\d{5,}-of-(?P<count>\d{5,})\.json")
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\w+\.partial")  # elmo.files' .NAME.RANDOM.partial, renamed onto NAME
+_EARLIER = re.compile(r"manifest\.json|part-\d{5,}-of-\d{5,}\.json")  # the names before the leading _
+_NAMES_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -81,8 +89,8 @@ def shard_from_environment(environ: Mapping[str, str] = os.environ) -> Shard | N
 
 @dataclass(frozen=True)
 class PartsDirectory:
-    """``directory/part-IIIII-of-NNNNN.EXT`` per shard, each with ``part-IIIII-of-NNNNN.json`` (its settings
-    and line count, written once the part is whole), and ``manifest.json`` once all N are."""
+    """``directory/part-IIIII-of-NNNNN.EXT`` per shard, each with ``_part-IIIII-of-NNNNN.json`` (its settings
+    and line count, written once the part is whole), and ``_manifest.json`` once all N are."""
 
     directory: Path
     extension: str
@@ -91,22 +99,56 @@ class PartsDirectory:
         return self.directory / f"{self._stem(shard)}.{self.extension}"
 
     def record(self, shard: Shard) -> Path:
-        return self.directory / f"{self._stem(shard)}.json"
+        return self.directory / f"_{self._stem(shard)}.json"
 
     @staticmethod
     def _stem(shard: Shard) -> str:
         return f"part-{shard.index:05d}-of-{shard.count:05d}"
 
+    def check_holds_only_parts(self, count: int) -> None:
+        """ValueError, naming the files, unless the directory (if there is one) holds only what a run in ``count``
+        shards of this format writes: parts, parts in progress, their records, the manifest. Anything else would
+        be mixed with the parts: a Parquet reader reads every file of a directory, and another number of shards
+        deals the lines out otherwise, so its parts would repeat lines."""
+        if not self.directory.is_dir():
+            return
+        names = sorted(entry.name for entry in self.directory.iterdir())
+        earlier = [name for name in names if _EARLIER.fullmatch(name)]
+        if earlier:
+            raise ValueError(f"{self.directory} holds the records of an earlier version of elmo embed ({earlier[0]}), "
+                             f"named without the leading _ that Parquet readers skip: to keep its parts, rename "
+                             f"each part-*.json to _part-*.json and manifest.json to _manifest.json; else remove "
+                             f"{self.directory} or write to another directory")
+        counts = {name: self._shard_count(_renamed_to(name)) for name in names if _renamed_to(name) != MANIFEST}
+        foreign = [name for name, shards in counts.items() if shards is None]
+        if foreign:
+            more = f" and {len(foreign) - _NAMES_SHOWN} more" if len(foreign) > _NAMES_SHOWN else ""
+            raise ValueError(f"{self.directory} holds files that are not parts of a {self.extension} run of elmo embed "
+                             f"({', '.join(foreign[:_NAMES_SHOWN])}{more}), which its parts would be mixed with: "
+                             "remove them or write to another directory")
+        other = next(((name, shards) for name, shards in counts.items() if shards != count), None)
+        if other is not None:
+            other_name, shards = other
+            raise ValueError(f"{self.directory} holds parts of a run in {shards} shards ({other_name}; this run has "
+                             f"{count}): to redo one shard of that run, give --shard I/{shards} (a Slurm array task "
+                             f"submitted again alone, as by sbatch --array=5, counts itself shard 0/1); to start "
+                             f"over, remove {self.directory} or write to another directory")
+
+    def _shard_count(self, name: str) -> int | None:
+        """N for a part of a run in N shards of this format, or its record; None for any other name."""
+        if (part := _PART.fullmatch(name)) and part["extension"] == self.extension:
+            return int(part["count"])
+        if record := _RECORD.fullmatch(name):
+            return int(record["count"])
+        return None
+
     def finished(self, shard: Shard, settings: dict) -> bool:
         """Whether this shard's part is whole (and so made with ``settings``). ValueError, naming what differs,
         when this part or another recorded part of the N was made with other settings (another input, other
-        options or another model), or when the directory holds parts of a run in another number of shards:
-        parts of two runs never make one manifest."""
-        other_counts = sorted(record.name for record in self.directory.glob("part-*-of-*.json")
-                              if not record.name.endswith(f"-of-{shard.count:05d}.json"))
-        if other_counts:
-            raise ValueError(f"{self.directory} holds parts of a run in another number of shards ({other_counts[0]}; "
-                             f"this run has {shard.count}): remove {self.directory} or write to another directory")
+        options or another model), or when the directory holds anything but parts of this run
+        (``check_holds_only_parts``, again, as other processes may have written since the run began): parts of
+        two runs never make one manifest."""
+        self.check_holds_only_parts(shard.count)
         for other in (Shard(index, shard.count) for index in range(shard.count)):
             record = self._read(self.record(other))
             if record is not None:
@@ -151,3 +193,9 @@ class PartsDirectory:
         if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
             return None
         return record
+
+
+def _renamed_to(name: str) -> str:
+    """The name a temporary file of ``elmo.files`` (``.NAME.RANDOM.partial``) is renamed to; else ``name``."""
+    temporary = _TEMPORARY.fullmatch(name)
+    return temporary["name"] if temporary else name
