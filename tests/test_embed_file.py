@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from elmo.cli import main
+from elmo.embed_job.source import check_text_file
 from elmo.embedder import Embedder
 
 
@@ -54,6 +55,19 @@ def test_control_characters_and_empty_lines_are_reported_by_number_and_the_rest_
     assert "line 2: empty" in messages
     written = _read(tmp_path / "out.hdf5")
     assert [written[str(i)].shape[1] for i in range(4)] == [2, 3, 0, 2]
+
+
+def test_a_pipe_as_input_is_named_a_pipe_with_the_way_to_give_it(fixture_dir, tmp_path, capsys, no_model_load):
+    """``elmo embed <(cat in.txt) ...`` was told 'no such input file' of a path that exists: a pipe, which the
+    command cannot read twice. Nothing opens it (that would wait for a writer)."""
+    os.mkfifo(tmp_path / "pipe")
+    assert main(["embed", str(tmp_path / "pipe"), str(tmp_path / "out.hdf5"), "--model", str(fixture_dir),
+                 "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "pipe is not a regular file" in error and "give - to read standard input" in error
+    assert "no such" not in error
+    with pytest.raises(ValueError, match="corpus file is read more than once: write it to a file first"):
+        check_text_file(tmp_path / "pipe", "corpus file")  # elmo search's check: no - to point to there
 
 
 def test_missing_model_is_a_clear_error_not_a_traceback(tmp_path, capsys):
@@ -319,6 +333,7 @@ import os, signal, sys
 import h5py
 import elmo.embed_job.hdf5 as hdf5
 from elmo.cli import main
+from elmo.embed_job.source import check_text_file
 
 point, lines = sys.argv[1], 0
 write_dataset, create_dataset = hdf5._write_dataset, h5py.Group.create_dataset

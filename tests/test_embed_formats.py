@@ -296,3 +296,25 @@ def test_the_output_is_on_the_disk_before_it_is_renamed_into_place(output, optio
     assert len(final) == 1, events
     source = events[final[0]][1]
     assert ("fsync", str(Path(source).resolve())) in events[: final[0]], events
+
+
+def test_json_lines_get_the_warnings_of_text_lines_by_number(tmp_path, fixture_dir, caplog):
+    """Control characters in the text field (escaped or raw) were replaced quietly, and an empty sentence went
+    unreported: the checks looked at the raw JSON line, never blank. Text lines get both warnings (docs)."""
+    lines = ['{"text": "the\\u0007bank"}', '{"text": "  "}', '{"text": []}', '{"text": "a\x02b"}', '{"text": "fine"}']
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    _embed(tmp_path / "in.jsonl", tmp_path / "out.parquet", fixture_dir, "--text-field", "text")
+    warnings = sorted(record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+    assert warnings == ["line 0: control characters replaced by spaces", "line 1: empty; it has 0 tokens",
+                        "line 2: empty; it has 0 tokens", "line 3: control characters replaced by spaces"]
+    assert pq.read_table(tmp_path / "out.parquet").column("tokens").to_pylist() == [
+        ["the", "bank"], [], [], ["a", "b"], ["fine"]]
+
+
+def test_a_null_field_is_named_null_not_missing(tmp_path, fixture_dir, capsys, no_model_load):
+    (tmp_path / "in.jsonl").write_text('{"t": "x", "id": null}\n{"t": null, "id": "b"}\n{"t": "y"}\n')
+    assert main(["embed", str(tmp_path / "in.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "t", "--id-field",
+                 "id", "--model", str(fixture_dir), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "line 0: id field 'id': null; expected" in error and "line 1: field 't': null; expected" in error
+    assert "line 2: id field 'id': no such field" in error

@@ -17,7 +17,7 @@ from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
-from elmo.embed_job.source import STDIN, Source, check_text_file, stdin_as_file, text_sample
+from elmo.embed_job.source import STDIN, Source, check_input, stdin_as_file, text_sample
 from elmo.extras import install_command, require
 from elmo.pooling import POOLINGS
 from elmo.tokenizers import TOKENIZERS
@@ -75,7 +75,7 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
                                                       device=on)
     model = args.model
     if model is None:
-        check_text_file(source.path, name=source.name)  # an empty or binary file is named, not guessed English
+        check_input(source)  # an empty or binary file is named, not guessed English
         model = _shipped_model_for(source)
         print(f"elmo embed: no --model given; the text looks {'Chinese' if model == 'zh' else 'English'}, "
               f"so the shipped {model!r} model embeds it", file=sys.stderr)

@@ -65,14 +65,21 @@ class SourceLine:
     id: str | None  # the id field's value as text
 
 
-def check_text_file(path: str | Path, what: str = "input file", name: str | None = None) -> TextFile:
-    """Read ``path`` once and refuse what is not text to embed: a missing file, a directory, an empty file,
-    a NUL byte (a binary or UTF-16 file) or bytes that are not UTF-8. Raises FileNotFoundError or
-    ValueError naming the file (as ``name``, if given) and, for bad bytes, the byte offset and line."""
+def check_text_file(path: str | Path, what: str = "input file", name: str | None = None,
+                    stdin_usage: str | None = None) -> TextFile:
+    """Read ``path`` once and refuse what is not text to embed: a missing file, a directory, a pipe or another
+    file that is not a regular one (it would be read more than once), an empty file, a NUL byte (a binary or
+    UTF-16 file) or bytes that are not UTF-8. Raises FileNotFoundError or ValueError naming the file (as
+    ``name``, if given) and, for bad bytes, the byte offset and line. ``stdin_usage``: the command line that
+    reads standard input instead, for the refusal of a pipe to name, where the command has one."""
     path = Path(path)
     name = name or str(path)
     if path.is_dir():
         raise ValueError(f"{name} is a directory; expected a text {what}, one sentence a line")
+    if path.exists() and not path.is_file():
+        instead = f"give - to read standard input (... | {stdin_usage}), or " if stdin_usage else ""
+        raise ValueError(f"{name} is not a regular file (a pipe, as <(...) gives?), and the {what} is read more than "
+                         f"once: {instead}write it to a file first")
     if not path.is_file():
         raise FileNotFoundError(f"{name}: no such {what}")
     digest = hashlib.sha256()
@@ -84,6 +91,11 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     if lines == 0:
         raise ValueError(f"{name} is empty; expected a text {what}, one sentence a line")
     return TextFile(path, lines, digest.hexdigest(), has_text)
+
+
+def check_input(source: Source) -> TextFile:
+    """``check_text_file`` of ``elmo embed``'s input, whose refusal of a pipe points to ``-``."""
+    return check_text_file(source.path, name=source.name, stdin_usage="elmo embed - OUTPUT")
 
 
 def file_sha256(path: Path) -> str:
@@ -136,16 +148,16 @@ def _cleaned(number: int, line: str, report: EmbedReport) -> str:
 
 
 def check_source(source: Source, sentence_keys: bool = False) -> TextFile:
-    """``check_text_file``, then every line parsed as it will be read; with ``sentence_keys`` each sentence
+    """``check_input``, then every line parsed as it will be read; with ``sentence_keys`` each sentence
     must also be usable as an HDF5 dataset name, once. Raises ValueError listing the bad lines by number."""
-    text = check_text_file(source.path, name=source.name)
+    text = check_input(source)
     if source.text_field is None and not sentence_keys:
         return text
     problems: list[str] = []
     first_seen: dict[str, int] = {}
-    for number, line in enumerate(read_lines(source.path, EmbedReport(), source.name)):
+    for number, line in enumerate(_decoded_lines(source.path, source.name)):
         try:
-            parsed = _parse(source, number, line)
+            parsed = _parse(source, number, line, EmbedReport())
         except ValueError as error:
             problems.append(str(error))
             continue
@@ -183,7 +195,7 @@ def read_source(source: Source, report: EmbedReport, shard: Shard = WHOLE) -> It
     has refused bad lines before any work)."""
     for number, line in enumerate(_decoded_lines(source.path, source.name)):
         if shard.holds(number):
-            yield _parse(source, number, _cleaned(number, line, report))
+            yield _parse(source, number, line, report)
 
 
 def text_sample(source: Source, characters: int = 1 << 16) -> str:
@@ -193,7 +205,7 @@ def text_sample(source: Source, characters: int = 1 << 16) -> str:
     taken = 0
     for number, line in enumerate(_decoded_lines(source.path, source.name)):
         try:
-            sentence = _parse(source, number, line).sentence
+            sentence = _parse(source, number, line, EmbedReport()).sentence
         except ValueError:
             continue
         sentences.append(sentence)
@@ -203,11 +215,13 @@ def text_sample(source: Source, characters: int = 1 << 16) -> str:
     return "\n".join(sentences)[:characters]
 
 
-def _parse(source: Source, number: int, line: str) -> SourceLine:
+def _parse(source: Source, number: int, line: str, report: EmbedReport) -> SourceLine:
+    """Line ``number`` of the input: a text line, or a JSON object's fields. The sentence is cleaned, with
+    ``_cleaned``'s warnings in ``report``, for JSON as for text. ValueError naming what is wrong with the line."""
     if source.text_field is None:
-        return SourceLine(number, line, None, None)
+        return SourceLine(number, _cleaned(number, line, report), None, None)
     try:
-        record = json.loads(line)
+        record = json.loads(line, strict=False)  # a raw control character in a string is read as its escape is
     except json.JSONDecodeError as error:
         raise ValueError(f"line {number}: not JSON ({error.msg} at column {error.colno})") from None
     if not isinstance(record, dict):
@@ -219,22 +233,32 @@ def _parse(source: Source, number: int, line: str) -> SourceLine:
                 raise ValueError(f"line {number}: field {source.text_field!r}: token {position} holds the control "
                                  f"character U+{ord(control.group()):04X}; tokens must be printable text")
         sentence, tokens = " ".join(text), text
+        if not tokens:
+            report.warnings.append(f"line {number}: empty; it has 0 tokens")
     elif isinstance(text, str):
-        sentence, tokens = CONTROL_CHARACTERS.sub(" ", text), None
+        sentence, tokens = _cleaned(number, text, report), None
     else:
-        found = "no such field" if text is None else f"a JSON {type(text).__name__}"
+        found = _found(record, source.text_field)
         raise ValueError(f"line {number}: field {source.text_field!r}: {found}; expected text or a list of tokens")
     _refuse_unencodable(number, f"field {source.text_field!r}", sentence)
     if source.id_field is not None:
         identifier = record.get(source.id_field)
         if not isinstance(identifier, str | int) or isinstance(identifier, bool):
-            found = "no such field" if identifier is None else f"a JSON {type(identifier).__name__}"
+            found = _found(record, source.id_field)
             raise ValueError(f"line {number}: id field {source.id_field!r}: {found}; expected text or a whole number")
         if isinstance(identifier, str) and (control := CONTROL_CHARACTERS.search(identifier)):
             raise ValueError(f"line {number}: id field {source.id_field!r} holds the control character "
                              f"U+{ord(control.group()):04X}; ids must be printable text")
         _refuse_unencodable(number, f"id field {source.id_field!r}", str(identifier))
     return SourceLine(number, sentence, tokens, None if identifier is None else str(identifier))
+
+
+def _found(record: dict, field_name: str) -> str:
+    """What a JSON object holds at ``field_name``, for a message saying it is not what was expected."""
+    if field_name not in record:
+        return "no such field"
+    value = record[field_name]
+    return "null" if value is None else f"a JSON {type(value).__name__}"
 
 
 def _refuse_unencodable(number: int, what: str, text: str) -> None:
