@@ -1,5 +1,6 @@
 import copy
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -124,3 +125,69 @@ def test_after_the_weights_change_dtype_the_vectors_are_the_new_dtypes_not_round
     assert first.dtype == second.dtype == torch.float64
     torch.testing.assert_close(first, direct, rtol=0, atol=1e-12)
     torch.testing.assert_close(second, direct, rtol=0, atol=1e-12)
+
+
+def test_a_call_from_another_thread_while_one_encodes_leaves_every_row_its_own_tokens_vector(fixture_bilm):
+    """The first call pauses in the encoder until the other thread's call is done (or 1 s passes: with the lock the
+    other call waits for the first). Unlocked, both stored "a" and "b", the second copy at rows 2 and 3 while rows 0
+    and 1 were counted free; "c" and "d" then overwrote rows 2 and 3, and "a" came back as "c"'s vector."""
+    encoder = copy.deepcopy(fixture_bilm.token_encoder)
+    cache = TokenVectorCache(encoder, 50, capacity=4)
+    encode, entered, other_done = encoder.forward, threading.Event(), threading.Event()
+
+    def forward_pausing_the_first_call(char_ids: torch.Tensor) -> torch.Tensor:
+        if not entered.is_set():
+            entered.set()
+            other_done.wait(timeout=1)
+        return encode(char_ids)
+
+    def other_call() -> None:
+        entered.wait()
+        cache.token_vectors([["a", "b"]], torch.device("cpu"))
+        other_done.set()
+
+    encoder.forward = forward_pausing_the_first_call
+    other = threading.Thread(target=other_call)
+    other.start()
+    with torch.no_grad():
+        cache.token_vectors([["a", "b"]], torch.device("cpu"))
+        other.join()
+        cache.token_vectors([["c", "d"]], torch.device("cpu"))
+        got = cache.token_vectors([["a", "b", "c", "d"]], torch.device("cpu"))
+        direct = encode(batch_to_char_ids([["a", "b", "c", "d"]])[0])
+    assert len(cache) == 4
+    torch.testing.assert_close(got, direct, atol=1e-6, rtol=1e-6)  # float32 rounding: encoded in other batches
+
+
+def test_threads_sharing_one_embedder_get_the_vectors_of_an_embedder_without_cache(fixture_bilm):
+    """Many distinct tokens through a small cache, so that calls evict what others look up; a short switch interval
+    makes the threads interleave inside the calls."""
+    vocabulary = [f"w{i}" for i in range(400)]
+    generator = np.random.default_rng(0)
+    sentences = [[str(token) for token in generator.choice(vocabulary, size=generator.integers(1, 9))]
+                 for _ in range(200)]
+    without_cache = Embedder(fixture_bilm, token_cache_size=0)
+    expected = without_cache.encode(sentences, layers="all", pooling="mean", batch_size=4)
+    shared = Embedder(fixture_bilm, token_cache_size=50)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def encode(thread: int) -> None:
+        try:
+            results[thread] = shared.encode(sentences, layers="all", pooling="mean", batch_size=4)
+        except BaseException as error:  # reported below, with the thread's result missing
+            errors.append(error)
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=encode, args=(thread,)) for thread in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch_interval)
+    assert not errors and len(results) == 4
+    for result in results.values():  # float32 rounding: the cache encodes each token among other misses
+        np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)

@@ -11,8 +11,13 @@ small model's 128-dim token vectors at 20,000 tokens. (Keeping views of each bat
 pin whole batches for one surviving row.) The table grows by doubling, so it holds less than twice what
 its entries need until it is full. A token is keyed by at most the ``max_characters - 2`` bytes the encoder
 sees of it, so a long token costs no more than a short one.
+
+Safe to share between threads (one ``Embedder`` serving several): a lock holds each call from its lookup to its
+store, so that one call's eviction cannot reuse the rows another call has just looked up or is filling. Misses
+are encoded under the lock too, so a token missing from two calls at once is encoded once and stored once.
 """
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -37,6 +42,7 @@ class TokenVectorCache:
         self._weights: WeightsKey | None = None  # the encoder's weights the vectors were computed with
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()  # held by token_vectors for the whole of its lookup, encoding and store
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -59,6 +65,11 @@ class TokenVectorCache:
 
     def token_vectors(self, token_lists: Sequence[Sequence[str]], device: torch.device) -> torch.Tensor:
         """``(n_tokens, dim)``: the vectors of the lists' tokens, end to end."""
+        with self._lock:
+            return self._vectors_under_lock(token_lists, device)
+
+    def _vectors_under_lock(self, token_lists: Sequence[Sequence[str]], device: torch.device) -> torch.Tensor:
+        """``token_vectors``' work, which reads and changes the rows: call it holding ``_lock``."""
         self._forget_if_weights_changed()
         keys = [[self._key(token) for token in tokens] for tokens in token_lists]
         token_of: dict[str | bytes, str] = {}  # one token per distinct key, in order of appearance
