@@ -1,4 +1,7 @@
 import copy
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +226,98 @@ def test_an_unknown_device_is_refused_by_name(bilm):
         Embedder(bilm, device="gpu")
     with pytest.raises(ValueError, match="device 'gpu' is not available here"):
         Embedder(bilm).to("gpu")
+
+
+@pytest.mark.parametrize("batch_size", [2.5, 2.0, "8", True, np.True_, None])
+def test_a_batch_size_that_is_not_a_whole_number_is_refused_by_name_at_the_call(bilm, batch_size):
+    """A float or a str failed deep inside with an unrelated TypeError (iter_embed's only at its first next, once a
+    chunk was read); True ran as 1."""
+    embedder = Embedder(bilm)
+    for call in (embedder.encode, embedder.embed, embedder.iter_embed, embedder.embed_tfhub):
+        with pytest.raises(TypeError, match=f"batch_size is {batch_size!r}; expected a whole number"):
+            call([["a"]], batch_size=batch_size)  # iter_embed's generator is never started: refused at the call
+
+
+def test_a_numpy_integer_batch_size_is_taken_as_its_value(bilm, sentences):
+    embedder = Embedder(bilm)
+    for got, expected in zip(embedder.embed(sentences[:6], batch_size=np.int64(3)),
+                             embedder.embed(sentences[:6], batch_size=3), strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("model", ["en", Path("models/en")])
+def test_a_model_name_or_directory_given_to_the_constructor_points_to_load(model):
+    """sentence-transformers' ``SentenceTransformer("name")``: here it failed on 'str' object has no attribute
+    'parameters'."""
+    with pytest.raises(TypeError, match=rf"Embedder takes a BiLM; .* use Embedder\.load\('{model}'\)"):
+        Embedder(model)
+    with pytest.raises(TypeError, match="Embedder takes a BiLM; got a dict"):
+        Embedder({})
+
+
+def test_bytes_and_none_are_refused_by_name_at_the_call(bilm):
+    """Bytes iterate as numbers (b'hello' was refused as a sentence of tokens 104, 101, ...), and None failed inside
+    the loop with 'NoneType' object is not iterable."""
+    embedder = Embedder(bilm)
+    for call in (embedder.encode, embedder.embed, embedder.iter_embed, embedder.embed_tfhub):
+        with pytest.raises(TypeError, match=r"sentences is bytes \(b'hello'\); decode it to a str first"):
+            call(b"hello")
+        with pytest.raises(TypeError, match="sentences is None; expected"):
+            call(None)
+    with pytest.raises(TypeError, match=r"a sentence is bytearray \(b'hello'\); decode it"):
+        embedder.encode(["fine", bytearray(b"hello")])
+    with pytest.raises(TypeError, match="a sentence is None; expected a str or a list of tokens"):
+        embedder.embed([["fine"], None])
+
+
+def test_the_layers_held_for_long_documents_do_not_grow_with_their_number(bilm, sentences):
+    """Every layer of a chunk's sentences is allocated at its start and held until it is done, and a chunk was
+    4 x 2 = 8 sentences however long: 8 documents of 60 tokens held 480 tokens' layers, 4 held 240 (512 documents
+    of 10,000 tokens of en: 15 GiB). Now a chunk closes at the end of a batch once it holds 8 x 24 = 192 tokens:
+    here one batch of 4 documents, whatever their number. The results do not depend on where chunks close."""
+    words = [token for sentence in sentences for token in sentence]
+    documents = [(words[start:] + words[:start])[:60] for start in range(0, 80, 10)]
+    embedder = Embedder(bilm, max_window_tokens=24, window_context=4, bucket_batches=2)
+    chunk_tokens: list[int] = []
+    embed_chunk = embedder._embed_chunk
+
+    def counting_embed_chunk(chunk: list[list[str]], batch_size: int) -> list[np.ndarray]:
+        layers = embed_chunk(chunk, batch_size)
+        chunk_tokens.append(sum(array.shape[1] for array in layers))  # the layers allocated for the chunk
+        return layers
+
+    embedder._embed_chunk = counting_embed_chunk
+    held = {}
+    for n_documents in (4, 8):
+        chunk_tokens.clear()
+        pooled = embedder.encode(documents[:n_documents], layers="all", pooling="mean", batch_size=4)
+        held[n_documents] = max(chunk_tokens)
+    assert held == {4: 240, 8: 240}
+    for document, row in zip(documents, pooled, strict=True):  # each alone: a chunk of one document
+        alone = embedder.encode([document], layers="all", pooling="mean", batch_size=4)[0]
+        np.testing.assert_allclose(row, alone, rtol=1e-6, atol=1e-6)
+
+
+def test_threads_sharing_an_embedder_run_its_memory_trimmer_one_at_a_time(bilm, sentences):
+    """The trimmer keeps the RSS it last saw: read by one thread while another reset it to None, it failed with a
+    TypeError (None + int). A trimmer that takes 10 ms a call shows whether two threads are ever inside at once."""
+    embedder = Embedder(bilm)
+    inside, most_inside, counting = 0, 0, threading.Lock()
+
+    class SlowTrimmer:
+        def after_batch(self) -> None:
+            nonlocal inside, most_inside
+            with counting:
+                inside += 1
+                most_inside = max(most_inside, inside)
+            time.sleep(0.01)
+            with counting:
+                inside -= 1
+
+    embedder._memory = SlowTrimmer()
+    threads = [threading.Thread(target=embedder.embed, args=(sentences,), kwargs={"batch_size": 2}) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most_inside == 1

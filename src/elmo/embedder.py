@@ -12,7 +12,9 @@ array per sentence, in input order. Inside, it
   either side, and each token keeps the vectors of the window in which it is in the core. So every
   token sees at least ``window_context`` tokens of real context on both sides (or the sentence edge),
   and the memory used is that of a batch of windows, whatever the sentence length;
-- streams: ``iter_embed`` works through the input a window of batches at a time;
+- streams: ``iter_embed`` works through the input a chunk at a time: a window of batches, closed early, at the
+  end of a batch, once its sentences hold as many tokens as a window of batches of full windows (every layer of
+  a chunk's sentences is held until the chunk is done, so long documents are held a batch at a time);
 - keeps an LRU cache of context-free token vectors (``token_cache_size`` tokens, copies in one table of at most
   that many rows, so its memory is bounded in bytes; 0 turns it off), so the character CNN runs once per
   distinct token, not once per occurrence.
@@ -30,7 +32,10 @@ cutting, the lane groups, the token cache, the device) share its state; the lane
 ``elmo.lanes``, the stateful variant in ``elmo.stateful_embedder``.
 """
 
+import operator
+import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
@@ -94,6 +99,11 @@ class Embedder:
     ) -> None:
         """``device`` defaults to where ``bilm`` is. A ``bilm`` passed in is never moved or changed: on another
         device the embedder works on a copy of it."""
+        if isinstance(bilm, str | os.PathLike):
+            raise TypeError(f"Embedder takes a BiLM; for a model directory or a shipped model's name use "
+                            f"Embedder.load({os.fspath(bilm)!r})")
+        if not isinstance(bilm, BiLM):
+            raise TypeError(f"Embedder takes a BiLM; got a {type(bilm).__name__}")
         if window_context < 0 or max_window_tokens - 2 * window_context < 1:
             raise ValueError(f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context "
                              f"({window_context}), and window_context be 0 or more")
@@ -109,6 +119,7 @@ class Embedder:
         self.bucket_batches = bucket_batches
         self.token_cache_size = token_cache_size
         self._memory = FreedMemoryTrimmer()
+        self._memory_lock = threading.Lock()  # the trimmer is shared by threads embedding at once, and keeps state
         self.token_cache = self._new_token_cache()
         if device is not None:
             self.to(device)
@@ -159,6 +170,7 @@ class Embedder:
         tokenized sentence as it is."""
         if isinstance(sentence, str):
             return self.tokenize_text(clean_text(sentence))
+        _refuse_non_sentences(sentence, "a sentence", "a str or a list of tokens")
         tokens = list(sentence)  # once: an iterator is used up by reading it
         if not all(isinstance(token, str) for token in tokens):
             raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
@@ -245,7 +257,8 @@ class Embedder:
                 raise TypeError(f"{name} is {flag!r}; expected True or False")
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
-        _check_batch_size(batch_size)
+        batch_size = _checked_batch_size(batch_size)
+        _refuse_non_sentences(sentences, "sentences", "a str (one sentence) or an iterable of sentences")
         single = isinstance(sentences, str)
         many: Sentences = [sentences] if isinstance(sentences, str) else sentences
         if show_progress_bar is None:
@@ -295,8 +308,9 @@ class Embedder:
         if isinstance(sentences, str):
             raise TypeError(f"sentences is a str ({sentences[:40]!r}); embed takes a list of sentences: "
                             "embed([text]), or encode(text) for one sentence")
+        _refuse_non_sentences(sentences, "sentences", "a list (any iterable) of sentences")
         weights = layer_weights(layers, self.n_layers)
-        _check_batch_size(batch_size)
+        batch_size = _checked_batch_size(batch_size)
 
         def stream() -> Iterator[np.ndarray]:
             with _progress_bar(sentences, progress) as bar:
@@ -322,14 +336,21 @@ class Embedder:
 
     def _mixed(self, token_lists: Iterable[Tokens], weights: np.ndarray | None, batch_size: int,
                bar: tqdm) -> Iterator[np.ndarray]:
-        """Each token list's layers, mixed by ``weights``, in input order, a chunk of sentences at a time."""
-        chunk_size = self._chunk_size(batch_size)
+        """Each token list's layers, mixed by ``weights``, in input order, a chunk of sentences at a time.
+
+        Every layer of a chunk's sentences is held until the chunk is done, so a chunk also closes, at the end of a
+        batch, once it holds ``_chunk_tokens`` tokens: otherwise ``_chunk_size`` long documents were held whole. At
+        the end of a batch only, as a subclass may run a chunk's batches in order from its start
+        (``StatefulEmbedder``)."""
+        chunk_size, chunk_tokens = self._chunk_size(batch_size), self._chunk_tokens(batch_size)
         chunk: list[Tokens] = []
+        tokens_in_chunk = 0
         for tokens in token_lists:
             chunk.append(tokens)
-            if len(chunk) == chunk_size:
+            tokens_in_chunk += len(tokens)
+            if len(chunk) == chunk_size or (len(chunk) % batch_size == 0 and tokens_in_chunk >= chunk_tokens):
                 yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
-                chunk = []
+                chunk, tokens_in_chunk = [], 0
         if chunk:
             yield from self._finish(self._embed_chunk(chunk, batch_size), weights, bar)
 
@@ -343,12 +364,18 @@ class Embedder:
         """Sentences read before any is embedded: a window of batches to sort by length."""
         return batch_size * self.bucket_batches
 
+    def _chunk_tokens(self, batch_size: int) -> int:
+        """Tokens after which a chunk closes at the end of a batch: those of a window of batches of full windows, the
+        most a chunk of sentences no longer than a window holds."""
+        return batch_size * self.bucket_batches * self.max_window_tokens
+
     def _embed_chunk(self, sentences: list[Tokens], batch_size: int) -> list[np.ndarray]:
         """Every layer of each sentence, ``(n_layers, T, 2P)`` float32, in the order given."""
         results = [np.zeros((self.n_layers, len(tokens), self.dim), np.float32) for tokens in sentences]
         for group in self._groups(sentences, batch_size):
             self._store(group, self._layers_of([piece.tokens for piece in group], batch_size), results)
-            self._memory.after_batch()  # the group's tensors are all freed by now
+            with self._memory_lock:
+                self._memory.after_batch()  # the group's tensors are all freed by now
         return results
 
     def _groups(self, sentences: list[Tokens], batch_size: int) -> list[list[Piece]]:
@@ -437,9 +464,28 @@ def _available(device: str | torch.device) -> torch.device:
         raise ValueError(f"device {device!r} is not available here: {error}") from None
 
 
-def _check_batch_size(batch_size: int) -> None:
-    if batch_size < 1:
-        raise ValueError(f"batch_size is {batch_size}; expected at least 1")
+def _checked_batch_size(batch_size: int) -> int:
+    """``batch_size`` as an int: a whole number (NumPy's too), at least 1. A float or a str is refused here rather
+    than failing deep inside, and a bool, which Python counts as 0 or 1, is refused as a mistake."""
+    if isinstance(batch_size, bool):
+        raise TypeError(f"batch_size is {batch_size!r}; expected a whole number of sentences")
+    try:
+        whole = operator.index(batch_size)
+    except TypeError:
+        raise TypeError(f"batch_size is {batch_size!r}; expected a whole number of sentences") from None
+    if whole < 1:
+        raise ValueError(f"batch_size is {whole}; expected at least 1")
+    return whole
+
+
+def _refuse_non_sentences(value: object, name: str, expected: str) -> None:
+    """TypeError naming ``value`` (called ``name``) if it is None, bytes or not iterable, at the call: bytes iterate
+    as numbers, so they were refused late as tokens that are not strings, and None failed inside the loop."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError(f"{name} is {type(value).__name__} ({bytes(value[:40])!r}); decode it to a str first "
+                        "(data.decode('utf-8'))")
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{name} is {value!r}; expected {expected}")
 
 
 def _progress_bar(sentences: Iterable, show: bool) -> tqdm:
