@@ -161,7 +161,7 @@ def test_gradients_of_the_sampled_softmax_kernels_gradients_are_refused_naming_t
     got = SampledSoftmaxNll.apply(hidden, targets, weight, bias, candidates).sum()
     (d_hidden,) = torch.autograd.grad(got, hidden, create_graph=True)
     torch.testing.assert_close(d_hidden, expected_d_hidden.detach(), rtol=0, atol=1e-12)
-    with pytest.raises(RuntimeError, match="first-order gradients only.*reference_kernels = True"):
+    with pytest.raises(RuntimeError, match=r"first-order gradients only.*reference_kernels = True"):
         torch.autograd.grad(d_hidden.pow(2).sum(), weight)
 
 
