@@ -1,3 +1,6 @@
+import re
+
+import numpy as np
 import pytest
 import torch
 
@@ -44,3 +47,15 @@ def test_batch_pads_with_all_zero_tokens_and_mask_marks_real_tokens():
 def test_batch_of_strings_is_refused():
     with pytest.raises(TypeError, match="sentence 0 is a string"):
         batch_to_char_ids(["not tokenized"])
+
+
+@pytest.mark.parametrize(("token", "shown"), [(b"ab", "b'ab'"), (None, "None"), (3, "3")])
+def test_non_string_token_is_a_type_error_naming_its_sentence_and_position(token, shown):
+    with pytest.raises(TypeError, match=rf"sentence 1, token 2 is {re.escape(shown)}; expected a string"):
+        batch_to_char_ids([["a"], ["b", "c", token]])
+
+
+def test_numpy_array_of_tokens_reads_as_the_list_of_those_tokens():
+    by_hand = torch.tensor([[token_to_char_ids("ab"), token_to_char_ids("é")], [[0] * 50, [0] * 50]])
+    char_ids = batch_to_char_ids([np.array(["ab", "é"]), np.array([], dtype=str)])
+    assert torch.equal(char_ids, by_hand)

@@ -44,16 +44,7 @@ _LINES_SHOWN = 10
 
 def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
     """AllenNLP's name for ``batch_to_char_ids``: ``(batch, max_tokens, 50)`` int64 ids, padding tokens all 0."""
-    return _char_ids(batch, MAX_CHARACTERS_PER_TOKEN)
-
-
-def _char_ids(batch: Sequence[Sequence[str]], max_characters: int) -> torch.Tensor:
-    """``(batch, max_tokens, max_characters)`` ids, after a TypeError naming any token that is not a string."""
-    for row, sentence in enumerate(batch):
-        for position, token in enumerate(sentence):
-            if not isinstance(token, str):
-                raise TypeError(f"sentence {row}, token {position} is {token!r}; expected a string")
-    return batch_to_char_ids(batch, max_characters)
+    return batch_to_char_ids(batch, MAX_CHARACTERS_PER_TOKEN)
 
 
 def _load(options_file: str | Path, weight_file: str | Path) -> BiLM:
@@ -97,7 +88,7 @@ class ElmoEmbedder:
     def batch_to_embeddings(self, batch: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(activations (batch, n_layers, T, 2P), mask (batch, T) int64)`` on the model's device, zeros at
         padding. Tokens are cut to the model's ``max_characters_per_token`` (AllenNLP's models: 50)."""
-        char_ids = _char_ids(batch, self.bilm.config.char_cnn.max_characters_per_token)
+        char_ids = batch_to_char_ids(batch, self.bilm.config.char_cnn.max_characters_per_token)
         output, _ = self.bilm(char_ids.to(self.device))
         return output.layers.transpose(0, 1), output.mask.long()
 

@@ -58,15 +58,20 @@ def batch_to_char_ids(
 ) -> torch.Tensor:
     """Tokenized sentences -> ``(batch, max_tokens, max_characters)`` int64 ids, padding rows all zero.
 
-    No sentence-boundary tokens are added here: the biLM adds them itself.
+    A sentence is any sequence of str tokens (a list, a tuple, a NumPy array of str). No sentence-boundary tokens
+    are added here: the biLM adds them itself. Every token is checked before any is encoded, so a bytes, None or
+    number token is a TypeError naming its sentence and position, not an AttributeError from deep inside.
     """
-    for index, sentence in enumerate(sentences):
+    for row, sentence in enumerate(sentences):
         if isinstance(sentence, str):
-            raise TypeError(f"sentence {index} is a string; expected a list of tokens")
+            raise TypeError(f"sentence {row} is a string; expected a list of tokens")
+        for position, token in enumerate(sentence):
+            if not isinstance(token, str):
+                raise TypeError(f"sentence {row}, token {position} is {token!r}; expected a string")
     max_tokens = max((len(sentence) for sentence in sentences), default=0)
     char_ids = torch.zeros((len(sentences), max_tokens, max_characters), dtype=torch.long)
     for row, sentence in enumerate(sentences):
-        if sentence:
+        if len(sentence):  # not `if sentence`: a NumPy array's truth value is ambiguous
             char_ids[row, : len(sentence)] = torch.tensor(
                 [token_to_char_ids(token, max_characters) for token in sentence], dtype=torch.long
             )
