@@ -3,7 +3,11 @@
     python scripts/run_tasks.py            # docs/results.json, docs/task-mix-weights.png, WORK/report-tables.md
     python scripts/run_tasks.py --tasks en-cloze --skip-probes --jobs 1   # the QA comparison alone
     python scripts/run_tasks.py --tasks en-cloze --skip-probes --report-only   # its tables from the runs on disk
-    python scripts/run_tasks.py --smoke --work /tmp/smoke --docs /tmp/smoke/docs   # the fixture biLM, tiny sizes
+    python scripts/run_tasks.py --smoke    # the fixture biLM, tiny sizes, in data/tasks-smoke (its docs/ too)
+
+A smoke run works in a folder of its own (``--work`` default ``data/tasks-smoke``, ``--docs`` default
+``WORK/docs``): in ``data/tasks`` it would cut the real task data again, cache features of the fixture biLM, train
+word2vec on 3,000 lines and write its tables into docs/results.md.
 
 Steps, each resumable (a finished piece is kept and skipped on a rerun only if it was made from the same
 inputs: a task run's ``inputs.sha256`` covers its flags, data and static vectors, with the biLM's fingerprint in
@@ -337,10 +341,12 @@ def train_job(argv: list[str]) -> tuple[str, int]:
     torch.set_num_threads(1)
     out = Path(argv[argv.index("--out") + 1])
     inputs = inputs_digest(argv)
-    if (out / "metrics.json").is_file():
-        if is_current_run(out, inputs):
-            return str(out), 0
-        (out / "metrics.json").unlink()  # so that a run killed before its end is not taken for a finished one
+    if (out / "metrics.json").is_file() and is_current_run(out, inputs):
+        return str(out), 0
+    # Neither record of an earlier run may outlive this one's start: a run that fails or is killed after writing
+    # its metrics.json would otherwise pass, beside the old digest, for a finished run of the old inputs.
+    for record in (out / "metrics.json", out / INPUTS_DIGEST):
+        record.unlink(missing_ok=True)
     code = main(argv)
     if code == 0:
         (out / INPUTS_DIGEST).write_text(inputs, encoding="utf-8")
@@ -792,26 +798,43 @@ def static_coverage(work: Path, tasks: tuple[Task, ...]) -> dict[str, dict[str, 
 
 # --- main -----------------------------------------------------------------------------------------------
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, its folders filled in (a smoke run's apart from the real ones) and made absolute: ``main``
+    then moves to the repository, where a relative path would name another folder."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", type=Path, default=REPOSITORY / "data" / "tasks")
-    parser.add_argument("--docs", type=Path, default=REPOSITORY / "docs")
+    parser.add_argument("--work", type=Path,
+                        help="data, features, runs and probes (default: data/tasks; with --smoke, data/tasks-smoke)")
+    parser.add_argument("--docs", type=Path,
+                        help="where results.md's tables, results.json and the plot go (default: docs; with --smoke, "
+                             "WORK/docs)")
     parser.add_argument("--corpus-root", type=Path, default=REPOSITORY / "data" / "models",
                         help="make_models' --work folder, to reuse its prepared train.txt (else prepared here)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--tasks", nargs="+", default=[task.name for task in TASKS])
-    parser.add_argument("--methods", nargs="+", default=[*METHODS, PASSAGE_ONLY], help="run only these methods")
+    names = [task.name for task in TASKS]
+    parser.add_argument("--tasks", nargs="+", choices=names, default=names, metavar="TASK",
+                        help=f"run only these tasks, of {', '.join(names)}")
+    parser.add_argument("--methods", nargs="+", choices=[*METHODS, PASSAGE_ONLY], default=[*METHODS, PASSAGE_ONLY],
+                        metavar="METHOD", help=f"run only these methods, of {', '.join([*METHODS, PASSAGE_ONLY])}")
     parser.add_argument("--skip-probes", action="store_true")
-    parser.add_argument("--smoke", action="store_true", help="the fixture biLM for both languages, tiny sizes")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the fixture biLM for both languages, tiny sizes, in a work and docs folder of its own")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report-only", action="store_true",
                         help="write the tables and JSON from the runs already on disk; train nothing")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.work = (args.work or REPOSITORY / "data" / ("tasks-smoke" if args.smoke else "tasks")).resolve()
+    args.docs = (args.docs or (args.work / "docs" if args.smoke else REPOSITORY / "docs")).resolve()
+    args.corpus_root = args.corpus_root.resolve()
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     started = time.perf_counter()
     tasks = tuple(task for task in TASKS if task.name in args.tasks)
     seeds = tuple(args.seeds)
     models = {"en": str(FIXTURE), "zh": str(FIXTURE)} if args.smoke else {"en": "en", "zh": "zh"}
-    work = args.work.resolve()
+    work = args.work
     if work.is_relative_to(REPOSITORY):
         work = work.relative_to(REPOSITORY)  # commands in the report then read as run from the repository
         os.chdir(REPOSITORY)

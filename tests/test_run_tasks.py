@@ -120,3 +120,98 @@ def test_a_smoke_cut_keeps_only_dev_and_test_rows_whose_labels_train_holds():
     assert run_tasks.with_labels_of(train, part, "tagger") == [part[0], part[2]]
     assert run_tasks.with_labels_of([("pos", "good")], [("neg", "bad"), ("pos", "fine")], "classifier") == [
         ("pos", "fine")]
+
+
+@pytest.fixture
+def report_folders(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[ModuleType, list[tuple[Path, Path]]]:
+    """run_tasks with its repository at ``tmp_path/repo``, the caller in ``tmp_path/caller``, and neither task data
+    nor a report written: each report's (work, docs) folders as ``main`` gives them, in the folder it ends in."""
+    run_tasks = fresh_run_tasks()
+    repository = tmp_path / "repo"
+    for folder in (repository, tmp_path / "caller"):
+        folder.mkdir()
+    monkeypatch.setattr(run_tasks, "REPOSITORY", repository)
+    monkeypatch.chdir(tmp_path / "caller")  # main moves to the repository; this puts the test back
+    reports: list[tuple[Path, Path]] = []
+    monkeypatch.setattr(run_tasks, "write_task_data", lambda task, work, smoke: {
+        name: work / "data" / task.name / f"{name}.{task.suffix}" for name in ("train", "dev", "test")})
+    monkeypatch.setattr(run_tasks, "write_report", lambda work, docs, *rest: reports.append(
+        (Path.cwd() / work, Path.cwd() / docs)))
+    return run_tasks, reports
+
+
+REPORT_ONLY = ("--report-only", "--skip-probes", "--tasks", "en-sentiment")
+
+
+def test_a_smoke_run_works_and_reports_in_a_folder_of_its_own(report_folders: tuple, tmp_path: Path):
+    """In data/tasks a smoke run cut the real data to 60/20/30 and wrote its tables into docs/."""
+    run_tasks, reports = report_folders
+    assert run_tasks.main(["--smoke", "--work", "mine", *REPORT_ONLY]) == 0
+    assert reports.pop() == (tmp_path / "caller" / "mine", tmp_path / "caller" / "mine" / "docs")
+    assert run_tasks.main(["--smoke", *REPORT_ONLY]) == 0
+    assert run_tasks.main([*REPORT_ONLY]) == 0
+    smoke, real = tmp_path / "repo" / "data" / "tasks-smoke", tmp_path / "repo" / "data" / "tasks"
+    assert reports == [(smoke, smoke / "docs"), (real, tmp_path / "repo" / "docs")]
+
+
+def test_relative_folders_name_the_callers_folders_though_main_moves_to_the_repository(
+    report_folders: tuple, tmp_path: Path
+):
+    run_tasks, reports = report_folders
+    work = tmp_path / "repo" / "data" / "elsewhere"  # in the repository: main moves there
+    argv = ["--work", str(work), "--docs", "my-docs", "--corpus-root", "my-corpora", *REPORT_ONLY]
+    assert run_tasks.arguments(argv).corpus_root == tmp_path / "caller" / "my-corpora"
+    assert run_tasks.main(argv) == 0
+    assert Path.cwd() == tmp_path / "repo"
+    assert reports == [(work, tmp_path / "caller" / "my-docs")]
+
+
+@pytest.mark.parametrize(("flag", "name"), [("--tasks", "en-nre"), ("--methods", "elmo_mix")])
+def test_an_unknown_task_or_method_is_refused_before_any_work(
+    report_folders: tuple, capsys: pytest.CaptureFixture, flag: str, name: str
+):
+    """Unknown names used to run nothing and write an empty results.json, exit status 0."""
+    run_tasks, reports = report_folders
+    with pytest.raises(SystemExit) as exit_info:
+        run_tasks.main([flag, name, "--report-only"])
+    assert exit_info.value.code == 2 and f"invalid choice: '{name}'" in capsys.readouterr().err
+    assert reports == []
+
+
+def test_a_rerun_with_other_inputs_removes_the_old_digest_with_the_old_metrics(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """A run of other inputs that fails after writing metrics.json must not leave the old run's digest beside
+    them: a later run of the old inputs then took the failed run's metrics for its own."""
+    import elmo.cli
+
+    run_tasks = fresh_run_tasks()
+    monkeypatch.setattr("torch.set_num_threads", lambda threads: None)
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.tsv").write_text(f"pos\t{split} text\n", encoding="utf-8")
+    out = tmp_path / "runs" / "task" / "method" / "seed-0"
+    started: list[str] = []
+
+    def train(epochs: str, code: int):
+        def main(argv: list[str]) -> int:
+            started.append(epochs)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "task.json").write_text(json.dumps({"elmo": None}))  # no biLM to check
+            (out / "metrics.json").write_text(json.dumps({"epochs": epochs}))
+            return code
+        return main
+
+    def argv(epochs: str) -> list[str]:
+        return ["task", "train", "classifier", *(item for split in ("train", "dev", "test")
+                                                 for item in (f"--{split}", str(tmp_path / f"{split}.tsv"))),
+                "--static", "none", "--epochs", epochs, "--seed", "0", "--out", str(out), "--quiet"]
+
+    monkeypatch.setattr(elmo.cli, "main", train("10", 0))
+    assert run_tasks.train_job(argv("10")) == (str(out), 0)
+    assert run_tasks.train_job(argv("10")) == (str(out), 0) and started == ["10"]  # the same inputs: kept
+    monkeypatch.setattr(elmo.cli, "main", train("5", 1))
+    assert run_tasks.train_job(argv("5")) == (str(out), 1)  # fails after writing its metrics
+    assert not (out / run_tasks.INPUTS_DIGEST).is_file()
+    monkeypatch.setattr(elmo.cli, "main", train("10", 0))
+    run_tasks.train_job(argv("10"))
+    assert started == ["10", "5", "10"] and json.loads((out / "metrics.json").read_text()) == {"epochs": "10"}
