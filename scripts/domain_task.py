@@ -75,10 +75,12 @@ def run(label: str, model: str, seed: int, paths: dict[str, Path], work: Path) -
             "--out", str(out), "--quiet"]
     inputs = inputs_digest(argv)
     digest = out / INPUTS_DIGEST
-    if (out / "metrics.json").is_file():
-        if digest.is_file() and digest.read_text(encoding="utf-8") == inputs:
-            return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-        (out / "metrics.json").unlink()  # other data or flags; so that a run killed midway is not taken as done
+    if (out / "metrics.json").is_file() and digest.is_file() and digest.read_text(encoding="utf-8") == inputs:
+        return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    # Neither record of an earlier run may outlive this one's start: a run that fails or is killed after writing
+    # its metrics.json would otherwise pass, beside the old digest, for a finished run of the old inputs.
+    for record in (out / "metrics.json", digest):
+        record.unlink(missing_ok=True)
     print("elmo " + " ".join(argv), flush=True)
     if main(argv) != 0:
         sys.exit(f"{label} seed {seed} failed")
@@ -92,17 +94,31 @@ def majority_accuracy(paths: dict[str, Path]) -> tuple[str, float]:
     return label, sum(gold == label for gold in test) / len(test)
 
 
+def labelled_model(text: str) -> tuple[str, str]:
+    """``LABEL=MODEL`` as (label, model); argparse names the argument at fault when it is not that."""
+    label, equals, model = text.partition("=")
+    if not (label and equals and model):
+        raise argparse.ArgumentTypeError(f"{text!r} is not LABEL=MODEL (for example general=en)")
+    return label, model
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
-    parser.add_argument("--model", action="append", required=True, metavar="LABEL=MODEL",
-                        help="a model to compare (shipped name or model directory), repeatable")
+    parser.add_argument("--model", action="append", required=True, type=labelled_model, metavar="LABEL=MODEL",
+                        help="a model to compare (shipped name or model directory), repeatable, each label once")
     parser.add_argument("--work", type=Path, required=True, help="data, features, runs and results.json")
     parser.add_argument("--train-size", type=int, default=3000)
     parser.add_argument("--dev-size", type=int, default=500)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="each once")
     args = parser.parse_args(argv)
-    models = dict(model.split("=", 1) for model in args.model)
+    # A label given twice would keep only its last model; a seed given twice would count one run twice (and
+    # shrink the standard deviation).
+    for flag, values in (("--model label", [label for label, _ in args.model]), ("--seeds", args.seeds)):
+        repeated = sorted({value for value in values if values.count(value) > 1})
+        if repeated:
+            parser.error(f"{flag} {', '.join(map(str, repeated))} given more than once")
+    models = dict(args.model)
     paths = write_data(args.task, args.work, args.train_size, args.dev_size)
     for label, model in models.items():
         check_made_with(args.work / "runs" / label / "made-with.json",

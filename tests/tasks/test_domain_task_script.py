@@ -3,6 +3,7 @@ task, model, data and flags; it reports one seed as well as several."""
 
 import importlib.util
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -127,3 +128,49 @@ def test_one_seed_gives_the_mean_alone_and_the_seeds_are_recorded(
     spread = 100 * statistics.stdev([0.5, 0.51, 0.52])
     assert results["seeds"] == [0, 1, 2]
     assert f"| general (`en`) | 51.00 ± {spread:.2f} | 50.00, 51.00, 52.00 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (("--model", "general"), r"argument --model: 'general' is not LABEL=MODEL"),
+    (("--model", "=en"), r"argument --model: '=en' is not LABEL=MODEL"),
+    (("--model", "general=en", "--model", "general=domain/en-adapted"), r"--model label general given more than once"),
+    (("--model", "general=en", "--seeds", "0", "1", "0"), r"--seeds 0 given more than once"),
+], ids=["no-equals", "no-label", "label-twice", "seed-twice"])
+def test_a_model_not_given_as_label_equals_model_a_label_or_a_seed_twice_is_refused_before_any_work(
+    domain_task, trained: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture,
+    arguments: tuple[str, ...], named: str
+):
+    """A bare name gave a traceback; a label given twice kept only its last model; a seed given twice counted one
+    run twice, which shrank the standard deviation."""
+    _set_rows(domain_task, monkeypatch, [("Permissive", "a b"), ("Copyleft", "c d")])
+    with pytest.raises(SystemExit) as exit_info:
+        domain_task.main(["--task", LICENSE_TASK, "--work", str(tmp_path / "work"), *arguments])
+    assert exit_info.value.code == 2
+    assert re.search(named, capsys.readouterr().err)
+    assert trained == [] and not (tmp_path / "work").exists()
+
+
+def test_a_rerun_that_fails_removes_the_old_digest_so_its_metrics_do_not_pass_for_the_old_inputs(
+    domain_task, trained: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    import elmo.cli
+
+    _set_rows(domain_task, monkeypatch, [("Permissive", "a b"), ("Copyleft", "c d")])
+    assert _main(domain_task, tmp_path, 0)["test_accuracy"]["general"] == [0.5]
+    succeeding = elmo.cli.main
+
+    def failing(argv: list[str]) -> int:  # writes its metrics, then fails
+        succeeding(argv)
+        (Path(_flag(argv, "--out")) / "metrics.json").write_text(json.dumps({"test": 0.99}))
+        return 1
+
+    monkeypatch.setattr(elmo.cli, "main", failing)
+    monkeypatch.setattr(domain_task, "MAX_WORDS", 32)
+    with pytest.raises(SystemExit, match="general seed 0 failed"):
+        _main(domain_task, tmp_path, 0)
+    assert not (tmp_path / "runs" / "general" / "seed-0" / "inputs.sha256").exists()
+
+    monkeypatch.setattr(elmo.cli, "main", succeeding)
+    monkeypatch.setattr(domain_task, "MAX_WORDS", 64)
+    assert _main(domain_task, tmp_path, 0)["test_accuracy"]["general"] == [0.5]  # trained again, not 0.99
+    assert len(trained) == 3
