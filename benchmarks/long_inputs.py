@@ -1,26 +1,27 @@
 """Long inputs: how far windowed-and-stitched vectors are from unsplit ones, and what a 10,000-token input costs.
 
-Usage: python benchmarks/long_inputs.py [--tokens 10000]
+Usage: python benchmarks/long_inputs.py [--tokens 10000] [--model tests/fixtures/elmo]
 
-Part 1 (distance) runs the fixture biLM (tests/fixtures/elmo) on a long text made of the fixture's sentences,
-for several window contexts, and prints per layer the mean cosine similarity and max abs difference between
-stitched and unsplit vectors.
+Part 1 (distance) runs ``--model`` (a model name or directory; by default the fixture biLM, tests/fixtures/elmo)
+on a long text made of the fixture's sentences, for several window contexts, and prints per layer the mean cosine
+similarity and max abs difference between stitched and unsplit vectors.
 
 Part 2 (memory) runs each case in a fresh process on the `small` preset (2x1024_128, random weights; memory
-does not depend on the values) and prints the peak RSS: the model alone, one window, the long input windowed
-(one window at a time, and at the default batch of 32 windows), and the long input unsplit; then the default
-batch on an input 4x as long, since windows bound memory by batch x window, not by the input's length.
+does not depend on the values) and prints that process's own peak RSS (benchmarks/_peak_memory.py): the model
+alone, one window, the long input windowed (one window at a time, and at the default batch of 32 windows), and
+the long input unsplit; then the default batch on an input 4x as long, since windows bound memory by batch x
+window, not by the input's length.
 """
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from _peak_memory import peak_rss_mib
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "elmo"
@@ -32,16 +33,18 @@ def long_text(n_tokens: int) -> list[str]:
     return [words[i % len(words)] for i in range(n_tokens)]
 
 
-def distances(n_tokens: int) -> None:
+def distances(model: str, n_tokens: int) -> None:
     from elmo.embedder import Embedder
 
     tokens = long_text(n_tokens)
-    embedder = Embedder.load(str(FIXTURE), max_window_tokens=n_tokens + 1)
+    # The reference is unsplit, one window holding the whole input, so it needs no context (the default 64 would
+    # refuse a window of 128 tokens or fewer).
+    embedder = Embedder.load(model, max_window_tokens=n_tokens + 1, window_context=0)
     unsplit = embedder.embed([tokens])[0].astype(np.float64)
-    print(f"distance of stitched from unsplit vectors, fixture biLM, {n_tokens} tokens")
+    print(f"distance of stitched from unsplit vectors, model {model}, {n_tokens} tokens")
     print(f"{'window':>7} {'context':>8}  " + "  ".join(f"layer {k}: mean cos / max |diff|" for k in (1, 2)))
     for window, context in [(64, 8), (128, 16), (256, 32), (256, 64), (512, 128)]:
-        stitched = Embedder.load(str(FIXTURE), max_window_tokens=window, window_context=context).embed([tokens])[0]
+        stitched = Embedder.load(model, max_window_tokens=window, window_context=context).embed([tokens])[0]
         cells = []
         for layer in (1, 2):
             a, b = stitched[layer].astype(np.float64), unsplit[layer]
@@ -51,7 +54,7 @@ def distances(n_tokens: int) -> None:
 
 
 def memory_case(case: str, n_tokens: int) -> None:
-    """Run in a child process: print the peak RSS in MiB after one case."""
+    """Run in a child process: print its own peak RSS in MiB after one case."""
     from elmo import BiLM, BiLMConfig
     from elmo.embedder import Embedder
 
@@ -67,7 +70,7 @@ def memory_case(case: str, n_tokens: int) -> None:
     elif case == "unsplit":
         embedder.max_window_tokens = n_tokens + 1
         embedder.embed([tokens])
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(peak_rss_mib())
 
 
 def memory(n_tokens: int) -> None:
@@ -85,10 +88,11 @@ def memory(n_tokens: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=10_000)
+    parser.add_argument("--model", default=str(FIXTURE), help="the model of part 1, the distances (name or directory)")
     parser.add_argument("--memory-case")
     args = parser.parse_args()
     if args.memory_case:
         memory_case(args.memory_case, args.tokens)
     else:
-        distances(min(args.tokens, 2000))
+        distances(args.model, min(args.tokens, 2000))
         memory(args.tokens)
