@@ -21,6 +21,7 @@ word's domain uses from its general ones: a proxy for the sense shift, not sense
 
 # ruff: noqa: RUF001  (Chinese sentences use full-width commas)
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -34,6 +35,8 @@ import torch.nn.functional as F
 
 from elmo.bilm import BiLMState
 from elmo.embedder import Embedder
+from elmo.files import sha256_of
+from elmo.fingerprint import model_fingerprint
 from elmo.modules.bidirectional import run_directions
 from elmo.polysemy import SenseSentence, evaluate_model, nn_agreement, triplet_rate, vectors_by_sense, word_vectors
 from elmo.training.batches import NO_TARGET, Batcher
@@ -51,6 +54,8 @@ SENSE_WORDS = {
     "zh": ("行为", "责任", "承诺", "执行", "权利", "义务", "申请", "决定", "规定", "条件", "期间", "当事人", "单位",
            "机关", "程序", "组织", "意见", "履行"),
 }
+# A word with fewer uses than this in either held-out text is left out of the same-word measures.
+MIN_PER_SIDE = 5
 # Queries for the nearest-words table: (word, a sentence of domain text that uses it, tokenized as the corpus).
 NEIGHBOUR_QUERIES = {
     "en": (
@@ -120,7 +125,7 @@ def perplexities(model: LanguageModel, vocab: Vocabulary, reference: Vocabulary,
 
 
 def sense_sentences(domain_file: Path, general_file: Path, words: Sequence[str], per_side: int,
-                    min_per_side: int = 5) -> list[SenseSentence]:
+                    min_per_side: int = MIN_PER_SIDE) -> list[SenseSentence]:
     """Each word's first ``per_side`` uses in each file (one sentence a line, already tokenized), as sense
     ``domain`` / ``general``; a word with fewer than ``min_per_side`` uses on either side is left out."""
     sides = {"domain": domain_file.read_text(encoding="utf-8").splitlines(),
@@ -165,43 +170,77 @@ def nearest_words(embedder: Embedder, pool: list[list[str]], queries: Sequence[t
     return result
 
 
-def measured_with(args: argparse.Namespace) -> dict[str, Any]:
-    """The arguments that shape the figures: a rerun keeps the parts already measured only when they match."""
-    return {"model": args.model, "reference_vocab": args.reference_vocab, "text": args.text,
-            "language": args.language, "senses_domain": args.senses_domain, "senses_general": args.senses_general,
-            "per_side": args.per_side, "pool_lines": args.pool_lines, "k": args.k}
+def weights_identity(model: LanguageModel, vocab: Vocabulary) -> dict[str, str]:
+    """What the figures read of the model besides its name, as it is now: the biLM's fingerprint
+    (``elmo.fingerprint``, as ``Embedder.fingerprint`` gives it) and a sha256 of its vocabulary and softmax. A name
+    (a shipped model, a directory) may hold other weights by the next run."""
+    softmax = hashlib.sha256(vocabulary_sha256(vocab).encode("ascii"))
+    for tensor in (model.softmax_weight, model.softmax_bias):
+        softmax.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
+    return {"model_fingerprint": model_fingerprint(model.bilm), "softmax_sha256": softmax.hexdigest()}
+
+
+def vocabulary_sha256(vocab: Vocabulary) -> str:
+    return hashlib.sha256("\n".join(vocab.tokens).encode("utf-8")).hexdigest()
+
+
+def text_files(args: argparse.Namespace) -> dict[str, str]:
+    """Each text file the figures read, by the flag that names it."""
+    return {**{f"--text {label}": path for label, path in args.text}, "--senses-domain": args.senses_domain,
+            "--senses-general": args.senses_general}
+
+
+def measured_with(args: argparse.Namespace, identity: dict[str, str], reference: Vocabulary) -> dict[str, Any]:
+    """What shapes the figures: the arguments, the model's weights as they are now (``identity``: see
+    ``weights_identity``), the reference vocabulary and the content of each text. A rerun keeps the parts already
+    measured only when all of them match."""
+    return {"model": args.model, **identity, "reference_vocab": args.reference_vocab,
+            "reference_vocab_sha256": vocabulary_sha256(reference) if args.reference_vocab else None,
+            "text": [f"{label}={path}" for label, path in args.text], "language": args.language,
+            "senses_domain": args.senses_domain, "senses_general": args.senses_general, "per_side": args.per_side,
+            "pool_lines": args.pool_lines, "k": args.k,
+            "files_sha256": {path: sha256_of(Path(path)) for path in text_files(args).values()}}
 
 
 def measure(args: argparse.Namespace) -> None:
     """Every figure into ``args.out``, written after each part; parts already there (a rerun) are kept when they
-    were measured with the same arguments (``measured_with``), and another model's or texts' file is refused."""
+    were measured with the same arguments, weights and texts (``measured_with``), and a file measured with another
+    model, weights or texts is refused."""
     torch.set_num_threads(1)
+    for flag, path in text_files(args).items():
+        if not Path(path).is_file():
+            sys.exit(f"{flag}: {path} is not a file")
+    sentences = [] if args.perplexity_only else sense_sentences(
+        Path(args.senses_domain), Path(args.senses_general), SENSE_WORDS[args.language], args.per_side)
+    if not (args.perplexity_only or sentences):
+        sys.exit(f"none of the {args.language} sense words (SENSE_WORDS) has {MIN_PER_SIDE} uses (lower case, in a "
+                 f"line of at most 60 tokens) in both {args.senses_domain} and {args.senses_general}: the same-word "
+                 "measures need some (give other texts, or --perplexity-only)")
+    model, vocab = load_language_model(resolve_model(args.model))
+    reference = load_language_model(resolve_model(args.reference_vocab))[1] if args.reference_vocab else vocab
     report: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    asked = measured_with(args)
+    asked = measured_with(args, weights_identity(model, vocab), reference)
     if report and report.get("measured_with") != asked:
         stored = report.get("measured_with", {"model": report.get("model"), "reference_vocab": "not recorded"})
-        sys.exit(f"{args.out} holds figures measured with {stored}, not {asked}: give another --out (or delete it "
-                 "to measure again)")
+        differing = sorted(key for key in {*stored, *asked} if stored.get(key) != asked.get(key))
+        sys.exit(f"{args.out} holds figures measured with {stored}, not {asked} (they differ in "
+                 f"{', '.join(differing)}): give another --out (or delete it to measure again)")
     report["measured_with"] = asked
 
     def save() -> None:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
     if "perplexity" not in report:
-        model, vocab = load_language_model(resolve_model(args.model))
-        reference = load_language_model(resolve_model(args.reference_vocab))[1] if args.reference_vocab else vocab
         report.update(model=args.model, vocabulary=len(vocab), reference_vocabulary=len(reference), perplexity={})
-        for label, path in (text.split("=", 1) for text in args.text):
+        for label, path in args.text:
             report["perplexity"][label] = perplexities(model, vocab, reference, Corpus([path], "whitespace"))
             print(label, json.dumps(report["perplexity"][label]), file=sys.stderr)
-        del model
         save()
+    del model
     if args.perplexity_only:
         return
     embedder = Embedder.load(args.model, tokenizer="whitespace")
     if "domain_vs_general" not in report:
-        sentences = sense_sentences(Path(args.senses_domain), Path(args.senses_general), SENSE_WORDS[args.language],
-                                    args.per_side)
         vectors = word_vectors(embedder, sentences)
         by_layer = [vectors_by_sense(sentences, layer) for layer in vectors]
         report["domain_vs_general"] = {
@@ -252,6 +291,23 @@ def table(before: dict[str, Any], after: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def labelled_text(text: str) -> tuple[str, str]:
+    """``LABEL=PATH`` as (label, path); argparse names the argument at fault when it is not that."""
+    label, equals, path = text.partition("=")
+    if not (label and equals and path):
+        raise argparse.ArgumentTypeError(f"{text!r} is not LABEL=PATH (for example licenses=DIR/test.txt)")
+    return label, path
+
+
+def uses_per_side(text: str) -> int:
+    """``--per-side``: at least MIN_PER_SIDE, else every word would be left out of the same-word measures."""
+    value = int(text)
+    if value < MIN_PER_SIDE:
+        raise argparse.ArgumentTypeError(f"{value} is below {MIN_PER_SIDE}: a word with fewer than {MIN_PER_SIDE} "
+                                         "uses on either side is left out, so no word would be measured")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -260,12 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--language", choices=sorted(SENSE_WORDS), default="en",
                      help="the words, queries and polysemy set of this language")
     run.add_argument("--reference-vocab", help="also perplexity over this model's vocabulary (the general model)")
-    run.add_argument("--text", action="append", required=True, metavar="LABEL=PATH",
-                     help="held-out text, one tokenized sentence a line (repeatable)")
+    run.add_argument("--text", action="append", required=True, type=labelled_text, metavar="LABEL=PATH",
+                     help="held-out text, one tokenized sentence a line (repeatable, each label once)")
     run.add_argument("--perplexity-only", action="store_true", help="only the perplexities (a run's checkpoints)")
     run.add_argument("--senses-domain", required=True, help="domain held-out text for the same-word measures")
     run.add_argument("--senses-general", required=True, help="general held-out text for the same-word measures")
-    run.add_argument("--per-side", type=int, default=20, help="uses of each word taken from each text")
+    run.add_argument("--per-side", type=uses_per_side, default=20,
+                     help=f"uses of each word taken from each text (at least {MIN_PER_SIDE})")
     run.add_argument("--pool-lines", type=int, default=1000, help="lines of each text searched for nearest words")
     run.add_argument("--k", type=int, default=5, help="nearest words shown")
     run.add_argument("--out", type=Path, required=True)
@@ -274,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("after", type=Path)
     args = parser.parse_args(argv)
     if args.command == "measure":
+        labels = [label for label, _ in args.text]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:  # the figures of a label given twice would be the last text's alone
+            run.error(f"--text label {', '.join(repeated)} given more than once")
         measure(args)
     else:
         print(table(json.loads(args.before.read_text()), json.loads(args.after.read_text())))

@@ -1,10 +1,12 @@
 """``scripts/adapt_domain.py``'s perplexity over a reference vocabulary: for a model whose softmax was only
 grown (``grow_vocabulary``: old words keep their probabilities, ``<UNK>`` and the added words share ``<UNK>``'s),
 the reference figure must equal the general model's own perplexity, whatever order the grown vocabulary has. And
-``measure`` keeps the parts of an ``--out`` already there only when they were measured with the same arguments."""
+``measure`` keeps the parts of an ``--out`` already there only when they were measured with the same arguments,
+weights and texts, and refuses arguments that would measure nothing before it loads a model."""
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import torch
 from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 from elmo.training import Corpus, Vocabulary
-from elmo.training.export import grow_vocabulary
+from elmo.training.export import export_model, grow_vocabulary
 from elmo.training.language_model import LanguageModel
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "adapt_domain.py"
@@ -58,6 +60,8 @@ def measured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str,
         return {"reference_words": len(reference)}
 
     monkeypatch.setattr(adapt_domain, "perplexities", perplexities)
+    monkeypatch.setattr(adapt_domain, "weights_identity", lambda model, vocab: {"model_fingerprint": f"of {model}"})
+    monkeypatch.setattr(adapt_domain, "vocabulary_sha256", lambda vocab: "".join(vocab))
     (tmp_path / "t.txt").write_text("a b c\n")
     return computed
 
@@ -104,3 +108,87 @@ def test_a_report_that_names_another_model_and_no_arguments_is_refused(measured:
     with pytest.raises(SystemExit, match=r"'model': 'domain/en-adapted-run3'.*, not \{'model': 'en'"):
         _measure(out, "en")
     assert measured == []
+
+
+def _export(model_dir: Path, vocab: Vocabulary, seed: int, softmax_bias: float = 0.0) -> None:
+    """A micro model of ``seed``'s weights into ``model_dir`` (replacing what it held)."""
+    torch.manual_seed(seed)
+    model = LanguageModel(MICRO_CONFIG, len(vocab))
+    with torch.no_grad():
+        model.softmax_bias.fill_(softmax_bias)
+    export_model(model, vocab, model_dir, "english")
+
+
+@pytest.mark.parametrize("change", ["weights", "softmax", "text", "senses"])
+def test_a_rerun_after_the_weights_or_a_text_behind_the_same_names_changed_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: str
+):
+    """Copying another model over a directory, or writing a sample file again, left the old figures in place."""
+    from elmo.embedder import Embedder
+
+    text = write_synthetic_corpus(tmp_path / "t.txt", 20, seed=1)
+    senses = write_synthetic_corpus(tmp_path / "senses.txt", 20, seed=2)
+    vocab = Vocabulary.from_counts(Corpus([str(text)]).count_tokens())
+    model_dir = tmp_path / "model"
+    _export(model_dir, vocab, seed=0)
+    computed: list[str] = []
+    monkeypatch.setattr(adapt_domain, "perplexities", lambda model, vocab, reference, corpus: computed.append("") or {})
+    out = tmp_path / "after.json"
+    argv = ["measure", "--model", str(model_dir), "--text", f"licenses={text}", "--perplexity-only",
+            "--senses-domain", str(senses), "--senses-general", str(senses), "--out", str(out)]
+    adapt_domain.main(argv)
+    adapt_domain.main(argv)
+    assert len(computed) == 1  # the same weights and texts: kept
+    recorded = json.loads(out.read_text())["measured_with"]
+    assert recorded["model_fingerprint"] == Embedder.load(str(model_dir)).fingerprint
+
+    if change == "weights":
+        _export(model_dir, vocab, seed=1)
+    elif change == "softmax":  # the same biLM, another softmax
+        _export(model_dir, vocab, seed=0, softmax_bias=0.5)
+    else:
+        changed = text if change == "text" else senses
+        changed.write_text(changed.read_text() + "the cat sees the dog .\n")
+    named = {"weights": "model_fingerprint, softmax_sha256", "softmax": "softmax_sha256", "text": "files_sha256",
+             "senses": "files_sha256"}[change]
+    with pytest.raises(SystemExit, match=rf"after.json holds figures measured with .*\(they differ in {named}\)"):
+        adapt_domain.main(argv)
+    assert len(computed) == 1 and json.loads(out.read_text())["measured_with"] == recorded
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (("--per-side", "4"), r"argument --per-side: 4 is below 5"),
+    (("--text", "licenses"), r"argument --text: 'licenses' is not LABEL=PATH"),
+    (("--text", "=t.txt"), r"argument --text: '=t.txt' is not LABEL=PATH"),
+    (("--text", "licenses=t.txt", "--text", "licenses=t.txt"), r"--text label licenses given more than once"),
+], ids=["per-side-below-5", "text-without-label", "text-empty-label", "text-label-twice"])
+def test_arguments_that_would_measure_nothing_or_one_text_twice_are_refused_before_a_model_loads(
+    measured: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture,
+    arguments: tuple[str, ...], named: str
+):
+    """--per-side below 5 dropped every word and crashed after the model loaded; a text without a label gave a
+    traceback after the model loaded; a label given twice kept the last text's figures alone."""
+    monkeypatch.setattr(adapt_domain, "load_language_model", lambda name: pytest.fail("a model was loaded"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        adapt_domain.main(["measure", "--model", "en", "--text", "general=t.txt", "--senses-domain", "t.txt",
+                           "--senses-general", "t.txt", "--out", "after.json", *arguments])
+    assert exit_info.value.code == 2 and re.search(named, capsys.readouterr().err)
+    assert measured == [] and not (tmp_path / "after.json").exists()
+
+
+def test_texts_in_which_no_sense_word_has_enough_uses_are_refused_before_a_model_loads(
+    measured: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """Every word was left out, and the measure crashed at np.stack after the perplexities."""
+    monkeypatch.setattr(adapt_domain, "load_language_model", lambda name: pytest.fail("a model was loaded"))
+    domain = tmp_path / "domain.txt"
+    domain.write_text("the party shall pay .\n" * 4 + "each party agrees .\n")  # "party" 5 times
+    general = tmp_path / "general.txt"
+    general.write_text("the party was late .\n" * 4)  # 4 times
+    with pytest.raises(SystemExit, match=r"none of the en sense words .* has 5 uses .* in both"):
+        adapt_domain.main(["measure", "--model", "en", "--text", f"general={general}", "--senses-domain", str(domain),
+                           "--senses-general", str(general), "--out", str(tmp_path / "after.json")])
+    assert measured == []
+    general.write_text("the party was late .\n" * 5)
+    assert [s.word for s in adapt_domain.sense_sentences(domain, general, ["party"], 20)] == ["party"] * 10
