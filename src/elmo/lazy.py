@@ -3,7 +3,10 @@
 ``import elmo`` and ``elmo --help`` import every package the commands live in; with the names loaded lazily
 none of that imports PyTorch. A package whose features need an extra (``elmo.search``: faiss) checks it when
 a name is first used, so ``from elmo.search import build_index`` without faiss is one line naming
-the ``search`` extra, before any work starts.
+the ``search`` extra, before any work starts. ``dir()`` lists such names only where the extra is installed, so
+``help`` and ``inspect.getmembers`` work without it. Reading one, ``hasattr`` included, still raises
+``MissingExtra``, an ImportError: raised as an AttributeError, ``from ... import`` would replace its message by a
+bare "cannot import name".
 
 Usage, in a package's ``__init__.py`` (with the same names imported under ``TYPE_CHECKING`` for type checkers)::
 
@@ -16,7 +19,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from elmo.extras import require
+from elmo.extras import missing_modules, require
 
 
 def lazy_exports(package: str, homes: Mapping[str, Iterable[str]], extra: str | None = None,
@@ -37,7 +40,12 @@ def lazy_exports(package: str, homes: Mapping[str, Iterable[str]], extra: str | 
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(home_of))
+        """The lazy names only where their extra is installed: ``inspect.getmembers`` and ``help`` read every name
+        that ``dir`` lists, and one whose extra is missing raises ``MissingExtra``, an ImportError they let through."""
+        listed = set(vars(sys.modules[package]))
+        if extra is None or not missing_modules(extra):
+            listed |= set(home_of)
+        return sorted(listed)
 
     class LazyPackage(ModuleType):
         """Importing a submodule sets it as the package's attribute of its name: where a public name is also a
