@@ -5,6 +5,7 @@ which extra to install, before it starts any work.
 ImportError and ``importlib.util.find_spec(name)`` find nothing, as where the package is absent.
 """
 
+import pickle
 import re
 import subprocess
 import sys
@@ -220,3 +221,13 @@ def test_build_index_and_train_check_their_extra_before_any_work(tmp_path):
         "elmo.training.train needs the 'train' extra: pip install 'elmo-bilm[train]' (missing: matplotlib)",
     ]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+def test_missing_extra_survives_a_pickle_round_trip_as_a_worker_process_sends_it():
+    error = MissingExtra("elmo.search.build_index", "search", ["faiss", "sklearn"])
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is MissingExtra
+    assert (copy.feature, copy.extra, copy.missing) == ("elmo.search.build_index", "search", ("faiss", "sklearn"))
+    assert str(copy) == (
+        "elmo.search.build_index needs the 'search' extra: pip install 'elmo-bilm[search]' (missing: faiss, sklearn)"
+    )

@@ -43,6 +43,11 @@ class MissingExtra(ImportError):
         self.extra = extra
         self.missing = tuple(missing)
 
+    def __reduce__(self) -> tuple[type["MissingExtra"], tuple[str, str, tuple[str, ...]]]:
+        """Rebuilt from its three fields: the default rebuilds from the message alone, which ``__init__`` does not
+        take, so a MissingExtra raised in a worker process (Ray, multiprocessing) could not be unpickled."""
+        return type(self), (self.feature, self.extra, self.missing)
+
 
 def missing_modules(extra: str) -> list[str]:
     """The modules of ``extra`` that this Python cannot find, in ``EXTRAS`` order."""
