@@ -12,9 +12,15 @@ class ScalarMix(nn.Module):
     ``s`` (``scalars``) and ``gamma`` are learned unless ``trainable=False``; ``initial_scalars`` default to
     zeros (an even average). With ``layer_norm``, each layer is first normalized by the mean and variance
     of its unmasked entries over the whole batch, as AllenNLP did (the paper's option for some tasks), so a
-    sentence's mix then depends on its batch-mates; masked positions come out as zeros. ``l2`` weighs
-    ``regularization()``, the paper's pull of the mixing weights towards an even average, for the task's loss
-    (0.001 in the paper).
+    sentence's mix then depends on its batch-mates; masked positions come out as zeros.
+
+    ``l2`` weighs ``regularization()``, a term for the task's loss (0.001 in the paper):
+    ``l2 * ||softmax(s) - 1/n||^2``, the paper's ``lambda * ||w||^2`` read on the softmax-normalized weights ``w``
+    (the same up to the constant ``l2 / n``, as ``w`` sums to 1). bilm-tf's ``weight_layers`` reads it on the raw,
+    pre-softmax scalars instead: ``l2_coef * sum(s^2)``. At the same coefficient the two differ a lot: this term's
+    gradient vanishes as the softmax saturates, so it hardly pulls back a mix that one layer dominates (at
+    ``s = [10, 0, 0]`` and 0.001, a gradient of at most 1.8e-7 on ``s`` against bilm-tf's 2e-2), while bilm-tf's
+    grows with ``s``. The task results in docs/results.md were measured with this reading.
     """
 
     def __init__(
@@ -46,7 +52,8 @@ class ScalarMix(nn.Module):
         return self.gamma.to(layers.dtype) * torch.einsum("l,lbtd->btd", weights, layers)
 
     def regularization(self) -> torch.Tensor:
-        """``l2 * ||softmax(s) - 1/n_layers||^2``, to add to the loss (zero for fixed weights or ``l2=0``)."""
+        """``l2 * ||softmax(s) - 1/n_layers||^2``, to add to the loss (zero for fixed weights or ``l2=0``): the paper's
+        ``lambda * ||w||^2`` on the softmax weights, not bilm-tf's on the raw ``s`` (see the class)."""
         if not self.l2 or not self.scalars.requires_grad:
             return torch.zeros(())
         weights = torch.softmax(self.scalars, 0)

@@ -137,8 +137,9 @@ class TokenFeatures(nn.Module):
     - ``elmo``: ``"mix"`` (the task-learned scalar mix, ``gamma * sum_j softmax(s)_j h_j``), ``"top"`` (the
       last layer), or None; ``n_layers``/``elmo_dim`` describe the cached layers.
     - ``static_dim``: width of the static vectors (0: none); ``positions``: add the word-position one-hot.
-    - ``mix_l2``: weight of ``||softmax(s) - 1/n_layers||^2`` in the loss, the paper's regularization of the
-      mixing weights towards an even average (0.001 in the paper; ``ScalarMix.regularization``).
+    - ``mix_l2``: weight of ``||softmax(s) - 1/n_layers||^2`` in the loss (0.001 in the paper): the paper's
+      ``lambda * ||w||^2`` read on the softmax weights, not bilm-tf's ``l2_coef * sum(s^2)`` on the raw scalars,
+      whose pull stays strong where this one vanishes, once one layer dominates (``ScalarMix``).
     - ``bilm``: a biLM to fine-tune with the task: the public ``Elmo`` layer (``fine_tune=True``) runs it on
       the batch's ``char_ids`` and mixes its layers, the top layer being a fixed mix; otherwise the cached,
       frozen layers are mixed here by the same ``ScalarMix``.
