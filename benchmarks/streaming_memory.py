@@ -4,8 +4,8 @@ Usage: python benchmarks/streaming_memory.py [--sizes 500 2000 8000]
 
 Each size runs in a fresh process: ``embed_file`` (what ``elmo embed`` runs) writes the top layer of N
 synthetic Zipf sentences (benchmarks/inference_speed.py's workload) to HDF5 with the `small` preset, random
-weights (memory does not depend on the values). It prints the peak RSS of each run next to the size of the
-vectors written, which grows with N while the RSS should not.
+weights (memory does not depend on the values). It prints each run's peak RSS (its process's own,
+benchmarks/_peak_memory.py) next to the size of the vectors written, which grows with N while the RSS should not.
 
 The N sentences are the same 500 over and over. Peak memory follows the longest batch, and among more fresh
 sentences from a long-tailed length law the longest one is longer. Repeating the same ones keeps the longest
@@ -13,11 +13,12 @@ batch the same for every N, so any growth that is left comes from N itself.
 """
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _peak_memory import peak_rss_mib
 
 
 def run_case(n_sentences: int) -> None:
@@ -41,7 +42,7 @@ def run_case(n_sentences: int) -> None:
         output = Path(directory) / "vectors.hdf5"
         embed_file(text, output, embedder, EmbedOptions(layers="top"), progress=False)
         written = output.stat().st_size / 2**20
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, written)
+    print(peak_rss_mib(), written)
 
 
 def main() -> None:

@@ -9,46 +9,70 @@ own backward) and ``step-loop`` (autograd through each direction's step loop, ``
 ``paired-glibc-malloc`` is ``paired`` with glibc returning freed memory on its own (``elmo.memory.keep_freed_memory``
 not called).
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
-the training kernels), so both are measured side by side. Each measurement runs in its own process, so its peak RSS
-is its own; the matmul peak (the better of 2048^3 ``torch.mm`` and, on a CPU, oneDNN's product on a reordered
-weight, which the training kernels' products run on) is measured in this process at each thread count.
+the training kernels), so both are measured side by side; the ratio column is against ``step-loop``, or against
+``baseline`` where ``step-loop`` does not run. Each measurement runs in its own process, so its peak RSS is its
+own (benchmarks/_peak_memory.py); the matmul peak (the better of 2048^3 ``torch.mm`` and, on a CPU, oneDNN's
+product on a reordered weight, which the training kernels' products run on) is measured in this process at each
+thread count. ``--repeats N`` measures every path N times, in rounds whose path order rotates (so that a host
+drifting within a round does not favour the path that runs first each time); the table then gives the medians,
+and the ratio column each round's ratio after the median.
 ``--device cuda`` runs the steps on the GPU (each step's time ends at a synchronize) against the GPU's fp32 peak
 (best of 8192^3 ``torch.mm``, TF32 off as PyTorch leaves it), and adds the peak GPU memory allocated.
 
-The corpus is synthetic (Zipf-distributed words, sentence lengths 5-40), written to a temporary directory; speed
-depends on the model and the number of distinct tokens per batch, not on meaning. FLOPs are counted analytically
-(a multiply-add is 2) as docs/training.md spells out: the char CNN over each batch's distinct tokens at the
-character positions its max needs (the longest token plus the widest filter), highways, projection, both LSTM
-stacks (input, recurrent and projection products), the sampled softmax (target + negatives); backward = 2 x forward.
+The corpus is synthetic (Zipf-distributed words drawn from ``--vocab-size`` types, sentence lengths 5-40), written
+to a temporary directory; the model's vocabulary is the types that occur and the specials (14,666 at the default
+20,000), printed in the header. Speed depends on the model and the number of distinct tokens per batch, not on
+meaning. FLOPs are counted analytically (a multiply-add is 2) as docs/training.md spells out: the char CNN over
+each batch's distinct tokens at the character positions its max needs (the longest token plus the widest filter),
+highways, projection, both LSTM stacks (input, recurrent and projection products), the sampled softmax (target +
+negatives); backward = 2 x forward.
 """
 
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from _peak_memory import peak_rss_mib
 from _timing import matmul_peaks, synchronize
 
 from elmo.config import BiLMConfig
+
+if TYPE_CHECKING:
+    from elmo.training.corpus import Corpus
+    from elmo.training.vocab import Vocabulary
 
 PATHS = ("step-loop", "paired")
 GLIBC_MALLOC = "paired-glibc-malloc"  # the paired path with glibc's own trimming (elmo train before keep_freed_memory)
 
 
 def write_corpus(path: Path, n_sentences: int, n_words: int, seed: int) -> None:
+    """Sentences of Zipf-ranked words drawn from ``n_words`` types; the rare ones never occur, so the vocabulary
+    built from the corpus is smaller (14,663 of 20,000 types occur at the defaults)."""
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(n_words)]
     with path.open("w", encoding="utf-8") as handle:
         for _ in range(n_sentences):
             ranks = np.minimum(rng.zipf(1.2, size=rng.integers(5, 41)), n_words) - 1
             handle.write(" ".join(words[r] for r in ranks) + "\n")
+
+
+def synthetic_corpus(path: Path, n_words: int) -> tuple["Corpus", "Vocabulary"]:
+    """The benchmark's corpus, written to ``path``, and the vocabulary built from it (as `elmo train` builds one)."""
+    from elmo.training.corpus import Corpus
+    from elmo.training.vocab import Vocabulary
+
+    write_corpus(path, 20000, n_words, seed=0)
+    corpus = Corpus([str(path)])
+    return corpus, Vocabulary.from_counts(corpus.count_tokens())
 
 
 def forward_flops(config: BiLMConfig, char_ids: torch.Tensor, n_tokens: int, n_negatives: int,
@@ -75,19 +99,15 @@ def measure(args: argparse.Namespace) -> dict:
     """One configuration, path and thread count, in this process."""
     from elmo.training import trainer
     from elmo.training.batches import Batcher
-    from elmo.training.corpus import Corpus
     from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
     from elmo.training.presets import resolve_config
-    from elmo.training.vocab import Vocabulary
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     config = resolve_config(args.config)
     with tempfile.TemporaryDirectory() as directory:
         corpus_path = Path(directory) / "corpus.txt"
-        write_corpus(corpus_path, 20000, args.vocab_size, seed=0)
-        corpus = Corpus([str(corpus_path)])
-        vocab = Vocabulary.from_counts(corpus.count_tokens())
+        corpus, vocab = synthetic_corpus(corpus_path, args.vocab_size)
         torch.manual_seed(0)
         model = LanguageModel(config, len(vocab))
         initialize_like_bilm_tf(model)
@@ -131,7 +151,31 @@ def measure(args: argparse.Namespace) -> dict:
 
     gpu_mib = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
     return {"source": elmo.__file__, "tokens_per_s": tokens / seconds, "gflops": flops / seconds / 1e9,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_gpu_mib": gpu_mib}
+            "peak_rss_mib": peak_rss_mib(), "peak_gpu_mib": gpu_mib}
+
+
+def measure_in_child(args: argparse.Namespace, config: str, batch_size: int, path: str, threads: int) -> dict | None:
+    """One measurement in its own process (so its peak RSS is its own); None, said on stderr, if it failed."""
+    source = args.baseline_src if path == "baseline" else Path(__file__).resolve().parents[1] / "src"
+    command = [sys.executable, __file__, "--one", "--config", config, "--batch-size", str(batch_size),
+               "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
+               "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
+               "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--device", args.device,
+               *(["--trim"] if path != "baseline" else [])]
+    env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:  # said, and the other measurements go on
+        print(f"{config}, {batch_size} rows, {path} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def rotated(paths: list[str], round_index: int) -> list[str]:
+    """``paths`` starting from the ``round_index``-th, so that over rounds each path runs in each position: a
+    host that drifts within a round then does not favour one path every time."""
+    shift = round_index % len(paths)
+    return paths[shift:] + paths[:shift]
 
 
 def main() -> None:
@@ -143,9 +187,13 @@ def main() -> None:
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--negatives", type=int, default=8192)
-    parser.add_argument("--vocab-size", type=int, default=20000)
+    parser.add_argument("--vocab-size", type=int, default=20000,
+                        help="word types the Zipf corpus draws from; the model's vocabulary is those that occur, "
+                             "and the specials (printed)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of every path, each round in a rotated order; the table gives medians")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]: where the steps run")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one measurement
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -163,41 +211,52 @@ def main() -> None:
         paths.insert(0, "baseline")
     if "baseline" in paths and args.baseline_src is None:
         parser.error("--paths baseline needs --baseline-src")
+    if args.repeats < 1:
+        parser.error(f"--repeats is {args.repeats}; expected 1 or more")
+    # The ratio column: against this checkout's step loop, or where only another checkout's runs, against that.
+    reference = "baseline" if "baseline" in paths and "step-loop" not in paths else "step-loop"
 
     device = torch.device(args.device)
     gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
-    print(f"{args.unroll_steps} steps per row, {args.negatives} negatives, vocabulary {args.vocab_size}, "
-          f"{args.steps} timed steps after {args.warmup} on {device}{gpu}; 'of peak' = achieved / the larger fp32 "
-          "matmul peak (torch.mm's, and on a CPU oneDNN's)")
-    print("| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x step-loop | "
+    with tempfile.TemporaryDirectory() as directory:
+        _, vocab = synthetic_corpus(Path(directory) / "corpus.txt", args.vocab_size)
+    rounds = f"; median of {args.repeats} rounds, each in a rotated path order" if args.repeats > 1 else ""
+    print(f"{args.unroll_steps} steps per row, {args.negatives} negatives, vocabulary {len(vocab):,} (the tokens "
+          f"that occur of {args.vocab_size:,} Zipf-drawn word types, and the specials), "
+          f"{args.steps} timed steps after {args.warmup} on {device}{gpu}{rounds}; 'of peak' = achieved / the larger "
+          "fp32 matmul peak (torch.mm's, and on a CPU oneDNN's)")
+    print(f"| config | rows | threads | path | tokens/s | GFLOP/s | matmul peak | of peak | x {reference} | "
           "peak RSS MiB | peak GPU MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for config in args.configs:
             for batch_size in args.batch_sizes:
-                results = {}
-                for path in paths:
-                    source = args.baseline_src if path == "baseline" else Path(__file__).resolve().parents[1] / "src"
-                    command = [sys.executable, __file__, "--one", "--config", config, "--batch-size", str(batch_size),
-                               "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
-                               "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
-                               "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
-                               "--warmup", str(args.warmup), "--device", args.device,
-                               *(["--trim"] if path != "baseline" else [])]
-                    env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
-                    done = subprocess.run(command, env=env, capture_output=True, text=True)
-                    if done.returncode != 0:  # said, and the other measurements go on
-                        print(f"{config}, {batch_size} rows, {path} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
-                        continue
-                    results[path] = json.loads(done.stdout.splitlines()[-1])
+                by_round: list[dict[str, dict]] = []
+                for round_index in range(args.repeats):
+                    results = {}
+                    for path in rotated(paths, round_index):
+                        result = measure_in_child(args, config, batch_size, path, threads)
+                        if result is not None:
+                            results[path] = result
+                    by_round.append(results)
                 peak = max(matmul_peaks(device).values())
-                for path, result in results.items():
-                    versus = result["tokens_per_s"] / results["step-loop"]["tokens_per_s"] if "step-loop" in results \
-                        else float("nan")
-                    print(f"| {config} | {batch_size} | {threads} | {path} | {result['tokens_per_s']:.0f} | "
-                          f"{result['gflops']:.1f} | {peak:.0f} | {100 * result['gflops'] / peak:.0f} % | "
-                          f"{versus:.2f} | {result['peak_rss_mib']:.0f} | {result['peak_gpu_mib']:.0f} |", flush=True)
+                for path in paths:
+                    runs = [results[path] for results in by_round if path in results]
+                    if not runs:
+                        continue
+                    ratios = [results[path]["tokens_per_s"] / results[reference]["tokens_per_s"]
+                              for results in by_round if path in results and reference in results]
+                    versus = f"{statistics.median(ratios):.2f}" if ratios else "nan"
+                    if len(ratios) > 1:
+                        versus += f" ({', '.join(f'{ratio:.2f}' for ratio in ratios)})"
+                    tokens_per_s = statistics.median(run["tokens_per_s"] for run in runs)
+                    gflops = statistics.median(run["gflops"] for run in runs)
+                    rss = max(run["peak_rss_mib"] for run in runs)
+                    gpu_mib = max(run["peak_gpu_mib"] for run in runs)
+                    print(f"| {config} | {batch_size} | {threads} | {path} | {tokens_per_s:.0f} | {gflops:.1f} | "
+                          f"{peak:.0f} | {100 * gflops / peak:.0f} % | {versus} | {rss:.0f} | {gpu_mib:.0f} |",
+                          flush=True)
 
 
 if __name__ == "__main__":
