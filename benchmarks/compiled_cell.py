@@ -1,6 +1,8 @@
-"""Does a compiled (fused) LSTM cell pay on CPU? ``lstm_cell`` (the one statement of the cell every runner calls)
-as PyTorch runs it, one elementwise call after another, against ``torch.compile`` of the same function (inductor
-fuses its ~12 elementwise operations into one C++ loop), side by side in one process.
+"""Does compiling ``lstm_cell`` pay on CPU? ``lstm_cell`` (the one statement of the cell every runner calls) as
+PyTorch runs it, one elementwise call after another, against ``torch.compile`` of the same function (inductor
+fuses its ~12 elementwise operations into one C++ loop), side by side in one process. Only that function is
+timed: the paired training layer's other elementwise work around each call (local derivatives, clip masks,
+stores) and its backward are neither compiled nor timed here.
 
     python benchmarks/compiled_cell.py [--configs tiny small] [--rows 64 128] [--threads 1 2]
 
