@@ -22,17 +22,13 @@ import argparse
 import filecmp
 import itertools
 import json
-import resource
 import shutil
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from _peak_memory import peak_rss_mib
 
 
 def subset(corpus: Path, out: Path, n_tokens: int) -> tuple[int, int]:
