@@ -32,7 +32,8 @@ class Elmo(nn.Module):
     - ``layer_norm``: normalize each layer over the batch's real tokens before mixing (as AllenNLP did).
     - ``fine_tune``: let gradients reach the biLM (and let it follow train/eval mode).
     - ``fixed_weights``: layer weights used as given (normalized to sum 1) instead of learned ones.
-    - ``mix_l2``: each learned mix's pull towards an even average; add ``regularization()`` to the loss.
+    - ``mix_l2``: each learned mix's pull towards an even average (``ScalarMix.regularization``: on the softmax
+      weights, not bilm-tf's raw ones); add ``regularization()`` to the loss.
     - ``keep_boundaries``: mix and return ``<S>`` and ``</S>`` too, in AllenNLP's layout (``elmo/bilm.py``), so
       that layer norm counts them as AllenNLP's did.
     """

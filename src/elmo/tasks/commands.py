@@ -331,7 +331,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                        help="transformer: attention heads (2 * HIDDEN must be divisible by them)")
     train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and encoder")
     train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
-                       help="weight of ||softmax(s) - 1/L||^2 (the paper: 0.001)")
+                       help="weight of ||softmax(s) - 1/L||^2 (the paper's 0.001, read on the softmax weights; bilm-tf "
+                            "puts it on the raw s)")
     train.add_argument("--fine-tune", action="store_true",
                        help="train the biLM along with the task model (no cache; much slower)")
     train.add_argument("--max-answer-tokens", type=positive_int, default=30,
