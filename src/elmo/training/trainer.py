@@ -75,8 +75,13 @@ logger = logging.getLogger(__name__)
 
 # The corpus's first words a new run's vocabulary is checked against: enough for a steady share, read in a moment.
 CHECKED_WORDS = 50_000
-# Shares of those words mapped to <UNK> above which a new run warns, and above which it is refused.
-UNKNOWN_WARNED = 0.10
+# A word whose type occurs this often in those words is frequent: a vocabulary of this corpus and tokenizer has it
+# (its min_count and max_size drop rare words only), so <UNK> is judged among frequent words. Where they are fewer
+# than FREQUENT_JUDGED of the words (Chinese raw text split on whitespace: each line one word, seen once), among all.
+FREQUENT_COUNT = 5
+FREQUENT_JUDGED = 0.10
+# Judged shares of <UNK> above which a new run warns, and above which it is refused.
+UNKNOWN_WARNED = 0.02
 UNKNOWN_REFUSED = 0.50
 
 
@@ -257,16 +262,24 @@ def _new_model(options: TrainingOptions, corpus: Corpus, warn: bool) -> tuple[La
 
 
 def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn: bool) -> None:
-    """VocabularyError when ``vocab`` maps more than ``UNKNOWN_REFUSED`` of the corpus's first ``CHECKED_WORDS``
-    words to ``<UNK>``, a logged warning above ``UNKNOWN_WARNED``: a vocabulary made from text split by another
-    tokenizer (``--tokenizer`` defaults to whitespace whatever split the vocabulary's text) trains on ``<UNK>``
-    targets, and nothing else in a run would say so."""
-    n_unknown, n_words = vocab.count_unknown(corpus.sentences(), CHECKED_WORDS)
-    share = n_unknown / n_words
+    """VocabularyError when ``vocab`` maps more than ``UNKNOWN_REFUSED`` of the frequent words among the corpus's
+    first ``CHECKED_WORDS`` to ``<UNK>`` (of all of them where few are frequent), a logged warning above
+    ``UNKNOWN_WARNED``: a vocabulary made from text split by another tokenizer (``--tokenizer`` defaults to
+    whitespace whatever split the vocabulary's text) or from other text trains on ``<UNK>`` targets, and nothing
+    else in a run would say so."""
+    counts = vocab.count_unknown(corpus.sentences(), CHECKED_WORDS, FREQUENT_COUNT)
+    overall = counts.unknown / counts.words
+    judged_by_frequent = counts.frequent >= FREQUENT_JUDGED * counts.words
+    share = counts.frequent_unknown / counts.frequent if judged_by_frequent else overall
     if share <= UNKNOWN_WARNED:
         return
-    problem = (f"{source} maps {share:.1%} of the first {n_words:,} words of the corpus to <UNK>: was it made "
-               f"from text split as --tokenizer {corpus.tokenizer_name} splits it?")
+    frequent = (f"{counts.frequent_unknown / counts.frequent:.1%} of the {counts.frequent:,} whose type occurs there "
+                f"at least {FREQUENT_COUNT} times" if counts.frequent else
+                f"none of them of a type that occurs there at least {FREQUENT_COUNT} times")
+    judged = "" if judged_by_frequent else " (too few frequent words to judge by: the share of all is judged)"
+    problem = (f"{source} maps {overall:.1%} of the first {counts.words:,} words of the corpus to <UNK>, {frequent}"
+               f"{judged}. A vocabulary leaves out rare words, not frequent ones: was it made from text split by "
+               f"another tokenizer than --tokenizer {corpus.tokenizer_name}, or from other text?")
     if share > UNKNOWN_REFUSED:
         raise VocabularyError(f"{problem} A run is refused above {UNKNOWN_REFUSED:.0%}: give the --tokenizer that "
                               "split the vocabulary's text, or make the vocabulary from this corpus (`elmo vocab`)")

@@ -7,6 +7,7 @@ The input side never needs the vocabulary (the biLM reads characters), only the 
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
 
@@ -18,6 +19,18 @@ SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
 class VocabularyError(ValueError):
     """A vocabulary file or token list that the language model cannot use."""
+
+
+@dataclass(frozen=True)
+class UnknownCounts:
+    """Words of a text sample that a vocabulary maps to ``<UNK>``. A vocabulary leaves out rare words by design
+    (``min_count``, ``max_size``), so on a small text most words may be ``<UNK>``; frequent words go missing only
+    where it was made from text split by another tokenizer, or from other text."""
+
+    words: int  # the words read (fewer than asked for where the text holds fewer)
+    unknown: int  # of them, mapped to <UNK>
+    frequent: int  # of them, of a type that occurs at least the frequent count asked for among them
+    frequent_unknown: int  # of those, mapped to <UNK>
 
 
 class Vocabulary:
@@ -55,11 +68,19 @@ class Vocabulary:
     def token_id(self, token: str) -> int:
         return self.ids.get(token, self.unk_id)
 
-    def count_unknown(self, sentences: Iterable[Sequence[str]], n_words: int) -> tuple[int, int]:
-        """How many of the first ``n_words`` words of ``sentences`` map to ``<UNK>``, and how many words were read
-        (fewer where the sentences hold fewer): a vocabulary made from text split otherwise shows as a large share."""
+    def count_unknown(self, sentences: Iterable[Sequence[str]], n_words: int, frequent_count: int) -> UnknownCounts:
+        """How many of the first ``n_words`` words of ``sentences`` map to ``<UNK>``, over all of them and over those
+        whose type occurs at least ``frequent_count`` times among them (see ``UnknownCounts``)."""
         words = list(islice(chain.from_iterable(sentences), n_words))
-        return sum(self.token_id(word) == self.unk_id for word in words), len(words)
+        type_counts = Counter(words)
+        unknown = frequent = frequent_unknown = 0
+        for word in words:
+            is_unknown = self.token_id(word) == self.unk_id
+            is_frequent = type_counts[word] >= frequent_count
+            unknown += is_unknown
+            frequent += is_frequent
+            frequent_unknown += is_unknown and is_frequent
+        return UnknownCounts(len(words), unknown, frequent, frequent_unknown)
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
