@@ -1,7 +1,7 @@
 """Files written beside their final name and renamed: they end with the permissions a plain ``open`` or ``mkdir``
 gives under the process's umask, not the owner-only ones of the temporary files they began as; a directory published
-onto a symbolic link is refused, moving nothing; a directory published onto an old one leaves one of the two at
-its name, whatever fails or is killed."""
+onto a symbolic link or a file is refused, moving nothing; a directory published onto an old one leaves one of
+the two at its name, whatever fails or is killed, and deletes the old one under a name no caller resumes from."""
 
 import ctypes
 import errno
@@ -117,6 +117,47 @@ def test_a_file_system_without_an_atomic_swap_still_gets_the_new_directory(tmp_p
     monkeypatch.setattr(files, "_renameat2", renameat2_refusing_the_flag)
     publish_directory(partial, final)
     assert (final / "weights.hdf5").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]
+
+
+def test_publishing_onto_a_file_is_refused_and_moves_nothing(tmp_path: Path):
+    """The swap used to put the directory at ``model`` and the user's file under the partial name, then fail
+    deleting that file as a directory (NotADirectoryError), leaving it there."""
+    (tmp_path / "model").write_text("the user's file")
+    partial = _filled(tmp_path / "model")
+    with pytest.raises(NotADirectoryError, match=r"model is a file, not a directory that .* may replace"):
+        publish_directory(partial, tmp_path / "model")
+    assert (tmp_path / "model").read_text() == "the user's file"
+    assert (partial / "weights.hdf5").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["model", partial.name])
+
+
+@pytest.mark.parametrize("swap", [True, False], ids=["swapped", "renamed-aside"])
+def test_the_old_directory_is_deleted_under_a_fresh_partial_name_not_the_new_ones(tmp_path: Path, monkeypatch,
+                                                                                   swap: bool):
+    """Search builds into the fixed name ``OUT.partial`` and resumes from it; the swapped old directory used to be
+    deleted there, so a kill during the delete left a half-deleted old index that ``--resume`` published."""
+    final = _old_model(tmp_path)
+    partial = tmp_path / "model.partial"  # a fixed partial name, as search's
+    partial.mkdir()
+    (partial / "weights.hdf5").write_text("new")
+    if not swap:
+        monkeypatch.setattr(files, "_exchange", lambda first, second: False)
+    deleted = []
+
+    def killed_deleting(path, *args, **kwargs):
+        deleted.append(Path(path))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.shutil, "rmtree", killed_deleting)
+    with pytest.raises(KeyboardInterrupt):
+        publish_directory(partial, final)
+    monkeypatch.undo()
+    assert (final / "weights.hdf5").read_text() == "new" and not partial.exists()
+    [aside] = deleted
+    assert aside.parent == tmp_path and aside.name.startswith(".model.") and aside.name.endswith(".partial")
+    assert (aside / "weights.hdf5").read_text() == "old"
+    files.remove_partial_directories_of(final)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]
 
 

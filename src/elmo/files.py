@@ -97,32 +97,51 @@ def new_partial_directory(final: Path) -> Path:
 
 def publish_directory(partial: Path, final: Path) -> None:
     """Rename a filled directory onto ``final``. A directory already at ``final`` is swapped with it in one step
-    where the system can (``_exchange``), then deleted: a run killed at any point leaves the old directory at
-    ``final`` or the new one. Elsewhere the old one is renamed aside (``.NAME.*.partial``) first and put back if
-    the second rename fails; a kill between the two renames leaves no directory at ``final`` and the old one
-    under that partial name, which ``remove_stale_partials`` would delete.
+    where the system can (``_exchange``), elsewhere renamed aside first and put back if the second rename fails:
+    a run killed at any point leaves the old directory at ``final`` or the new one (killed between the two
+    renames: none, and the old one aside). The old directory is then renamed to a fresh ``.NAME.*.partial`` name
+    and deleted there, never under ``partial``'s name: a caller that builds into a fixed partial name and resumes
+    from it (search's ``OUT.partial``) would take a half-deleted old directory there, after a kill, for its
+    finished build and publish it again. A kill during the delete leaves it for ``remove_partial_directories_of``.
 
-    A symbolic link at ``final`` is refused (``check_not_a_link``) before anything moves."""
+    A symbolic link at ``final`` is refused (``check_not_a_link``), and so is a file (``NotADirectoryError``: the
+    swap would set it aside and delete it), before anything moves."""
     check_not_a_link(final)
+    if final.exists() and not final.is_dir():
+        raise NotADirectoryError(f"{final} is a file, not a directory that {partial} may replace; remove it or "
+                                 "publish elsewhere")
     for child in partial.iterdir():
         fsync_file(child)
     if not final.exists():
         os.replace(partial, final)
-    elif _exchange(partial, final):
-        shutil.rmtree(partial)  # now the old directory
-    else:
-        aside = new_partial_directory(final)
-        try:
-            os.replace(final, aside)  # onto the empty directory just made
-        except BaseException:
-            aside.rmdir()
-            raise
+        return
+    swapped = _exchange(partial, final)
+    old = new_partial_directory(final)
+    _replace_or_remove(partial if swapped else final, old)
+    if not swapped:
         try:
             os.replace(partial, final)
         except BaseException:
-            os.replace(aside, final)
+            os.replace(old, final)
             raise
-        shutil.rmtree(aside)
+    shutil.rmtree(old)
+
+
+def _replace_or_remove(source: Path, empty_directory: Path) -> None:
+    """Rename ``source`` onto ``empty_directory`` (made for it), which is removed if the rename fails."""
+    try:
+        os.replace(source, empty_directory)
+    except BaseException:
+        empty_directory.rmdir()
+        raise
+
+
+def remove_partial_directories_of(final: Path) -> None:
+    """The ``new_partial_directory`` directories of ``final`` that a killed run left beside it (a directory being
+    filled, or an old one ``publish_directory`` was deleting)."""
+    for leftover in final.parent.glob(f".{glob.escape(final.name)}.*.partial"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 # renameat2(2)'s flag that swaps two existing paths atomically (Linux 3.15, glibc 2.28); AT_FDCWD: paths as given.

@@ -426,6 +426,36 @@ def test_a_rebuild_killed_while_deleting_the_old_index_leaves_a_whole_index(topi
     assert ContextIndex.load(out).layers == ["layer2"]
 
 
+def test_a_rebuild_killed_while_deleting_the_old_index_resumes_to_a_whole_index_with_nothing_beside_it(
+        topic_corpus, fixture_bilm, tmp_path, monkeypatch):
+    """The old index used to be deleted under the new one's partial name, ``index.partial``, which ``--resume``
+    takes for a finished build: it published the half-deleted old index (no ``tokens.bin``) over the new one."""
+    from elmo import files
+
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), progress=False)
+    rmtree = files.shutil.rmtree
+
+    def killed_after_deleting_the_tokens(path, *args, **kwargs):
+        if not (Path(path) / "tokens.bin").is_file():  # the build's clearing of leftovers
+            return rmtree(path, *args, **kwargs)
+        (Path(path) / "tokens.bin").unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.shutil, "rmtree", killed_after_deleting_the_tokens)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), progress=False)
+    monkeypatch.undo()
+    assert not (tmp_path / "index.partial").exists()
+    build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), progress=False, resume=True)
+    clean = tmp_path / "clean" / "index"
+    build_index(topic_corpus, clean, ConstructedEmbedder(fixture_bilm), progress=False)
+    assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in clean.iterdir())
+    assert (out / "tokens.bin").read_bytes() == (clean / "tokens.bin").read_bytes()
+    assert ContextIndex.load(out).occurrence(0).sentence == _corpus_lines(topic_corpus)[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["clean", "corpus.txt", "index"]
+
+
 def test_an_index_of_a_shipped_model_queries_that_model_where_a_directory_has_its_name(topic_corpus, fixture_dir,
                                                                                       tmp_path, monkeypatch):
     from elmo import model_dir

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from elmo.embed_job.source import EmbedReport, TextFile, check_text_file, read_lines
 from elmo.extras import require
-from elmo.files import publish_directory, write_bytes_atomic, write_text_atomic
+from elmo.files import publish_directory, remove_partial_directories_of, write_bytes_atomic, write_text_atomic
 from elmo.layer_choice import LayerChoice, LayerChoiceError, StoredLayer, stored_layer
 from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
@@ -273,6 +273,7 @@ def build_index(
     settings = {"corpus": str(corpus.resolve()), "sha256": text.sha256, "model": embedder.fingerprint,
                 "tokenizer": embedder.tokenizer_name, "window": window_of(embedder), "layers": names,
                 "words_only": sorted(indexed) if indexed is not None else None}
+    remove_partial_directories_of(out)  # an old index that a killed publish was deleting
     partial = layout.partial_directory(out)
     state = _PartialIndex(partial, settings, names, resume)
     report = IndexReport(resumed_from=state.progress["lines"])
