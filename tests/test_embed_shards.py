@@ -208,6 +208,25 @@ def test_what_a_run_in_parts_writes_as_it_goes_is_its_own(tmp_path):
         PartsDirectory(tmp_path, "npy").check_holds_only_parts(2)
 
 
+def test_a_restart_beside_hidden_files_no_run_writes_finishes_and_reads_as_one_dataset(text, tmp_path, fixture_dir,
+                                                                                      expected):
+    """A .DS_Store (or NFS's .nfsXXXX) in a directory of parts used to stop the next shard before any work, though
+    pyarrow skips names starting with '.'; a temporary name of a file no run writes is still refused."""
+    out = tmp_path / "out.parquet"
+    command = ["embed", str(text), f"{out}/", "--model", str(fixture_dir), "--quiet"]
+    assert main([*command, "--shard", "0/2"]) == 0
+    (out / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (out / ".nfs000000000012345600000001").write_bytes(b"PAR1 of a deleted part")
+    assert main([*command, "--shard", "1/2"]) == 0
+    assert (out / "_manifest.json").is_file()
+    _assert_union_is_the_full_run(_parquet_rows([out]), expected)
+    from elmo.embed_job.shards import PartsDirectory
+
+    (out / ".notes.txt.k2_x9q.partial").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"not parts of a parquet run of elmo embed \(\.notes\.txt\.k2_x9q\.partial\)"):
+        PartsDirectory(out, "parquet").check_holds_only_parts(2)
+
+
 def test_a_slurm_task_resubmitted_alone_is_told_to_give_its_shard_and_then_redoes_it(text, tmp_path, fixture_dir,
                                                                                      monkeypatch, capsys, expected):
     """sbatch --array=1 sets SLURM_ARRAY_TASK_COUNT=1 and SLURM_ARRAY_TASK_MIN=1: the task takes itself for shard

@@ -109,10 +109,12 @@ class PartsDirectory:
         """ValueError, naming the files, unless the directory (if there is one) holds only what a run in ``count``
         shards of this format writes: parts, parts in progress, their records, the manifest. Anything else would
         be mixed with the parts: a Parquet reader reads every file of a directory, and another number of shards
-        deals the lines out otherwise, so its parts would repeat lines."""
+        deals the lines out otherwise, so its parts would repeat lines. Hidden files no run writes (``.DS_Store``,
+        NFS's ``.nfsXXXX``) are let be, as Parquet readers skip them; ``elmo.files``' temporary names are checked
+        by the name they are renamed to."""
         if not self.directory.is_dir():
             return
-        names = sorted(entry.name for entry in self.directory.iterdir())
+        names = sorted(entry.name for entry in self.directory.iterdir() if not _foreign_hidden(entry.name))
         earlier = [name for name in names if _EARLIER.fullmatch(name)]
         if earlier:
             raise ValueError(f"{self.directory} holds the records of an earlier version of elmo embed ({earlier[0]}), "
@@ -193,6 +195,11 @@ class PartsDirectory:
         if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
             return None
         return record
+
+
+def _foreign_hidden(name: str) -> bool:
+    """Whether ``name`` is a hidden file that no run in parts writes (not an ``elmo.files`` temporary name)."""
+    return name.startswith(".") and _TEMPORARY.fullmatch(name) is None
 
 
 def _renamed_to(name: str) -> str:
