@@ -19,7 +19,6 @@ It prints the figures as markdown tables (docs/search.md holds a run).
 """
 
 import argparse
-import filecmp
 import itertools
 import json
 import shutil
@@ -146,10 +145,18 @@ def float16_cost(embedder, corpus: Path, layer: str, n_tokens: int, n_queries: i
 
 
 def _index_of(index_dir: Path, text: Path, fingerprint: str) -> bool:
-    """Whether ``index_dir`` is a finished index of ``text``'s lines by the model of ``fingerprint``."""
-    meta = index_dir / "meta.json"
-    return (meta.is_file() and json.loads(meta.read_text())["fingerprint"] == fingerprint
-            and filecmp.cmp(index_dir / "sentences.txt", text, shallow=False))
+    """Whether ``index_dir`` is a finished index, of this format, of ``text`` by the model of ``fingerprint``: by
+    the corpus sha256 its ``meta.json`` records, as its ``sentences.txt`` holds the lines cleaned (soft hyphens
+    deleted, accents composed), not as ``text`` has them."""
+    from elmo.files import sha256_of
+    from elmo.search.layout import FORMAT_VERSION, META
+
+    meta_file = index_dir / META
+    if not meta_file.is_file():
+        return False
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    return (meta.get("format") == FORMAT_VERSION and meta.get("fingerprint") == fingerprint
+            and meta.get("corpus_sha256") == sha256_of(text))
 
 
 def main() -> None:
