@@ -358,6 +358,34 @@ def test_embed_file_reads_a_path_and_an_open_file_alike_with_universal_newlines_
             np.testing.assert_allclose(written[str(number)][...], array, atol=1e-6)
 
 
+# Lines that clean_text changes beyond control characters: a combining accent (composed), a soft hyphen and a
+# right-to-left mark (deleted), an emoji family joined by zero-width joiners (deleted).
+INVISIBLY_CLEANED = ["cafe\u0301 au lait", "co\u00adop shop", "abc\u200f def",
+                     "we \U0001f468\u200d\U0001f469\u200d\U0001f467"]
+
+
+@pytest.mark.parametrize("use_sentence_keys", [False, True])
+def test_embed_file_keys_by_the_input_line_and_embeds_its_cleaned_words_as_the_embedder_does(
+        embedder, tmp_path, use_sentence_keys):
+    """Keys are the lines as the file holds them (stripped), where a caller looks them up; the vectors are those
+    of the words the embedder makes of the same raw text (clean_text, then whitespace)."""
+    output = tmp_path / "out.hdf5"
+    text = "".join(f" {line}\n" for line in INVISIBLY_CLEANED)
+    embedder.embed_file(io.StringIO(text), output, use_sentence_keys=use_sentence_keys)
+    expected = Embedder(embedder.bilm).embed(INVISIBLY_CLEANED, "all")
+    with h5py.File(output, "r") as written:
+        if use_sentence_keys:
+            assert set(written) == set(INVISIBLY_CLEANED)
+            vectors = [written[line][...] for line in INVISIBLY_CLEANED]
+        else:
+            index = json.loads(written["sentence_to_index"][0])
+            assert index == {line: str(number) for number, line in enumerate(INVISIBLY_CLEANED)}
+            vectors = [written[str(number)][...] for number in range(len(INVISIBLY_CLEANED))]
+    assert [array.shape[1] for array in expected] == [3, 2, 2, 2]  # cafe+U+0301 one word, the joined emoji one
+    for got, want in zip(vectors, expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 @pytest.mark.parametrize("use_sentence_keys", [False, True])
 @pytest.mark.parametrize(("text", "message"), [
     ("tab\x00x y\n", r"line 0 \(counting from 0\) holds a NUL character"),
@@ -381,7 +409,9 @@ def test_embed_file_refuses_a_file_open_in_binary_mode(embedder, tmp_path):
 
 @pytest.mark.parametrize(("text", "options", "message"), [
     ("a b\n\nc\n  \n", {}, r"2 empty lines \(counting from 0: 1, 3\)"),
-    ("a b\n\x01 \x7f\n", {}, r"1 empty lines \(counting from 0: 1\), holding no more than white space and control"),
+    ("a b\n\x01 \x7f\n", {}, r"1 empty lines \(counting from 0: 1\), holding no more than white space, control"),
+    ("a b\n\u00ad \u200b\n", {}, r"1 empty lines \(counting from 0: 1\), holding no more than white space, control "
+                                  r"characters and invisible formatting"),
     ("a b\nc\na b\n", {"use_sentence_keys": True}, r"lines 0 and 2 hold the same sentence"),
     ("a/b\n", {"use_sentence_keys": True}, r"line 0 \('a/b'\) cannot name an HDF5 dataset"),
     ("a b\n", {"output_format": "mean"}, r"output_format is 'mean'; expected one of all, top, average"),

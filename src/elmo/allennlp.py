@@ -3,8 +3,8 @@
 
 Arguments, shapes, dtypes and file layout are AllenNLP 0.9's. The numbers are too, with one difference made on
 purpose: every sentence starts from a zero LSTM state. AllenNLP carried each batch row's state into the next
-batch, so a sentence's vectors depended on what had been embedded before it. ``embed_file`` also cleans each
-line as the rest of this package cleans text, which AllenNLP did not (docs/allennlp.md).
+batch, so a sentence's vectors depended on what had been embedded before it. ``embed_file`` also cleans the text
+it tokenizes as the rest of this package cleans text, which AllenNLP did not (docs/allennlp.md).
 """
 
 import itertools
@@ -29,7 +29,7 @@ from elmo.embed_job.source import check_text_file
 from elmo.embedder import layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.task_module import Elmo as TaskElmo
-from elmo.tokenizers import CONTROL_CHARACTERS, clean_text
+from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text
 from elmo.weights import load_bilm
 
 log = logging.getLogger(__name__)
@@ -127,12 +127,15 @@ class ElmoEmbedder:
 
         ``input_file`` is a path or an open text file (left open), read alike: lines end at ``\n``, ``\r\n`` or
         ``\r``; a byte-order mark at a line's start is dropped and control characters become spaces (logged),
-        as everywhere in this package; a NUL or a lone surrogate is refused, naming the line. Each line (stripped)
+        as ``elmo embed`` reads them; a NUL or a lone surrogate is refused, naming the line. Each line (stripped)
         gets a float32 dataset: ``(n_layers, T, 2P)`` for ``all``, ``(T, 2P)`` for ``top`` (the last layer) or
-        ``average`` (the mean of the layers). It is named by its 0-based line number as a string, or by the
-        sentence itself with ``use_sentence_keys``. Unless ``forget_sentences`` or ``use_sentence_keys``, a
-        one-element string dataset ``sentence_to_index`` holds the JSON ``{sentence: "line number"}``. The input
-        is checked whole before any work, and the file appears at ``output_file_path`` only when complete.
+        ``average`` (the mean of the layers), of its words once cleaned as the embedder cleans raw text
+        (``clean_text``: invisible formatting deleted, composed). It is named by its 0-based line number as a
+        string, or by the sentence itself with ``use_sentence_keys``. Unless ``forget_sentences`` or
+        ``use_sentence_keys``, a one-element string dataset ``sentence_to_index`` holds the JSON
+        ``{sentence: "line number"}``. Names and keys are the lines as read, not cleaned, so that a caller finds
+        its own line. The input is checked whole before any work, and the file appears at ``output_file_path``
+        only when complete.
         """
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format is {output_format!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
@@ -144,7 +147,7 @@ class ElmoEmbedder:
         # output_format is one of OUTPUT_FORMATS (checked above), each of them a layer choice
         weights = layer_weights(cast(Literal["all", "top", "average"], output_format), self.bilm.config.n_output_layers)
         keys = sentences if use_sentence_keys else [str(number) for number in range(len(sentences))]
-        embedded = self.embed_sentences((sentence.split() for sentence in sentences), batch_size)
+        embedded = self.embed_sentences((clean_text(sentence).split() for sentence in sentences), batch_size)
         with atomic_path(Path(output_file_path)) as temporary, h5py.File(temporary, "w") as out:
             for key, layers in tqdm(zip(keys, embedded, strict=True), total=len(keys), disable=None):
                 out.create_dataset(key, data=mix_layers(layers, weights), dtype="float32")
@@ -159,10 +162,12 @@ def _check_batch_size(batch_size: int) -> None:
 
 
 def _read_sentences(input_file: str | Path | TextIO) -> list[str]:
-    """Every line cleaned (``clean_text``) and stripped, the same whether ``input_file`` is a path or an open
+    """Every line as ``elmo embed`` reads it, a byte-order mark at its start dropped and control characters as
+    spaces, and stripped: the sentence that keys its dataset. The same whether ``input_file`` is a path or an open
     file, so that one file gets one set of tokens, vectors and keys. A path is first checked to be UTF-8 text
     (``check_text_file``); an open file's NUL or lone surrogate, which a path's check would have refused, is
-    refused too. An empty line is refused, as AllenNLP refused it (its dataset would hold no tokens)."""
+    refused too. A line with no words once cleaned (``clean_text``) is refused, as AllenNLP refused an empty
+    line (its dataset would hold no tokens)."""
     if isinstance(input_file, str | Path):
         name = str(input_file)
         text = check_text_file(input_file).path.read_text(encoding="utf-8")
@@ -182,11 +187,11 @@ def _read_sentences(input_file: str | Path | TextIO) -> list[str]:
     if replaced:
         log.warning("%s: control characters replaced by spaces in %d lines (counting from 0: %s)", name,
                     len(replaced), _shown(replaced))
-    sentences = [clean_text(line).strip() for line in lines]
-    blank = [number for number, sentence in enumerate(sentences) if not sentence]
+    sentences = [CONTROL_CHARACTERS.sub(" ", line.removeprefix(BYTE_ORDER_MARK)).strip() for line in lines]
+    blank = [number for number, sentence in enumerate(sentences) if not clean_text(sentence).strip()]
     if blank:
         raise ValueError(f"the input has {len(blank)} empty lines (counting from 0: {_shown(blank)}), holding no "
-                         "more than white space and control characters; remove them")
+                         "more than white space, control characters and invisible formatting; remove them")
     return sentences
 
 
