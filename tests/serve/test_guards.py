@@ -244,6 +244,13 @@ def chunked_head(method: str, path: str, authorization: str | None = None) -> by
     return (head + "\r\n").encode()
 
 
+def test_tokenize_asks_for_a_key_as_embed_does(keyed_server: ServerProcess) -> None:
+    body = {"sentences": ["The bank , of the river ."]}
+    assert httpx.post(f"{keyed_server.url}/v1/tokenize", json=body).status_code == 401
+    keyed = httpx.post(f"{keyed_server.url}/v1/tokenize", json=body, headers={"authorization": f"Bearer {KEY}"})
+    assert keyed.status_code == 200 and keyed.json()["tokens"] == [["The", "bank", ",", "of", "the", "river", "."]]
+
+
 def test_keyless_clients_trickling_a_body_are_closed_after_their_401_and_leave_room(
         keyed_server: ServerProcess) -> None:
     """BearerAuth answers without reading the body, so BodySizeLimit's deadline never ran: two keyless clients

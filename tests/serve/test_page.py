@@ -1,5 +1,6 @@
 """The sense page in a real headless browser (Debian's chromium driven by Playwright): type sentences,
-pick a word, and check the drawn heat maps against cosines computed here from the offline embedder."""
+pick a word suggested from the tokenizer's tokens (POST /v1/tokenize), and check the drawn heat maps against cosines
+computed here from the offline embedder."""
 
 import os
 import shutil
@@ -28,6 +29,8 @@ def test_page_draws_the_similarity_of_a_picked_word(server, embedder: Embedder, 
             profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
             viewport={"width": 1280, "height": 900})
         page = browser.new_page()
+        posted = []
+        page.on("request", lambda request: posted.append(request.url) if request.method == "POST" else None)
         page.goto(f"{server.url}/")
         page.wait_for_selector("#model option[value='elmo']", state="attached")
         page.select_option("#model", "elmo")
@@ -35,6 +38,8 @@ def test_page_draws_the_similarity_of_a_picked_word(server, embedder: Embedder, 
         page.fill("#word", "")
         page.click("#candidates button:text-is('bank')")  # picking a repeated word runs the comparison
         page.wait_for_selector("body[data-ready='true']")
+        # the suggestions were asked of the tokenizer alone, never of the model (POST /v1/embed)
+        assert f"{server.url}/v1/tokenize" in posted and f"{server.url}/v1/embed" not in posted
         layers = page.locator(".layer")
         assert layers.count() == 3
         drawn = np.array([[float(cell.get_attribute("data-value")) for cell in layers.nth(layer).locator("td").all()]

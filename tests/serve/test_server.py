@@ -122,6 +122,33 @@ def test_similarity_is_the_cosine_of_the_offline_vectors(server, embedder: Embed
     assert len(case_sensitive["occurrences"]) == 3
 
 
+def test_tokenize_answers_the_offline_tokenizers_tokens_without_running_the_model(server, embedder: Embedder) -> None:
+    """The page asked POST /v1/embed for its word suggestions, a model run per edit only to read the tokens back."""
+    sentences = [*SENTENCES, "The bank, of the ri\u00adver.", "cafe\u0301  bank"]
+    batches = _metric_sums(server, "elmo_batch_requests", model="en")[1]
+    response = post(server, "/v1/tokenize", {"model": "en", "sentences": sentences})
+    assert response.status_code == 200, response.text
+    assert response.json() == {"model": "en", "tokenizer": embedder.tokenizer_name,
+                               "tokens": [embedder.tokenize(sentence) for sentence in sentences]}
+    assert response.json()["tokens"][1] == ["She", "sat", "down"]  # a token list is used as given
+    assert _metric_sums(server, "elmo_batch_requests", model="en")[1] == batches  # no model run
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"model": "en", "sentences": ["a"] * 9}, 413, "sentences"),
+    ({"model": "en", "sentences": []}, 422, "sentences"),
+    ({"model": "en", "sentences": ["a", "   "]}, 422, "sentences[1]"),
+    ({"model": "en", "sentences": [["a", 3]]}, 422, "sentences[0][1]"),
+    ({"model": "ru", "sentences": ["a"]}, 404, "model"),
+    ({"sentences": ["a"]}, 422, "model"),  # two models served: which one?
+    ({"model": "en", "sentences": ["a"], "layers": "top"}, 422, "layers"),
+])
+def test_bad_tokenize_requests_name_the_field_as_embed_does(server, body, status: int, field: str) -> None:
+    assert_error(post(server, "/v1/tokenize", body), status, field)
+    if field != "layers":  # an embed request may hold layers
+        assert_error(post(server, "/v1/embed", body), status, field)
+
+
 def test_models_healthz_docs(server, embedder: Embedder) -> None:
     models = httpx.get(f"{server.url}/v1/models").json()
     assert [(m["name"], m["n_layers"], m["dim"]) for m in models["models"]] == [("en", 3, 32), ("elmo", 3, 32)]
@@ -131,7 +158,8 @@ def test_models_healthz_docs(server, embedder: Embedder) -> None:
             "keep_alive_s", "max_sentence_tokens", "request_timeout_s"} <= models["limits"].keys()
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok", "models": ["en", "elmo"]}
     schema = httpx.get(f"{server.url}/openapi.json").json()
-    assert {"/v1/embed", "/v1/similarity", "/v1/models", "/healthz", "/metrics"} <= set(schema["paths"])
+    assert {"/v1/embed", "/v1/tokenize", "/v1/similarity", "/v1/models", "/healthz", "/metrics"} <= set(
+        schema["paths"])
     docs = httpx.get(f"{server.url}/docs").text
     script = re.search(r'src="(/docs-assets/[^"]+\.js)"', docs).group(1)  # served locally, no CDN
     assert httpx.get(f"{server.url}{script}").status_code == 200
@@ -253,6 +281,7 @@ def test_non_finite_layer_weights_are_refused_naming_the_weight(server, layers: 
 @pytest.mark.parametrize(("path", "body", "field"), [
     ("/v1/embed", b'{"model": "en", "sentences": ["a \\ud800 b"]}', "sentences[0]"),
     ("/v1/embed", b'{"model": "en", "sentences": [["a", "b\\udfff"]]}', "sentences[0][1]"),
+    ("/v1/tokenize", b'{"model": "en", "sentences": ["a \\ud800 b"]}', "sentences[0]"),
     ("/v1/similarity", b'{"model": "en", "word": "a", "sentences": ["a b", "a \\ud800"]}', "sentences[1]"),
     ("/v1/similarity", b'{"model": "en", "word": "\\ud800", "sentences": ["a b", "a c"]}', "word"),
 ])

@@ -1,9 +1,10 @@
 """The HTTP service: ``create_app`` turns loaded embedders and a ``ServeConfig`` into a FastAPI app.
 
-Endpoints: ``POST /v1/embed``, ``POST /v1/similarity``, ``GET /v1/models`` (``embed_routes.py``), contextual
-search over served indexes (``POST /v1/neighbors``, ``POST /v1/senses``, ``GET /v1/indexes``;
-``search_routes.py``), and here ``GET /healthz``, ``GET /metrics``, the sense page at ``/`` and the OpenAPI docs
-at ``/docs`` (Swagger UI served from the package, so it works offline). Refusals are answered in ``errors.py``.
+Endpoints: ``POST /v1/embed``, ``POST /v1/tokenize``, ``POST /v1/similarity``, ``GET /v1/models``
+(``embed_routes.py``), contextual search over served indexes (``POST /v1/neighbors``, ``POST /v1/senses``,
+``GET /v1/indexes``; ``search_routes.py``), and here ``GET /healthz``, ``GET /metrics``, the sense page at ``/``
+and the OpenAPI docs at ``/docs`` (Swagger UI served from the package, so it works offline). Refusals are
+answered in ``errors.py``.
 The app holds no per-client state, so any number of replicas can sit behind a load balancer.
 """
 

@@ -1,5 +1,5 @@
-"""The embedding endpoints: ``POST /v1/embed`` (vectors, as JSON or .npy), ``POST /v1/similarity`` (one word
-across sentences) and ``GET /v1/models``."""
+"""The embedding endpoints: ``POST /v1/embed`` (vectors, as JSON or .npy), ``POST /v1/tokenize`` (the tokens
+alone), ``POST /v1/similarity`` (one word across sentences) and ``GET /v1/models``."""
 
 import io
 from typing import Annotated, Any
@@ -15,7 +15,7 @@ from elmo.layer_choice import layer_weights, mix_layers
 from elmo.pooling import pool
 from elmo.serve.batching import Hold
 from elmo.serve.errors import ApiError
-from elmo.serve.schemas import MAX_OCCURRENCES, EmbedRequest, JsonRoute, SimilarityRequest
+from elmo.serve.schemas import MAX_OCCURRENCES, EmbedRequest, JsonRoute, SimilarityRequest, TokenizeRequest
 from elmo.serve.service import ServiceDep, negotiate
 from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences, spelling
 
@@ -89,6 +89,15 @@ async def embed(request: Request, body: EmbedRequest, service: ServiceDep,
     except BaseException:
         held.release()
         raise
+
+
+@router.post("/v1/tokenize")
+async def tokenize(body: TokenizeRequest, service: ServiceDep) -> dict[str, Any]:
+    """Each sentence's tokens as ``/v1/embed`` would embed them, without running the model: what the page asks
+    as you type, so its word suggestions take no place in the batching queue or the token budget."""
+    model = service.model(body.model)
+    token_lists = await service.tokenize(model, body.sentences)
+    return {"model": model.name, "tokenizer": model.embedder.tokenizer_name, "tokens": token_lists}
 
 
 @router.post("/v1/similarity")

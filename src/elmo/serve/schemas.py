@@ -41,13 +41,19 @@ Weight = Annotated[float, Field(allow_inf_nan=False)]
 Layers = Annotated[str | int | list[Weight], AfterValidator(_layer_choice)]
 
 
-class EmbedRequest(BaseModel):
+class TokenizeRequest(BaseModel):
     """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: Text | None = Field(None, description="a served model's name; may be left out when only one is served")
     sentences: list[Sentence] = Field(min_length=1, examples=[["The bank of the river .", ["She", "sat"]]])
+
+
+class EmbedRequest(TokenizeRequest):
+    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given), and which
+    vectors of their tokens to answer."""
+
     layers: Layers = Field(
         "top", description="all: (L+1, T, 2P) per sentence; top, average, a layer index (-1 the top) or one mixing "
                            "weight per layer: (T, 2P)")
@@ -94,8 +100,9 @@ class SensesRequest(BaseModel):
     layer: Layers | None = None
 
 
-REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (EmbedRequest, SimilarityRequest,
-                                                                       NeighborsRequest, SensesRequest)))
+REQUEST_FIELDS = frozenset().union(*(model.model_fields for model in (TokenizeRequest, EmbedRequest,
+                                                                       SimilarityRequest, NeighborsRequest,
+                                                                       SensesRequest)))
 
 
 class _JsonRequest(Request):

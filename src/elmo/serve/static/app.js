@@ -24,8 +24,8 @@ function sentences() {
 }
 
 // Words that occur at least twice (case ignored) among the sentences' tokens: one click picks one. The tokens
-// are the server's (POST /v1/embed, one mean vector per sentence), as only it knows how the model's tokenizer
-// cleans and splits text: "bank," is two tokens for a Moses model and one for a whitespace model.
+// are the server's (POST /v1/tokenize, no model run), as only it knows how the model's tokenizer cleans and
+// splits text: "bank," is two tokens for a Moses model and one for a whitespace model.
 let candidatesAsked = 0;
 let candidatesTimer;
 
@@ -38,9 +38,9 @@ async function showCandidates() {
   const asked = ++candidatesAsked;
   let tokenLists = [];
   try {
-    const request = { model: $("model").value || undefined, sentences: sentences(), layers: "top", pooling: "mean" };
-    const response = await fetch("/v1/embed", { method: "POST", headers: headers(), body: JSON.stringify(request) });
-    if (response.ok) tokenLists = (await response.json()).embeddings.map((item) => item.tokens);
+    const request = { model: $("model").value || undefined, sentences: sentences() };
+    const response = await fetch("/v1/tokenize", { method: "POST", headers: headers(), body: JSON.stringify(request) });
+    if (response.ok) tokenLists = (await response.json()).tokens;
   } catch {
     // no server: no suggestions; Compare reports what is wrong
   }
