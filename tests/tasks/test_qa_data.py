@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from elmo.tasks.qa_data import answer_span, qa_example, read_qa, token_offsets
+from elmo.tasks.qa_data import answer_span, passage_offsets, qa_example, read_qa, token_offsets
 from elmo.tokenizers import clean_text, get_tokenizer
 
 
@@ -87,3 +87,43 @@ def test_a_cloze_row_with_a_word_joiner_reads_with_the_cleaning_tokenizer(tmp_pa
     begin, end = example.offsets[example.passage_words.index("-lih-")]
     assert passage[begin:end] == "-\u2060lih-"
     assert example.answer_text(*example.span) == "kaolin"
+
+
+def test_a_mark_after_a_tibetan_vowel_that_decomposes_to_marks_composes_with_the_letter_before_it():
+    """U+0F73 is not combining but decomposes to U+0F71 U+0F72 (combining classes 129, 130), so NFC composes a
+    following U+0301 (230) past them with the a: x a<U+0F73><U+0301> y reads as x, U+00E1 U+0F71 U+0F72, y. The
+    check of the clusters raised for it."""
+    text = "x a\u0f73\u0301 y"
+    words = clean_text(text).split()
+    assert words == ["x", "\u00e1\u0f71\u0f72", "y"]
+    assert passage_offsets(text, words) == [(0, 1), (2, 5), (6, 7)]
+    assert passage_offsets("a\u0f73\u0301", ["\u00e1\u0f71\u0f72"]) == [(0, 3)]
+
+
+# Characters whose composing depends on their neighbours: marks of several combining classes, characters that are
+# not combining but decompose to marks (Tibetan U+0F73, U+0F75, U+0F81) or are excluded from composing (U+0344,
+# U+0958, U+0340, U+1D15E, U+0F77, U+0F79), two-part vowels (Oriya U+0B47 U+0B3E), Hangul jamo and syllables, kana
+# and its voicing mark, with a space, a letter, deleted formatting and a control character between them.
+TRICKY_CHARACTERS = [" ", "a", "e", "\u0301", "\u0323", "\u0345", "\u0313", "\u03b1", "\u00ad", "\u200b", "\x07",
+                     "\u0f71", "\u0f72", "\u0f73", "\u0f75", "\u0f81", "\u0f77", "\u0f79", "\u0344", "\u0958",
+                     "\u0340", "\U0001d15e", "\u0b47", "\u0b3e", "\u0915", "\u093c", "\u1100", "\u1161", "\u11a8",
+                     "\uac00", "\u304b", "\u3099", "\u0e33"]
+
+
+def test_every_short_string_of_tricky_characters_maps_each_cleaned_word_to_characters_that_clean_to_it():
+    """Every string of up to three of them: the mapping is found, and each word's characters, cleaned on their
+    own, are the word (clean_text of the whole text split on white space, computed apart from the mapping)."""
+    failures = []
+    for length in (1, 2, 3):
+        for characters in itertools.product(TRICKY_CHARACTERS, repeat=length):
+            text = "".join(characters)
+            words = clean_text(text).split()
+            try:
+                offsets = passage_offsets(text, words)
+            except ValueError as error:
+                failures.append((text, str(error)))
+                continue
+            spans = [clean_text(text[begin:end]).strip() for begin, end in offsets]
+            if spans != words:
+                failures.append((text, f"{spans} != {words}"))
+    assert failures == []

@@ -55,15 +55,16 @@ def token_offsets(text: str, words: Sequence[str]) -> list[tuple[int, int]]:
 def _cleaned_with_sources(text: str) -> tuple[str, list[tuple[int, int]]]:
     """``clean_text(text)`` and, for each of its characters, the characters ``[begin, end)`` of ``text`` it was
     made from: deleted formatting is in no range, and a character composed from a base and its marks (NFC)
-    has the range of all of them. Text is composed a cluster at a time (a character and the marks or jamo that
-    compose with it), which gives what composing it whole gives; ValueError if it ever does not."""
+    has the range of all of them. Text is composed a cluster at a time (a character and the marks, characters
+    decomposing to marks, or jamo that follow it), which gives what composing it whole gives; ValueError if it ever
+    does not."""
     clusters: list[tuple[int, int, str]] = []  # begin, end in text, characters before composing
     for index, character in enumerate(text):
         if INVISIBLE_FORMATTING.fullmatch(character):
             continue
         if CONTROL_CHARACTERS.fullmatch(character):
             character = " "
-        if clusters and (unicodedata.combining(character) or _composes(clusters[-1][2], character)):
+        if clusters and (_is_mark(character) or _composes(clusters[-1][2], character)):
             begin, _, characters = clusters[-1]
             clusters[-1] = (begin, index + 1, characters + character)
         else:
@@ -73,6 +74,13 @@ def _cleaned_with_sources(text: str) -> tuple[str, list[tuple[int, int]]]:
     if cleaned != clean_text(text):
         raise ValueError(f"the characters of {text[:40]!r}... cannot be matched to the text clean_text reads")
     return cleaned, [source for characters, source in composed for _ in characters]
+
+
+def _is_mark(character: str) -> bool:
+    """Whether ``character`` begins with a combining mark once decomposed (NFD), as composing sees it: besides the
+    marks themselves, Tibetan U+0F73, U+0F75 and U+0F81, not combining but decomposing to marks, past which a later
+    mark still composes with the character before them."""
+    return unicodedata.combining(unicodedata.normalize("NFD", character)[0]) > 0
 
 
 def _composes(cluster: str, character: str) -> bool:
