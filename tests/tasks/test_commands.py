@@ -151,6 +151,26 @@ def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):
     assert {label for label, _ in rows} <= {"pos", "neg"}
 
 
+@pytest.mark.parametrize(("covered", "warning"), [
+    (["film"], "--static {vectors} has a vector for 18 % of the 33 words of the train split"),  # 6 of 33: 2 per TEXTS
+    (["a", "good", "bad", "film", "not", "at", "all"], None)])
+def test_static_vectors_covering_under_half_the_train_words_are_warned_of_with_their_share(
+        tmp_path: Path, fixture_dir: Path, caplog, covered: list[str], warning: str | None):
+    """GloVe under the zh model covered ~8 % of the tokens and trained on zeros without a word said."""
+    vectors = tmp_path / "static.npz"
+    StaticVectors(covered, np.random.default_rng(0).normal(size=(len(covered), 8))).save(vectors)
+    splits = _files(tmp_path, write_labelled, TEXTS, "tsv")
+    with caplog.at_level("WARNING"):
+        assert main(["task", "train", "classifier", *splits, "--model", str(fixture_dir), "--out",
+                     str(tmp_path / "classifier"), "--elmo", "none", "--static", str(vectors), "--epochs", "1",
+                     "--quiet"]) == 0
+    found = [record.getMessage() for record in caplog.records if "--static" in record.getMessage()]
+    if warning is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(warning.format(vectors=vectors))
+
+
 def test_static_vectors_are_recorded_by_absolute_path_and_sha256_and_another_file_is_refused(
         tmp_path: Path, fixture_dir: Path, capsys, monkeypatch):
     """A relative --static failed from another directory, and a file rewritten at the path was read without a

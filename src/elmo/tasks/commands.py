@@ -55,6 +55,7 @@ def _train(args: argparse.Namespace) -> int:
         require_examples,
         static_source,
         train_and_test,
+        warn_of_low_static_coverage,
     )
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.train import TrainOptions, labels_of
@@ -70,6 +71,7 @@ def _train(args: argparse.Namespace) -> int:
     labels = labels_of(args.kind, splits["train"])
     _check_labels_in_train(args.kind, labels, splits, {name: Path(getattr(args, name)) for name in splits})
     static = load_static(static_name)
+    warn_of_low_static_coverage(static, args.static, (word for example in splits["train"] for word in example.words))
     layers = embedder = None
     n_layers = elmo_dim = 0
     if args.fine_tune:
@@ -157,7 +159,14 @@ def _check_train_options(args: argparse.Namespace) -> None:
 
 
 def _train_qa(args: argparse.Namespace) -> int:
-    from elmo.tasks.pipeline import features_embedder, load_static, model_tokenizer, require_examples, static_source
+    from elmo.tasks.pipeline import (
+        features_embedder,
+        load_static,
+        model_tokenizer,
+        require_examples,
+        static_source,
+        warn_of_low_static_coverage,
+    )
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
@@ -171,6 +180,8 @@ def _train_qa(args: argparse.Namespace) -> int:
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
     static = load_static(static_name)
+    warn_of_low_static_coverage(static, args.static, (word for example in splits["train"]
+                                                      for word in (*example.question_words, *example.passage_words)))
     layers = embedder = None
     n_layers = elmo_dim = 0
     if elmo is not None:

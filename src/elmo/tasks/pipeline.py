@@ -1,7 +1,8 @@
 """From files (or examples) to a trained, tested task model: the steps the ``elmo task`` commands and the
 experiment script share, so that every method of a comparison runs through the same code."""
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,10 @@ from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, sc
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+LOW_STATIC_COVERAGE = 0.5  # under this share of train's words with a vector, static features are mostly zeros
 
 
 def segmenter(name: str | None):
@@ -87,6 +92,20 @@ def load_static(name: str | None, sha256: str | None = None) -> StaticVectors | 
                              f"{sha256[:12]}..., found {found[:12]}...): put back the file it was trained on, or "
                              "train the task model again on these vectors")
     return StaticVectors.load(path)
+
+
+def warn_of_low_static_coverage(static: StaticVectors | None, name: str | None, train_words: Iterable[str]) -> float:
+    """The share of the train split's words (``train_words``, as the model reads them) that ``static`` has a
+    vector for, logged as a warning when under ``LOW_STATIC_COVERAGE``: the others read as zero vectors, so
+    GloVe (English) under a Chinese model trains on almost nothing, without an error."""
+    if static is None:
+        return 1.0
+    words = list(train_words)
+    share = static.coverage(words)
+    if share < LOW_STATIC_COVERAGE:
+        log.warning("--static %s has a vector for %.0f %% of the %d words of the train split (the rest read as "
+                    "zeros): are these vectors for the model's language and tokenizer?", name, 100 * share, len(words))
+    return share
 
 
 def features_embedder(model: str) -> "Embedder":
