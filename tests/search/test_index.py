@@ -1,4 +1,5 @@
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ from elmo.files import write_text_atomic
 from elmo.search import AnnOptions, ContextIndex, SearchError, build_index, neighbors
 from elmo.search import build as build_module
 from elmo.search.layout import TOKEN_DTYPE
+from elmo.tokenizers import get_tokenizer
 
 from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
 
@@ -335,7 +337,22 @@ def test_listed_words_that_never_occur_are_named_in_a_warning(topic_corpus, cons
     assert report.indexed_tokens == sum(line.split().count("play") for line in _corpus_lines(topic_corpus)) > 0
     assert [warning for warning in report.warnings if "words_only" in warning] == [
         f"1 of the 2 words_only never occur as a token of {topic_corpus} (zebra); a word the tokenizer splits "
-        "(don't -> do n't) never does"]
+        "never does"]  # the whitespace tokenizer keeps don't whole: no split to show
+
+
+def test_the_words_only_warning_shows_don_t_as_the_index_tokenizer_splits_it(topic_corpus, fixture_bilm, tmp_path):
+    """The warning said don't -> do n't (PTB) while the english tokenizer (Moses) gives don 't."""
+    class EnglishEmbedder(ConstructedEmbedder):
+        tokenizer_name = "english"
+
+        def tokenize(self, sentence: str | Sequence[str]) -> list[str]:
+            return get_tokenizer("english")(sentence) if isinstance(sentence, str) else list(sentence)
+
+    report = build_index(topic_corpus, tmp_path / "index", EnglishEmbedder(fixture_bilm), words_only=["play", "don't"],
+                         progress=False)
+    assert [warning for warning in report.warnings if "words_only" in warning] == [
+        f"1 of the 2 words_only never occur as a token of {topic_corpus} (don't); a word the tokenizer splits "
+        "(don't -> don 't) never does"]
 
 
 def test_an_index_records_how_long_sentences_were_cut_and_refuses_queries_cut_otherwise(topic_corpus, fixture_bilm,
