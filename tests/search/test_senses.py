@@ -1,10 +1,17 @@
+import importlib
+import warnings
+
 import matplotlib.image
 import numpy as np
 import pytest
 
 from elmo.search import ContextIndex, SearchError, build_index, plot_senses, senses
+from elmo.search.index import Occurrence
+from elmo.search.senses import Senses
 
 from .conftest import SPORTS_LINES, THEATRE_LINES
+
+senses_module = importlib.import_module("elmo.search.senses")  # elmo.search.senses is also the function
 
 
 def _index(corpus_path, embedder, tmp_path) -> ContextIndex:
@@ -101,3 +108,32 @@ def test_a_sample_of_the_uses_is_reported_as_a_sample_of_all_of_them(topic_corpu
     plot_senses(everything, tmp_path / "all.png")
     assert titles[0].startswith(f"'play': 5 of {total} occurrences (a random sample), layer2,")
     assert titles[1].startswith(f"'play': {total} occurrences, layer2,")
+
+
+def _chinese_senses() -> Senses:
+    """Two senses of 打 (to hit, to play), drawn from hand-made occurrences."""
+    sentences = [["我", "打", "球"], ["他", "打", "人"]]
+    occurrences = [Occurrence(row, row, " ".join(tokens), tokens, 1) for row, tokens in enumerate(sentences)]
+    return Senses("打", "layer2", np.arange(4), np.array([0, 0, 1, 1]), np.array([[0, 0], [0, 1], [1, 0], [1, 1.0]]),
+                  occurrences, [2, 2], 0.5, 4)
+
+
+def test_a_chinese_map_without_a_cjk_font_names_its_boxed_characters_once_not_per_glyph(tmp_path, monkeypatch, caplog):
+    """DejaVu Sans lacks CJK: matplotlib warned ~120 times per map ('Glyph ... missing') and said no remedy."""
+    monkeypatch.setattr(senses_module, "FONT_FALLBACK", ("DejaVu Sans",))  # as on a machine without a CJK font
+    with warnings.catch_warnings(record=True) as raised, caplog.at_level("WARNING"):
+        warnings.simplefilter("always")
+        plot_senses(_chinese_senses(), tmp_path / "da.png")
+    assert [str(warning.message) for warning in raised if "missing from font" in str(warning.message)] == []
+    notices = [record.getMessage() for record in caplog.records if "as boxes" in record.getMessage()]
+    # the word, and the examples' characters: 人 他 我 打 球 in code point order
+    assert notices == ["the sense map of '打' draws 5 character(s) as boxes (人他我打球): no installed font has them; "
+                       "install one that does (for Chinese or Japanese, e.g. Debian's fonts-noto-cjk)"]
+    assert matplotlib.image.imread(tmp_path / "da.png").ndim == 3
+
+
+def test_a_latin_map_logs_no_missing_characters(topic_corpus, constructed_embedder, tmp_path, caplog):
+    index = _index(topic_corpus, constructed_embedder, tmp_path)
+    with caplog.at_level("WARNING"):
+        plot_senses(senses(index, "play", clusters=2), tmp_path / "play.png")
+    assert [record for record in caplog.records if "as boxes" in record.getMessage()] == []

@@ -4,6 +4,9 @@ Clustering is scikit-learn's k-means on the unit vectors (so it groups by cosine
 clusters, the one of 2..``max_clusters`` with the best silhouette is taken. The map is a PCA projection.
 """
 
+import logging
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +17,13 @@ from elmo.layer_choice import LayerChoice
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex, Occurrence
 
+log = logging.getLogger(__name__)
+
 MIN_OCCURRENCES = 3  # fewer uses than this are not clustered into senses
+# The fonts the map is drawn in, those installed tried in turn for each character (matplotlib falls back glyph by
+# glyph): DejaVu Sans, which matplotlib ships, has no CJK characters, so a Chinese map would be all boxes.
+FONT_FALLBACK = ("DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
+                 "WenQuanYi Micro Hei", "Droid Sans Fallback", "Microsoft YaHei", "PingFang SC", "Arial Unicode MS")
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,10 @@ def png_path(path: str | Path) -> Path:
 
 
 def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
-    """A PNG: the occurrences' 2-D projection coloured by cluster, and each cluster's example sentence."""
+    """A PNG: the occurrences' 2-D projection coloured by cluster, and each cluster's example sentence.
+
+    Characters no installed font of ``FONT_FALLBACK`` has are drawn as boxes and named in one logged warning
+    (instead of matplotlib's warning per glyph)."""
     path = png_path(path)
     import matplotlib
 
@@ -128,28 +140,57 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
     import matplotlib.pyplot as plt
 
     n_clusters = len(result.sizes)
-    figure, (scatter, notes) = plt.subplots(2, 1, figsize=(10, 7 + 0.45 * n_clusters),
-                                            gridspec_kw={"height_ratios": [4, 0.4 + 0.35 * n_clusters]})
-    colours = plt.get_cmap("tab10")
-    for cluster in range(n_clusters):
-        members = result.labels == cluster
-        scatter.scatter(result.points[members, 0], result.points[members, 1], s=14, alpha=0.7,
-                        color=colours(cluster % 10), label=f"sense {cluster + 1} ({result.sizes[cluster]})")
-    scatter.set_title(f"{result.word!r}: {occurrences_text(result)}, {result.layer}, "
-                      f"{n_clusters} clusters ({silhouette_text(result)})")
-    scatter.set_xlabel("PCA 1")
-    scatter.set_ylabel("PCA 2")
-    scatter.legend(loc="best", fontsize=8)
-    notes.axis("off")
-    for cluster, example in enumerate(result.examples):
-        text = _window(example, width)
-        notes.text(0.0, 1.0 - cluster / max(n_clusters, 1), f"sense {cluster + 1}: {text}", va="top", fontsize=8,
-                   color=colours(cluster % 10), transform=notes.transAxes)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110, format="png")
-    plt.close(figure)
+    title = (f"{result.word!r}: {occurrences_text(result)}, {result.layer}, "
+             f"{n_clusters} clusters ({silhouette_text(result)})")
+    notes_text = [f"sense {cluster + 1}: {_window(example, width)}" for cluster, example in enumerate(result.examples)]
+    fonts = _installed_fonts()
+    missing = _characters_without_font(title + "".join(notes_text), fonts)
+    if missing:
+        log.warning("the sense map of %r draws %d character(s) as boxes (%s%s): no installed font has them; "
+                    "install one that does (for Chinese or Japanese, e.g. Debian's fonts-noto-cjk)", result.word,
+                    len(missing), "".join(missing[:20]), "..." if len(missing) > 20 else "")
+    with matplotlib.rc_context({"font.family": fonts}), warnings.catch_warnings():
+        if missing:
+            warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
+        figure, (scatter, notes) = plt.subplots(2, 1, figsize=(10, 7 + 0.45 * n_clusters),
+                                                gridspec_kw={"height_ratios": [4, 0.4 + 0.35 * n_clusters]})
+        colours = plt.get_cmap("tab10")
+        for cluster in range(n_clusters):
+            members = result.labels == cluster
+            scatter.scatter(result.points[members, 0], result.points[members, 1], s=14, alpha=0.7,
+                            color=colours(cluster % 10), label=f"sense {cluster + 1} ({result.sizes[cluster]})")
+        scatter.set_title(title)
+        scatter.set_xlabel("PCA 1")
+        scatter.set_ylabel("PCA 2")
+        scatter.legend(loc="best", fontsize=8)
+        notes.axis("off")
+        for cluster, text in enumerate(notes_text):
+            notes.text(0.0, 1.0 - cluster / max(n_clusters, 1), text, va="top", fontsize=8,
+                       color=colours(cluster % 10), transform=notes.transAxes)
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=110, format="png")
+        plt.close(figure)
     return path
+
+
+def _installed_fonts() -> list[str]:
+    """The families of ``FONT_FALLBACK`` that matplotlib finds (naming one it lacks logs a warning per lookup)."""
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return [name for name in FONT_FALLBACK if name in installed]
+
+
+def _characters_without_font(text: str, fonts: Sequence[str]) -> list[str]:
+    """The distinct characters of ``text`` (spaces aside) that none of ``fonts`` has a glyph for, sorted."""
+    from matplotlib import font_manager, ft2font
+
+    covered: set[int] = set()
+    for name in fonts:
+        font_file = font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
+        covered.update(ft2font.FT2Font(font_file).get_charmap())
+    return sorted({character for character in text if not character.isspace() and ord(character) not in covered})
 
 
 def _window(occurrence: Occurrence, width: int) -> str:
