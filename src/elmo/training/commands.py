@@ -179,8 +179,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--tokenizer", choices=tokenizers, default=None,
                               help="how the text is split (default: whitespace; with --init-from, that model's "
                                    "own); give the one `elmo vocab` split --vocab's text with: a vocabulary that maps "
-                                   "over half of the frequent words (types seen 5+ times) among the corpus's first 50,000 "
-                                   "words to <UNK> is refused, over 2 %% warned of")
+                                   "over half of the frequent words (types seen 5+ times) among the corpus's first "
+                                   "50,000 words to <UNK> is refused, over 2 %% warned of")
     train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
                               help="stop after this many optimizer steps (with --epochs: whichever comes first)")
     train_parser.add_argument("--epochs", type=_POSITIVE, default=None,
