@@ -99,10 +99,12 @@ def publish_directory(partial: Path, final: Path) -> None:
     """Rename a filled directory onto ``final``. A directory already at ``final`` is swapped with it in one step
     where the system can (``_exchange``), elsewhere renamed aside first and put back if the second rename fails:
     a run killed at any point leaves the old directory at ``final`` or the new one (killed between the two
-    renames: none, and the old one aside). The old directory is then renamed to a fresh ``.NAME.*.partial`` name
-    and deleted there, never under ``partial``'s name: a caller that builds into a fixed partial name and resumes
-    from it (search's ``OUT.partial``) would take a half-deleted old directory there, after a kill, for its
-    finished build and publish it again. A kill during the delete leaves it for ``remove_partial_directories_of``.
+    renames: none, and the old one aside). The new directory first moves from ``partial`` to a fresh
+    ``.NAME.*.partial`` name, and the old one is deleted under such a name, never under ``partial``'s: a caller that
+    builds into a fixed partial name and resumes from it (search's ``OUT.partial``) would take an old directory
+    there, after a kill, for its finished build and publish it again (a kill in that first move costs the caller
+    its finished build, never its result). A kill during the delete leaves the old one for
+    ``remove_partial_directories_of``.
 
     A symbolic link at ``final`` is refused (``check_not_a_link``), and so is a file (``NotADirectoryError``: the
     swap would set it aside and delete it), before anything moves."""
@@ -115,15 +117,18 @@ def publish_directory(partial: Path, final: Path) -> None:
     if not final.exists():
         os.replace(partial, final)
         return
-    swapped = _exchange(partial, final)
+    staged = new_partial_directory(final)  # the new directory leaves partial's name before the old can take it
+    _replace_or_remove(partial, staged)
+    if _exchange(staged, final):
+        shutil.rmtree(staged)  # now the old directory
+        return
     old = new_partial_directory(final)
-    _replace_or_remove(partial if swapped else final, old)
-    if not swapped:
-        try:
-            os.replace(partial, final)
-        except BaseException:
-            os.replace(old, final)
-            raise
+    _replace_or_remove(final, old)
+    try:
+        os.replace(staged, final)
+    except BaseException:
+        os.replace(old, final)
+        raise
     shutil.rmtree(old)
 
 

@@ -157,7 +157,9 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
         raise ValueError(f"--engine ray runs its workers on cpu or cuda (a GPU each), not {args.device}; use --engine "
                          "local there")
     output = Path(args.output)
-    if output.is_dir() and any(output.iterdir()):  # before plan's refusal of what a run in parts does not write
+    # Before plan's refusal of what a run in parts does not write; hidden files (.DS_Store), which Parquet readers
+    # skip, are let be as in a local run's parts directory.
+    if output.is_dir() and any(not entry.name.startswith(".") for entry in output.iterdir()):
         raise ValueError(f"{output} is not empty; Ray would mix its files with what is there: remove it or name "
                          "another directory")
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
