@@ -70,39 +70,31 @@ def _old_model(tmp_path: Path) -> Path:
     return final
 
 
-def test_a_failed_move_aside_leaves_the_old_directory_and_no_empty_one_beside_it(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("failing", ["off-partial", "aside", "into-place"])
+def test_a_failed_rename_leaves_the_old_directory_at_final_and_the_new_one_at_partial(tmp_path: Path, monkeypatch,
+                                                                                      failing: str):
+    """Each rename of the two-rename way, failing: the new directory's move off ``partial``, the old one's move
+    aside (which left an empty directory beside it), the new one's move into place (which left the old one under
+    its partial name, with nothing at ``final``)."""
     final = _old_model(tmp_path)
     partial = _filled(final)
     monkeypatch.setattr(files, "_exchange", lambda first, second: False)  # the two-rename way
+    fails = {"off-partial": lambda source, destination: Path(source) == partial,
+             "aside": lambda source, destination: Path(source) == final,
+             "into-place": lambda source, destination: Path(destination) == final}[failing]
+    replace, failed = os.replace, []
 
     def failing_replace(source, destination):
-        raise OSError("the disk refused")
+        if not failed and fails(source, destination):  # once: putting the old directory back must work
+            failed.append(source)
+            raise OSError("the disk refused")
+        replace(source, destination)
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="the disk refused"):
         publish_directory(partial, final)
     monkeypatch.undo()
-    assert (final / "weights.hdf5").read_text() == "old"
-    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["model", partial.name])
-
-
-def test_a_failed_second_rename_puts_the_old_directory_back(tmp_path: Path, monkeypatch):
-    """The old directory used to stay under its partial name, with nothing at ``final``."""
-    final = _old_model(tmp_path)
-    partial = _filled(final)
-    monkeypatch.setattr(files, "_exchange", lambda first, second: False)
-    replace = os.replace
-
-    def failing_second_replace(source, destination):
-        if Path(source) == partial:
-            raise OSError("the disk refused")
-        replace(source, destination)
-
-    monkeypatch.setattr(os, "replace", failing_second_replace)
-    with pytest.raises(OSError, match="the disk refused"):
-        publish_directory(partial, final)
-    monkeypatch.undo()
-    assert (final / "weights.hdf5").read_text() == "old"
+    assert (final / "weights.hdf5").read_text() == "old" and (partial / "weights.hdf5").read_text() == "new"
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["model", partial.name])
 
 

@@ -104,7 +104,8 @@ def publish_directory(partial: Path, final: Path) -> None:
     builds into a fixed partial name and resumes from it (search's ``OUT.partial``) would take an old directory
     there, after a kill, for its finished build and publish it again (a kill in that first move costs the caller
     its finished build, never its result). A kill during the delete leaves the old one for
-    ``remove_partial_directories_of``.
+    ``remove_partial_directories_of``. A publish that fails leaves the old directory at ``final`` and the new one
+    at ``partial``.
 
     A symbolic link at ``final`` is refused (``check_not_a_link``), and so is a file (``NotADirectoryError``: the
     swap would set it aside and delete it), before anything moves."""
@@ -119,17 +120,21 @@ def publish_directory(partial: Path, final: Path) -> None:
         return
     staged = new_partial_directory(final)  # the new directory leaves partial's name before the old can take it
     _replace_or_remove(partial, staged)
-    if _exchange(staged, final):
-        shutil.rmtree(staged)  # now the old directory
-        return
-    old = new_partial_directory(final)
-    _replace_or_remove(final, old)
     try:
-        os.replace(staged, final)
+        if _exchange(staged, final):
+            replaced = staged  # now the old directory
+        else:
+            replaced = new_partial_directory(final)
+            _replace_or_remove(final, replaced)
+            try:
+                os.replace(staged, final)
+            except BaseException:
+                os.replace(replaced, final)
+                raise
     except BaseException:
-        os.replace(old, final)
+        os.replace(staged, partial)  # the new directory back where the caller left it
         raise
-    shutil.rmtree(old)
+    shutil.rmtree(replaced)
 
 
 def _replace_or_remove(source: Path, empty_directory: Path) -> None:
