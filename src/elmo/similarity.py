@@ -5,24 +5,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from elmo.tokenizers import clean_text
-
-
-def spelling(text: str, match_case: bool) -> str:
-    """``text`` as a word is compared with a token: cleaned as a sentence is before it is split (``clean_text``:
-    invisible formatting deleted, composed to NFC), without the spaces around it, and casefolded unless
-    ``match_case``. A typed ``cafe`` + U+0301 must equal the ``café`` the tokenizer made; ignoring case, this is
-    ``elmo.search.words.word_key``, so a word /v1/neighbors finds is found here too."""
-    cleaned = clean_text(text).strip()
-    return cleaned if match_case else cleaned.casefold()
+from elmo.tokenizers import word_key
 
 
 def find_occurrences(token_lists: Sequence[Sequence[str]], word: str, match_case: bool) -> list[tuple[int, int]]:
-    """``(sentence, position)`` of every token whose ``spelling`` is the word's (ignoring case unless
+    """``(sentence, position)`` of every token whose ``word_key`` is the word's (ignoring case unless
     ``match_case``)."""
-    wanted = spelling(word, match_case)
+    wanted = word_key(word, match_case)
     return [(s, p) for s, tokens in enumerate(token_lists) for p, token in enumerate(tokens)
-            if spelling(token, match_case) == wanted]
+            if word_key(token, match_case) == wanted]
 
 
 def cosine_matrices(vectors: np.ndarray) -> np.ndarray:

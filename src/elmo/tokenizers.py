@@ -43,6 +43,15 @@ def clean_text(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+
+def word_key(word: str, match_case: bool = False) -> str:
+    """``word`` as it is compared with a token (search, ``/v1/similarity``, the demo): cleaned as a sentence is
+    before it is split (``clean_text``), without the spaces around it, and casefolded unless ``match_case``. A
+    typed ``cafe`` + U+0301 must equal the ``café`` the tokenizer made from the same text."""
+    cleaned = clean_text(word).strip()
+    return cleaned if match_case else cleaned.casefold()
+
+
 def whitespace_tokenize(text: str) -> list[str]:
     return text.split()
 

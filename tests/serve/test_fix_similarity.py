@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from elmo.embedder import Embedder
-from elmo.search.words import word_key
-from elmo.similarity import find_occurrences, spelling
+from elmo.similarity import find_occurrences
+from elmo.tokenizers import word_key
 
 from .conftest import FIXTURE_MODEL
 from .test_page import CHROMIUM, CHROMIUM_FLAGS
@@ -29,8 +29,8 @@ def _similarity(server, word: str, sentences: list, **options) -> httpx.Response
 
 
 @pytest.mark.parametrize("word", [NFD_CAFE, "Cafe\u0301", " café ", "ca\u200bfé", "\u00adcafé\ufeff", "CAFÉ"])
-def test_ignoring_case_a_word_is_compared_as_search_compares_it(word: str) -> None:
-    assert spelling(word, match_case=False) == word_key(word) == "café"
+def test_ignoring_case_a_typed_word_is_compared_as_its_cleaned_casefolded_form(word: str) -> None:
+    assert word_key(word) == "café"
 
 
 def test_a_decomposed_or_padded_word_finds_the_composed_tokens() -> None:

@@ -28,8 +28,7 @@ from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, w
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, window_of
-from elmo.search.words import word_key
-from elmo.tokenizers import clean_text
+from elmo.tokenizers import clean_text, word_key
 
 log = logging.getLogger(__name__)
 

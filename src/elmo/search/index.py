@@ -17,8 +17,7 @@ from elmo.search.ann import CHUNK_ROWS, ann_search, check_k, exact_search, read_
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, window_of
-from elmo.search.words import word_key
-from elmo.tokenizers import clean_text, get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer, word_key
 
 if TYPE_CHECKING:
     import faiss
@@ -192,7 +191,7 @@ class ContextIndex:
 
     def word_ids(self, word: str) -> np.ndarray:
         """Ids of the vocabulary's forms of ``word``, ignoring case, the word cleaned as the corpus was
-        (``elmo.search.words``)."""
+        (``elmo.tokenizers.word_key``)."""
         wanted = word_key(word)
         return np.array([i for i, form in enumerate(self.words) if form.casefold() == wanted], np.int64)
 

@@ -7,8 +7,7 @@ from dataclasses import asdict, dataclass, field
 from elmo.layer_choice import LayerChoice, stored_layer
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex
-from elmo.search.words import word_key
-from elmo.tokenizers import clean_text
+from elmo.tokenizers import clean_text, word_key
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class Neighbor:
 
 def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
     """The position among ``tokens`` of the ``occurrence``-th use of ``word`` (0-based, ignoring case; word and
-    tokens compared as ``elmo.search.words.word_key`` cleans them, as a sentence is cleaned before it is split).
+    tokens compared as ``elmo.tokenizers.word_key`` cleans them, as a sentence is cleaned before it is split).
 
     SearchError ``word_not_in_sentence`` (field ``word``) if it is not there, or naming ``occurrence`` if the
     word is used fewer times."""
@@ -61,7 +60,7 @@ def neighbors(index: ContextIndex, sentence: str | Sequence[str], word: str, k: 
     line. Its other copies are uses of their own and stay, at a cosine of about 1.
 
     A sentence given as text is cleaned (``clean_text``) and split as the corpus lines were; the word is matched
-    cleaned alike (``elmo.search.words``). The sentence is embedded by ``index.embedder`` and the word's vector
+    cleaned alike (``elmo.tokenizers.word_key``). The sentence is embedded by ``index.embedder`` and the word's vector
     taken at ``layer`` (default: the first indexed); ANN candidates are re-ranked by exact cosine, or ``exact``
     scans every token. ``same_word`` keeps to occurrences of the same word (ignoring case), searched exactly, as
     the paper's table does. SearchError names the argument at fault."""

@@ -17,7 +17,8 @@ from elmo.serve.batching import Hold
 from elmo.serve.errors import ApiError
 from elmo.serve.schemas import MAX_OCCURRENCES, EmbedRequest, JsonRoute, SimilarityRequest, TokenizeRequest
 from elmo.serve.service import ServiceDep, negotiate
-from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences, spelling
+from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences
+from elmo.tokenizers import word_key
 
 NPY_TYPES = ("application/x-npy", "application/octet-stream")
 SLICE_BYTES = 1 << 18  # an answer is sent in slices this big, each once the client has taken most of the last
@@ -105,7 +106,7 @@ async def similarity(request: Request, body: SimilarityRequest, service: Service
     """Cosine similarity of every occurrence of ``word``, per layer, and the groups they fall into
     (average-linkage clustering into ``n_groups``): the same word in different senses should split."""
     model = service.model(body.model)
-    if not spelling(body.word, body.match_case):
+    if not word_key(body.word, body.match_case):
         raise ApiError(422, "invalid_request", f"{body.word!r} holds only spaces or invisible characters; "
                        "expected a word", "word")
     token_lists = await service.tokenize(model, body.sentences)
