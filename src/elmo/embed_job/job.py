@@ -23,10 +23,10 @@ from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Wri
 from elmo.embed_job.npy import NpyWriter
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
-from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, file_sha256, read_source
+from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
-from elmo.files import check_not_an_input
+from elmo.files import check_not_an_input, sha256_of
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
 
@@ -196,7 +196,7 @@ def check_input_unchanged(job: Job) -> None:
     """ValueError when the input's bytes are no longer those hashed before the run (rewritten or appended to while
     it was read): the output is left unfinished rather than published as the vectors of the text the run began
     with."""
-    if file_sha256(job.source.path) != job.target.settings["sha256"]:
+    if sha256_of(job.source.path) != job.target.settings["sha256"]:
         raise ValueError(f"{job.source.name} changed while it was embedded (its sha256 is no longer the one taken "
                          f"before the run); {partial_path(job.target.output)} is left unfinished: run again without "
                          "--resume")

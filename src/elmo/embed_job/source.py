@@ -98,14 +98,6 @@ def check_input(source: Source) -> TextFile:
     return check_text_file(source.path, name=source.name, stdin_usage="elmo embed - OUTPUT")
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of ``path``'s bytes, as ``check_text_file`` takes it: whether an input changed during a run."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-
-
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
     """Each line of ``path`` as text without its line break or a byte-order mark (which Windows editors write at
     a file's start, so files joined together hold one at a line's start; it would stick to the first token);
