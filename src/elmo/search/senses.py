@@ -4,6 +4,7 @@ Clustering is scikit-learn's k-means on the unit vectors (so it groups by cosine
 clusters, the one of 2..``max_clusters`` with the best silhouette is taken. The map is a PCA projection.
 """
 
+import functools
 import logging
 import warnings
 from collections.abc import Sequence
@@ -184,13 +185,18 @@ def _installed_fonts() -> list[str]:
 
 def _characters_without_font(text: str, fonts: Sequence[str]) -> list[str]:
     """The distinct characters of ``text`` (spaces aside) that none of ``fonts`` has a glyph for, sorted."""
+    return sorted({character for character in text if not character.isspace()
+                   and not any(ord(character) in _code_points(name) for name in fonts)})
+
+
+@functools.cache
+def _code_points(font_name: str) -> frozenset[int]:
+    """The characters ``font_name`` has glyphs for, read once a process: a CJK font file runs to tens of MB, and
+    the service draws a map per request."""
     from matplotlib import font_manager, ft2font
 
-    covered: set[int] = set()
-    for name in fonts:
-        font_file = font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
-        covered.update(ft2font.FT2Font(font_file).get_charmap())
-    return sorted({character for character in text if not character.isspace() and ord(character) not in covered})
+    font_file = font_manager.findfont(font_manager.FontProperties(family=font_name), fallback_to_default=False)
+    return frozenset(ft2font.FT2Font(font_file).get_charmap())
 
 
 def _window(occurrence: Occurrence, width: int) -> str:
