@@ -69,7 +69,7 @@ from elmo.training.softmax_sync import (
 )
 from elmo.training.stop_signals import StopSignals
 from elmo.training.vocab import Vocabulary, VocabularyError
-from elmo.training.widen import widen_lstm
+from elmo.training.widen import widen
 
 logger = logging.getLogger(__name__)
 
@@ -288,8 +288,8 @@ def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn:
 
 
 def _shaped(model: LanguageModel, options: TrainingOptions) -> LanguageModel:
-    """The starting model as it is, or widened to ``options.config`` (``widen_lstm`` refuses other changes)."""
-    return model if options.config is None else widen_lstm(model, resolve_config(options.config))
+    """The starting model as it is, or widened to ``options.config`` (``widen`` refuses other changes)."""
+    return model if options.config is None else widen(model, resolve_config(options.config))
 
 
 def train(options: TrainingOptions, out_dir: str | Path, resume: bool = False, progress: bool = True) -> int:
