@@ -8,6 +8,7 @@ starts from a zero state, so it is also the stateless reference this API is chec
 import io
 import json
 import logging
+import re
 import shutil
 
 import h5py
@@ -423,6 +424,21 @@ def test_embed_file_refuses_bad_input_before_writing_anything(embedder, tmp_path
     with pytest.raises(ValueError, match=message):
         embedder.embed_file(input_path, tmp_path / "out.hdf5", **options)
     assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]
+
+
+@pytest.mark.parametrize("batch_size", [2.5, "8", True, None])
+def test_a_batch_size_that_is_not_a_whole_number_is_refused_as_the_embedder_refuses_it(embedder, tmp_path,
+                                                                                         batch_size):
+    input_path = tmp_path / "in.txt"
+    input_path.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(TypeError, match=rf"batch_size is {re.escape(repr(batch_size))}; expected a whole number"):
+        embedder.embed_file(input_path, tmp_path / "out.hdf5", batch_size=batch_size)
+    with pytest.raises(TypeError, match="expected a whole number"):
+        embedder.embed_sentences([["a"]], batch_size=batch_size)
+    assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]
+    by_numpy_int = embedder.embed_sentences([["a"], ["b", "c"]], batch_size=np.int64(1))  # NumPy's ints are whole
+    for got, expected in zip(by_numpy_int, embedder.embed_sentences([["a"], ["b", "c"]], batch_size=1), strict=True):
+        np.testing.assert_array_equal(got, expected)
 
 
 def _allennlp_named_copy(fixture_dir, directory, weights_name=f"{ORIGINAL}_weights.hdf5"):

@@ -26,7 +26,7 @@ from elmo.bilm import BiLM
 from elmo.characters import MAX_CHARACTERS_PER_TOKEN, batch_to_char_ids
 from elmo.embed_job.job import check_output_path
 from elmo.embed_job.source import check_text_file
-from elmo.embedder import layer_weights, mix_layers
+from elmo.embedder import checked_batch_size, layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.task_module import Elmo as TaskElmo
 from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text
@@ -107,8 +107,7 @@ class ElmoEmbedder:
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
         """``embed_batch`` over ``batch_size`` sentences at a time, yielding one array per sentence."""
-        _check_batch_size(batch_size)
-        return self._embed_sentences(iter(sentences), batch_size)
+        return self._embed_sentences(iter(sentences), checked_batch_size(batch_size))
 
     def _embed_sentences(self, sentences: Iterator[Sequence[str]], batch_size: int) -> Iterator[np.ndarray]:
         while batch := list(itertools.islice(sentences, batch_size)):
@@ -139,7 +138,7 @@ class ElmoEmbedder:
         """
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format is {output_format!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
-        _check_batch_size(batch_size)
+        batch_size = checked_batch_size(batch_size)
         sentences = _read_sentences(input_file)
         if use_sentence_keys:
             _check_sentence_keys(sentences)
@@ -154,11 +153,6 @@ class ElmoEmbedder:
             if not (forget_sentences or use_sentence_keys):
                 sentence_to_index = json.dumps(dict(zip(sentences, keys, strict=True)))
                 out.create_dataset("sentence_to_index", data=[sentence_to_index], dtype=h5py.string_dtype())
-
-
-def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size is {batch_size!r}; expected a whole number, at least 1")
 
 
 def _read_sentences(input_file: str | Path | TextIO) -> list[str]:

@@ -257,7 +257,7 @@ class Embedder:
                 raise TypeError(f"{name} is {flag!r}; expected True or False")
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
-        batch_size = _checked_batch_size(batch_size)
+        batch_size = checked_batch_size(batch_size)
         _refuse_non_sentences(sentences, "sentences", "a str (one sentence) or an iterable of sentences")
         single = isinstance(sentences, str)
         many: Sentences = [sentences] if isinstance(sentences, str) else sentences
@@ -310,7 +310,7 @@ class Embedder:
                             "embed([text]), or encode(text) for one sentence")
         _refuse_non_sentences(sentences, "sentences", "a list (any iterable) of sentences")
         weights = layer_weights(layers, self.n_layers)
-        batch_size = _checked_batch_size(batch_size)
+        batch_size = checked_batch_size(batch_size)
 
         def stream() -> Iterator[np.ndarray]:
             with _progress_bar(sentences, progress) as bar:
@@ -464,7 +464,7 @@ def _available(device: str | torch.device) -> torch.device:
         raise ValueError(f"device {device!r} is not available here: {error}") from None
 
 
-def _checked_batch_size(batch_size: int) -> int:
+def checked_batch_size(batch_size: int) -> int:
     """``batch_size`` as an int: a whole number (NumPy's too), at least 1. A float or a str is refused here rather
     than failing deep inside, and a bool, which Python counts as 0 or 1, is refused as a mistake."""
     if isinstance(batch_size, bool):

@@ -85,9 +85,9 @@ def test_changes_other_than_a_wider_lstm_are_refused_naming_them(trained: Path):
     other = dataclasses.replace(MICRO_CONFIG, lstm=dataclasses.replace(MICRO_CONFIG.lstm, dim=64, cell_clip=5.0))
     with pytest.raises(ValueError, match=r"lstm\.cell_clip: 3\.0 -> 5\.0"):
         widen(model, other)
-    with pytest.raises(ValueError, match="lstm.dim 24, narrower than the starting model's 32"):
+    with pytest.raises(ValueError, match=r"lstm\.dim 24, narrower than the starting model's 32"):
         widen(model, _wider(model.config, 24, 8))
-    with pytest.raises(ValueError, match="lstm.projection_dim 8, narrower than the starting model's 16"):
+    with pytest.raises(ValueError, match=r"lstm\.projection_dim 8, narrower than the starting model's 16"):
         widen(model, _wider(model.config, 32, 8))
     with pytest.raises(ValueError, match="32 filters must be projected"):  # 32 = the CNN's output: no projection
         widen(model, _wider(model.config, 64, 32))
