@@ -17,7 +17,8 @@ Shipping (both modes, ``ship_run``): the run's best checkpoint (the lowest valid
 checkpoints it still keeps, the log's figure or, where the log has none for a checkpoint, one computed now on
 the run's ``--valid`` text; the newest when the run has no validation text; or, for a run trained on another
 machine, the checkpoint exported there, ``exported_run``) is exported with its softmax,
-stored as float16 when float32 would take the directory past ``--max-bytes`` (40 MB); a directory over the
+stored as float16 when float32 would take the directory past ``--max-bytes`` (40 MB), as int8 (each row
+rounded to 255 steps, ``elmo.training.export``) when float16 would too; a directory over the
 bound even so is refused and the shipped one left as it was. Then a model card (``README.md``): corpus,
 tokens seen, hours, throughput, held-out perplexity against the add-one unigram, the triplet rate and
 same-word nearest-neighbour agreement per layer on ``elmo.polysemy``'s sets next to random weights of the
@@ -70,7 +71,8 @@ DEFAULT_STEPS = {"en": 40_000, "zh": 40_000}
 TRAIN_FLAGS = ("--config", "tiny", "--batch-size", "64", "--unroll-steps", "20", "--optimizer", "adam",
                "--lr", "2e-3", "--negatives", "4096", "--state-reset", "0.1", "--checkpoint-every", "200",
                "--valid-every", "1000")
-MIN_COUNT = 6  # en-large: 63,813 words, zh-large: 75,260 (the softmax fits the 40 MB as float16)
+MIN_COUNT = 6  # en-large: 63,813 words, zh-large: 75,260 (projection 128: the softmax fits the 40 MB as float16)
+SMALLER_SOFTMAX_DTYPES = (torch.float16, torch.int8)  # tried in turn while a directory passes --max-bytes
 # The corpus each model trains on (`python -m elmo.datasets prepare NAME`; docs/data.md).
 CORPUS = {"en": "en-large", "zh": "zh-large"}
 EXPORTED_TOKENIZER = {"en": "english", "zh": "jieba"}
@@ -341,13 +343,15 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
     try:
         export_model(model, vocab, partial, tokenizer)
         softmax_dtype = torch.float32
-        if directory_bytes(partial) + CARD_RESERVE_BYTES > max_bytes:
-            softmax_dtype = torch.float16
+        for smaller in SMALLER_SOFTMAX_DTYPES:
+            if directory_bytes(partial) + CARD_RESERVE_BYTES <= max_bytes:
+                break
+            softmax_dtype = smaller
             write_softmax(model, partial, softmax_dtype)
         over = directory_bytes(partial) + CARD_RESERVE_BYTES - max_bytes
         if over > 0:
             raise SystemExit(f"{name}: {_sizes(partial)} plus the card is {over:,} bytes over the bound of "
-                             f"{max_bytes:,} even with a float16 softmax; ship a smaller model or raise --max-bytes")
+                             f"{max_bytes:,} even with an int8 softmax; ship a smaller model or raise --max-bytes")
         held_out = [_held_out(partial, corpus, vocab, spec) for spec in tests]
         senses = _senses(partial, language) if language is not None else None
         card = model_card(name, corpus, chosen, options, model.config.to_options(), len(vocab),
@@ -385,7 +389,7 @@ def _sizes(directory: Path) -> str:
 
 
 def _held_out(model_dir: Path, corpus: Corpus, vocab: Vocabulary, spec: str) -> HeldOut:
-    """Full-softmax perplexity of the shipped files (float16 softmax included), as `elmo perplexity --model
+    """Full-softmax perplexity of the shipped files (a float16 or int8 softmax included), as `elmo perplexity --model
     <dir> --corpus <path> --tokenizer <the run's>` prints it, and the add-one unigram of the training text."""
     label, path = parse_test(spec)
     model, shipped_vocab = load_language_model(model_dir)

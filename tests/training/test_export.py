@@ -76,7 +76,11 @@ def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(
 
 @pytest.mark.parametrize(("tensors", "message"), [
     ({"weight": "float16"}, "lacks 'bias'; expected tensors ['bias', 'weight']"),
-    ({"weight": "int32", "bias": "float16"}, "weight of dtype torch.int32; expected float32 or float16"),
+    ({"weight": "int32", "bias": "float16"}, "weight of dtype torch.int32; expected one of float32, float16, int8"),
+    ({"weight": "int8", "bias": "float16"},
+     "lacks 'weight_scale'; expected tensors ['bias', 'weight', 'weight_scale']"),
+    ({"weight": "int8", "bias": "int8", "weight_scale": "float16"},
+     "bias of dtype torch.int8; expected one of float32, float16"),
     ({"weight": "float16", "bias": "inf"}, "NaN or infinite values in bias"),
     ({"weight": "wide", "bias": "float16"}, "has weight ({v}, 17); expected ({v}, 16) from vocab.txt and options.json"),
 ])
@@ -85,9 +89,10 @@ def test_a_softmax_of_the_wrong_dtype_shape_or_values_is_refused_by_name(
 ):
     model, vocab = load_language_model(shipped_root / "mini")
     weight, bias = model.softmax_weight.detach(), model.softmax_bias.detach()
-    made = {"float16": None, "int32": weight.to(torch.int32), "wide": torch.zeros(weight.shape[0], 17),
+    made = {"int32": weight.to(torch.int32), "wide": torch.zeros(weight.shape[0], 17),
             "inf": torch.full_like(bias, float("inf")).half()}
-    softmax = {name: made[kind] if made[kind] is not None else (weight if name == "weight" else bias).half()
+    cast = {"float16": torch.float16, "int8": torch.int8}  # the named tensor itself, cast
+    softmax = {name: made[kind] if kind in made else (weight if name == "weight" else bias).to(cast[kind])
                for name, kind in tensors.items()}
     save_file(softmax, str(shipped_root / "mini" / SOFTMAX_FILE))
     with pytest.raises(CheckpointError, match=re.escape(message.format(v=len(vocab)))):
@@ -102,6 +107,25 @@ def test_a_float16_softmax_loads_as_float32_and_exports_back_as_float32(shipped_
     assert torch.equal(halved.softmax_weight, model.softmax_weight.detach().half().float())
     assert main(["export", "mini", "--out", str(tmp_path / "again")]) == 0
     assert load_file(str(tmp_path / "again" / SOFTMAX_FILE))["weight"].dtype == torch.float32
+
+
+def test_an_int8_softmax_loads_within_half_a_step_of_each_rows_weights(shipped_root: Path, synthetic_corpus: Path):
+    model, vocab = load_language_model(shipped_root / "mini")
+    with torch.no_grad():
+        model.softmax_weight[5] = 0.0  # a row of zeros stays zeros
+    write_softmax(model, shipped_root / "mini", torch.int8)
+    stored = load_file(str(shipped_root / "mini" / SOFTMAX_FILE))
+    assert stored["weight"].dtype == torch.int8 and stored["bias"].dtype == torch.float32
+    rounded, _ = load_language_model("mini")
+    weight = model.softmax_weight.detach()
+    half_step = weight.abs().amax(dim=1, keepdim=True) / 127 / 2  # 255 steps across each row's range
+    assert bool(((rounded.softmax_weight - weight).abs() <= half_step * (1 + 1e-5)).all())
+    assert bool((rounded.softmax_weight[5] == 0).all())
+    assert float((rounded.softmax_weight - weight).abs().max()) > 0  # rounded, not copied
+    assert torch.equal(rounded.softmax_bias, model.softmax_bias.detach())
+    held_out = Corpus([str(synthetic_corpus)])
+    exact, close = evaluate(model, held_out, vocab), evaluate(rounded, held_out, vocab)
+    assert close.average == pytest.approx(exact.average, rel=1e-2)
 
 
 def test_a_softmax_beyond_float16s_range_is_not_written_as_float16(shipped_root: Path, tmp_path: Path):

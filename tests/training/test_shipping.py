@@ -19,7 +19,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 from elmo.cli import main
 from elmo.training import Corpus, LanguageModel, TrainingOptions, Vocabulary, load_language_model, train
 from elmo.training.checkpoints import list_checkpoints, load_checkpoint
-from elmo.training.export import SOFTMAX_FILE, export_model
+from elmo.training.export import SOFTMAX_FILE, export_model, write_softmax
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
 make_models = importlib.util.module_from_spec(_spec)
@@ -140,12 +140,29 @@ def test_shipping_keeps_a_float32_softmax_when_the_directory_fits(shipped: dict,
     assert "## Word senses" not in (target / "README.md").read_text()  # no polysemy set for "mini"
 
 
-def test_shipping_over_the_bound_even_with_float16_is_refused_and_leaves_the_shipped_model_alone(
+def test_shipping_stores_the_softmax_as_int8_when_float16_would_pass_the_bound(shipped: dict, tmp_path: Path):
+    model = shipped["model"]
+    softmax_bytes = {}
+    for dtype in (torch.float32, torch.float16, torch.int8):
+        softmax_bytes[dtype] = write_softmax(model, tmp_path, dtype).stat().st_size
+    assert softmax_bytes[torch.int8] < softmax_bytes[torch.float16]
+    float16_bytes = sum(path.stat().st_size for path in shipped["target"].iterdir() if path.name != "README.md")
+    max_bytes = (float16_bytes - softmax_bytes[torch.float16] + softmax_bytes[torch.int8]
+                 + make_models.CARD_RESERVE_BYTES)
+    target = make_models.ship_run(shipped["run"], "en", tmp_path / "models", max_bytes=max_bytes)
+    softmax = load_file(str(target / SOFTMAX_FILE))
+    assert {name: tensor.dtype for name, tensor in softmax.items()} == {
+        "weight": torch.int8, "weight_scale": torch.float32, "bias": torch.float32}
+    assert sum(path.stat().st_size for path in target.iterdir()) <= max_bytes
+    assert "(the int8\nsoftmax included)" in (target / "README.md").read_text()
+
+
+def test_shipping_over_the_bound_even_with_int8_is_refused_and_leaves_the_shipped_model_alone(
     shipped: dict, tmp_path: Path
 ):
     shutil.copytree(shipped["target"], tmp_path / "en")
     before = {path.name: path.read_bytes() for path in (tmp_path / "en").iterdir()}
-    with pytest.raises(SystemExit, match="over the bound of 70,000 even with a float16 softmax"):
+    with pytest.raises(SystemExit, match="over the bound of 70,000 even with an int8 softmax"):
         make_models.ship_run(shipped["run"], "en", tmp_path, max_bytes=70_000)
     assert {path.name: path.read_bytes() for path in (tmp_path / "en").iterdir()} == before
     assert [path.name for path in tmp_path.iterdir()] == ["en"]  # no partial directory left

@@ -5,9 +5,10 @@ An exported model directory holds ``options.json`` and ``weights.hdf5`` exactly 
 them (so every ELMo reader, ours included, loads it), plus ``vocab.txt`` and ``softmax.safetensors``
 (``weight`` ``(vocab_size, projection_dim)``, ``bias`` ``(vocab_size,)``), which bilm-tf leaves out of its
 dumps but which domain adaptation and perplexity need, and ``tokenizer.json`` (the run's tokenizer). The
-softmax is float32 as exported, or float16 in a shipped model that would otherwise pass its size bound; it
-is float32 once loaded. A shipped model's name (``en``) finds its directory; it can be evaluated or trained
-on once it holds a softmax.
+softmax is float32 as exported, or, in a shipped model that would otherwise pass its size bound, float16 or
+int8 (each row's weights rounded to 255 steps of its largest magnitude, ``weight_scale`` ``(vocab_size,)``
+holding that step; the bias float32); it is float32 once loaded. A shipped model's name (``en``) finds its
+directory; it can be evaluated or trained on once it holds a softmax.
 """
 
 import json
@@ -40,7 +41,8 @@ from elmo.training.vocab import Vocabulary
 from elmo.weights import save_bilm
 
 SOFTMAX_FILE = "softmax.safetensors"
-SOFTMAX_DTYPES = (torch.float32, torch.float16)
+SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.int8)  # the weight's; an int8 weight has a float32 scale
+INT8_STEPS = 127  # an int8 row holds -127..127 steps of its scale (-128 unused: the range stays symmetric)
 # What a model directory holds: these, and a shipped model's card.
 MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FILE, "tokenizer.json", "README.md"})
 
@@ -92,19 +94,32 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
 
 
 def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32) -> Path:
-    """``softmax.safetensors`` in ``dtype`` (float32, or float16 to halve its size); ``ValueError`` when a
-    value does not fit float16's range (+-65504), which would load back as infinite."""
+    """``softmax.safetensors`` in ``dtype``: float32; float16, half the size (``ValueError`` when a value does
+    not fit its range, +-65504, which would load back as infinite); or int8, a quarter of the size, each row's
+    weights rounded to the nearest of 255 steps spanning its largest magnitude (error at most half a step)."""
     if dtype not in SOFTMAX_DTYPES:
         raise ValueError(f"softmax dtype {dtype}; expected one of {', '.join(map(str, SOFTMAX_DTYPES))}")
-    softmax = {"weight": model.softmax_weight.detach().to(dtype).contiguous(),
-               "bias": model.softmax_bias.detach().to(dtype).contiguous()}
+    weight, bias = model.softmax_weight.detach().float(), model.softmax_bias.detach().float()
+    if dtype == torch.int8:
+        softmax = {**_int8_rows(weight), "bias": bias.contiguous()}
+    else:
+        softmax = {"weight": weight.to(dtype).contiguous(), "bias": bias.to(dtype).contiguous()}
     for name, tensor in softmax.items():
-        if not bool(torch.isfinite(tensor).all()):
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            source = bias if name == "bias" else weight  # weight_scale is the weight's
             raise ValueError(f"the softmax {name} has values that {dtype} cannot hold (largest magnitude "
-                             f"{getattr(model, 'softmax_' + name).abs().max().item():.4g}); write it as float32")
+                             f"{source.abs().max().item():.4g}); write it as float32")
     path = Path(out_dir) / SOFTMAX_FILE
     write_bytes_atomic(path, save(softmax))
     return path
+
+
+def _int8_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``weight`` as int8 steps and each row's step (``weight_scale``); a row of zeros gets step 1."""
+    largest = weight.abs().amax(dim=1)
+    scale = torch.where(largest > 0, largest / INT8_STEPS, torch.ones_like(largest))
+    steps = torch.round(weight / scale.unsqueeze(1)).clamp(-INT8_STEPS, INT8_STEPS).to(torch.int8)
+    return {"weight": steps.contiguous(), "weight_scale": scale.contiguous()}
 
 
 def _model_or_run(path: Path) -> bool:
@@ -186,6 +201,8 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
     except (OSError, SafetensorError) as error:
         raise CheckpointError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
     expected = {"weight": (vocab_size, projection_dim), "bias": (vocab_size,)}
+    if "weight" in softmax and softmax["weight"].dtype == torch.int8:
+        expected["weight_scale"] = (vocab_size,)
     missing = [name for name in expected if name not in softmax]
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(map(repr, missing))}; expected tensors {sorted(expected)}")
@@ -194,11 +211,16 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
         if tuple(tensor.shape) != shape:
             raise CheckpointError(f"{path} has {name} {tuple(tensor.shape)}; expected {shape} from vocab.txt and "
                                   "options.json")
-        if tensor.dtype not in SOFTMAX_DTYPES:
-            raise CheckpointError(f"{path} has {name} of dtype {tensor.dtype}; expected float32 or float16")
-        if not bool(torch.isfinite(tensor).all()):
+        allowed = SOFTMAX_DTYPES if name == "weight" else SOFTMAX_DTYPES[:2]
+        if tensor.dtype not in allowed:
+            raise CheckpointError(f"{path} has {name} of dtype {tensor.dtype}; expected one of "
+                                  f"{', '.join(str(dtype).removeprefix('torch.') for dtype in allowed)}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(f"{path} has NaN or infinite values in {name}")
-    return {name: softmax[name].float() for name in expected}
+    weight = softmax["weight"].float()
+    if "weight_scale" in expected:
+        weight = weight * softmax["weight_scale"].float().unsqueeze(1)
+    return {"weight": weight, "bias": softmax["bias"].float()}
 
 
 def grow_vocabulary(model: LanguageModel, old_vocab: Vocabulary, new_vocab: Vocabulary) -> LanguageModel:
