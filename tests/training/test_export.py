@@ -134,6 +134,11 @@ def test_a_softmax_beyond_float16s_range_is_not_written_as_float16(shipped_root:
         model.softmax_bias[3] = 1e5
     with pytest.raises(ValueError, match=r"the softmax bias has values that torch\.float16 cannot hold"):
         write_softmax(model, tmp_path, torch.float16)
+    with torch.no_grad():
+        model.softmax_weight[2, 1] = float("nan")
+    with pytest.raises(ValueError, match="the softmax weight has NaN or infinite values, which int8 cannot hold"):
+        write_softmax(model, tmp_path, torch.int8)
+    assert not (tmp_path / SOFTMAX_FILE).exists()
 
 
 def test_training_from_a_model_without_a_softmax_keeps_its_bilm_and_starts_a_new_softmax_over_vocab(

@@ -115,7 +115,10 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
 
 
 def _int8_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``weight`` as int8 steps and each row's step (``weight_scale``); a row of zeros gets step 1."""
+    """``weight`` as int8 steps and each row's step (``weight_scale``); a row of zeros gets step 1. ValueError
+    for NaN or infinite weights, which int8 would store as ordinary numbers."""
+    if not bool(torch.isfinite(weight).all()):
+        raise ValueError("the softmax weight has NaN or infinite values, which int8 cannot hold")
     largest = weight.abs().amax(dim=1)
     scale = torch.where(largest > 0, largest / INT8_STEPS, torch.ones_like(largest))
     steps = torch.round(weight / scale.unsqueeze(1)).clamp(-INT8_STEPS, INT8_STEPS).to(torch.int8)
