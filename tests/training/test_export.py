@@ -81,6 +81,9 @@ def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(
      "lacks 'weight_scale'; expected tensors ['bias', 'weight', 'weight_scale']"),
     ({"weight": "int8", "bias": "int8", "weight_scale": "float16"},
      "bias of dtype torch.int8; expected one of float32, float16"),
+    ({"weight": "int8", "bias": "float16", "weight_scale": "zeros"}, "weight_scale that is not positive in {v} rows"),
+    ({"weight": "float16", "bias": "float16", "weight_scale": "float16"},
+     "has a weight_scale but its weight is torch.float16; only an int8 weight has one"),
     ({"weight": "float16", "bias": "inf"}, "NaN or infinite values in bias"),
     ({"weight": "wide", "bias": "float16"}, "has weight ({v}, 17); expected ({v}, 16) from vocab.txt and options.json"),
 ])
@@ -89,7 +92,7 @@ def test_a_softmax_of_the_wrong_dtype_shape_or_values_is_refused_by_name(
 ):
     model, vocab = load_language_model(shipped_root / "mini")
     weight, bias = model.softmax_weight.detach(), model.softmax_bias.detach()
-    made = {"int32": weight.to(torch.int32), "wide": torch.zeros(weight.shape[0], 17),
+    made = {"int32": weight.to(torch.int32), "wide": torch.zeros(weight.shape[0], 17), "zeros": torch.zeros_like(bias),
             "inf": torch.full_like(bias, float("inf")).half()}
     cast = {"float16": torch.float16, "int8": torch.int8}  # the named tensor itself, cast
     softmax = {name: made[kind] if kind in made else (weight if name == "weight" else bias).to(cast[kind])

@@ -15,7 +15,7 @@ from elmo.cli import main
 from elmo.config import BiLMConfig
 from elmo.training import Corpus, evaluate, load_language_model
 from elmo.training.batches import Batcher
-from elmo.training.language_model import StepNoise
+from elmo.training.language_model import LanguageModel, StepNoise, initialize_like_bilm_tf
 from elmo.training.widen import widen
 
 
@@ -89,10 +89,27 @@ def test_changes_other_than_a_wider_lstm_are_refused_naming_them(trained: Path):
         widen(model, _wider(model.config, 24, 8))
     with pytest.raises(ValueError, match=r"lstm\.projection_dim 8, narrower than the starting model's 16"):
         widen(model, _wider(model.config, 32, 8))
-    with pytest.raises(ValueError, match="32 filters must be projected"):  # 32 = the CNN's output: no projection
+    with pytest.raises(ValueError, match="32 filters are projected to the LSTM's input only before widening"):
         widen(model, _wider(model.config, 64, 32))
     with pytest.raises(ValueError, match="must both be projected"):  # 48 cells, 48 dimensions: no projection
         widen(model, _wider(model.config, 48, 48))
+
+
+def test_a_float64_model_without_a_token_projection_widens_its_cells_in_its_own_dtype():
+    # 16 filters projected to 16 dimensions: bilm-tf has no CNN projection then, and widening the cells keeps it so.
+    config = dataclasses.replace(MICRO_CONFIG, char_cnn=dataclasses.replace(MICRO_CONFIG.char_cnn,
+                                                                            filters=((1, 8), (2, 8))))
+    assert not config.has_token_projection
+    torch.manual_seed(0)
+    model = LanguageModel(config, 30)
+    initialize_like_bilm_tf(model)
+    model = model.double()
+    wide = widen(model, _wider(config, 48))
+    assert wide.softmax_weight.dtype == torch.float64 and wide.bilm.token_encoder.projection is None
+    char_ids = torch.randint(1, 261, (2, 6, 50))
+    torch.testing.assert_close(wide.bilm(char_ids)[0].layers, model.bilm(char_ids)[0].layers, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="16 filters are projected to the LSTM's input only after widening"):
+        widen(model, _wider(config, 48, 24))
 
 
 def test_elmo_train_init_from_with_a_wider_config_continues_the_model_widened(

@@ -206,6 +206,9 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
     expected = {"weight": (vocab_size, projection_dim), "bias": (vocab_size,)}
     if "weight" in softmax and softmax["weight"].dtype == torch.int8:
         expected["weight_scale"] = (vocab_size,)
+    elif "weight" in softmax and "weight_scale" in softmax:
+        raise CheckpointError(f"{path} has a weight_scale but its weight is {softmax['weight'].dtype}; only an int8 "
+                              "weight has one")
     missing = [name for name in expected if name not in softmax]
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(map(repr, missing))}; expected tensors {sorted(expected)}")
@@ -222,7 +225,11 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
             raise CheckpointError(f"{path} has NaN or infinite values in {name}")
     weight = softmax["weight"].float()
     if "weight_scale" in expected:
-        weight = weight * softmax["weight_scale"].float().unsqueeze(1)
+        scale = softmax["weight_scale"].float()
+        if not bool((scale > 0).all()):
+            raise CheckpointError(f"{path} has a weight_scale that is not positive in {int((scale <= 0).sum())} rows; "
+                                  "each row's step is its largest magnitude / 127 (1 for a row of zeros)")
+        weight = weight * scale.unsqueeze(1)
     return {"weight": weight, "bias": softmax["bias"].float()}
 
 

@@ -32,6 +32,7 @@ def widen(model: LanguageModel, config: BiLMConfig) -> LanguageModel:
     _check_widening(old, config)
     wide = LanguageModel(config, model.vocab_size)
     initialize_like_bilm_tf(wide)
+    wide = wide.to(device=model.softmax_weight.device, dtype=model.softmax_weight.dtype)  # the model's own
     old_dim, old_projection = old.lstm.dim, old.lstm.projection_dim
     kept_projection = _kept(old_projection, config.lstm.projection_dim)
     kept_gates = _kept(old_dim, config.lstm.dim, blocks=N_GATES)
@@ -41,9 +42,9 @@ def widen(model: LanguageModel, config: BiLMConfig) -> LanguageModel:
         for name, tensor in old_encoder.state_dict().items():
             if not name.startswith("projection."):
                 wide_encoder.state_dict()[name].copy_(tensor)
-        assert old_encoder.projection is not None and wide_encoder.projection is not None  # _check_widening
-        _place(wide_encoder.projection.weight, old_encoder.projection.weight, kept_projection)
-        _place(wide_encoder.projection.bias, old_encoder.projection.bias, kept_projection)
+        if old_encoder.projection is not None and wide_encoder.projection is not None:  # both or neither
+            _place(wide_encoder.projection.weight, old_encoder.projection.weight, kept_projection)
+            _place(wide_encoder.projection.bias, old_encoder.projection.bias, kept_projection)
         _place(wide.softmax_weight, model.softmax_weight, None, kept_projection)
         wide.softmax_bias.copy_(model.softmax_bias)
         for old_stack, wide_stack in ((model.bilm.forward_lstm, wide.bilm.forward_lstm),
@@ -69,10 +70,11 @@ def _check_widening(old: BiLMConfig, new: BiLMConfig) -> None:
         raise ValueError(f"the starting model's cells ({old.lstm.dim}) and the wider ones ({new.lstm.dim}) must both "
                          f"be projected to fewer dimensions ({old.lstm.projection_dim} -> {new.lstm.projection_dim}): "
                          "new cells are left out through their projection columns")
-    if not old.has_token_projection or not new.has_token_projection:
-        raise ValueError(f"the character CNN's {old.char_cnn.n_filters} filters must be projected to the LSTM's "
-                         f"input both before and after ({old.lstm.projection_dim} -> {new.lstm.projection_dim}): "
-                         "a projection_dim equal to the number of filters drops that projection")
+    if old.has_token_projection != new.has_token_projection:
+        raise ValueError(f"the character CNN's {old.char_cnn.n_filters} filters are projected to the LSTM's input "
+                         f"only {'before' if old.has_token_projection else 'after'} widening ({old.lstm.projection_dim}"
+                         f" -> {new.lstm.projection_dim}): a projection_dim equal to the number of filters has no "
+                         "such projection, so widening to or from it changes the model's layout")
 
 
 def _fields(config: BiLMConfig) -> dict[str, object]:
