@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elmo.datasets")
     parser.add_argument("--cache", type=Path, default=None, help=f"archive cache (default: {cache_dir()})")
     commands = parser.add_subparsers(dest="command", required=True)
-    prepare_parser = commands.add_parser("prepare", help="write train.txt, valid.txt, test.txt, SOURCES.md")
+    prepare_parser = commands.add_parser("prepare", help="write train.txt, valid.txt, test.txt (a large corpus: also "
+                                                          "test-new.txt), SOURCES.md, sources.json")
     prepare_parser.add_argument("model", choices=sorted(CORPORA))
     prepare_parser.add_argument("--out", type=Path, required=True)
     prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")

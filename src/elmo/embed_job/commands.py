@@ -141,7 +141,7 @@ def _embed(args: argparse.Namespace) -> int:
 def add_subcommands(commands: argparse._SubParsersAction) -> None:
     embed = commands.add_parser("embed", help="embed a file of sentences (one per line) into HDF5, Parquet or npy")
     embed.add_argument("input", help="text file, one sentence per line; - for standard input")
-    embed.add_argument("output", help="file to write (format from --format or the extension: .hdf5/.h5, .parquet, "
+    embed.add_argument("output", help="file to write (format from --format or the extension: .hdf5/.h5, .parquet/.pq, "
                                       ".npy; else HDF5), or a directory (ends in /) for one part per shard")
     model = embed.add_argument_group("model (--model, or the two files as AllenNLP takes them)")
     model.add_argument("--model", default=None,
@@ -149,7 +149,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--options-file", default=None, help="options.json (with --weight-file)")
     model.add_argument("--weight-file", default=None, help="weights in bilm-tf's HDF5 layout (with --options-file)")
     embed.add_argument("--layers", type=_layers, default="all",
-                       help="all (L+1, T, 2P), top, average, or comma-separated mixing weights")
+                       help="all (L+1, T, 2P), top, average, a layer index (-1: the top), or comma-separated "
+                            "mixing weights")
     embed.add_argument("--pooling", choices=POOLINGS, default=None,
                        help="one vector per sentence: mean over its tokens, max, first or last token")
     embed.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="of the vectors written")
