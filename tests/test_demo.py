@@ -1,10 +1,12 @@
 from collections import Counter
+from pathlib import Path
 
+import matplotlib.figure
 import numpy as np
 import pytest
 
 from elmo.cli import main
-from elmo.demo import run_demo, sense_similarities
+from elmo.demo import plot, run_demo, sense_similarities
 from elmo.embedder import Embedder
 from elmo.sense_examples import DEMO_EXAMPLES, POLYSEMY_EXAMPLES
 from elmo.tokenizers import english_tokenize, jieba_tokenize
@@ -75,6 +77,23 @@ def test_demo_writes_the_heat_map_and_reports_each_layer(fixture_dir, tmp_path, 
     assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert printed.count("layer 0 (static): DOES NOT separate the senses") == len(DEMO_EXAMPLES)
+
+
+def test_a_heat_map_write_stopped_midway_leaves_the_old_png_whole_and_no_partial(fixture_bilm, tmp_path,
+                                                                                  monkeypatch):
+    results = [sense_similarities(Embedder(fixture_bilm), DEMO_EXAMPLES[0])]
+    plot(results, str(tmp_path / "demo.png"))
+    old = (tmp_path / "demo.png").read_bytes()
+
+    def stopped_savefig(figure, fname, **kwargs):  # Ctrl-C after the first bytes: a write in place left this stub
+        Path(fname).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 116)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", stopped_savefig)
+    with pytest.raises(KeyboardInterrupt):
+        plot(results, str(tmp_path / "demo.png"))
+    assert (tmp_path / "demo.png").read_bytes() == old
+    assert [path.name for path in tmp_path.iterdir()] == ["demo.png"]
 
 
 @pytest.mark.parametrize(("out", "expected"), [

@@ -49,10 +49,13 @@ def separation_rates(results: Sequence[SenseResult]) -> list[float]:
 
 
 def plot(results: list[SenseResult], path: str) -> None:
+    """The heat maps as a PNG at ``path`` (``save_png``: the old file stays whole if the write is stopped)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from elmo.search.senses import save_png
 
     n_layers, n_sentences, _ = results[0].similarities.shape
     side = 1.2 + 0.4 * n_sentences  # inches per matrix: room for each cell's printed value
@@ -72,9 +75,10 @@ def plot(results: list[SenseResult], path: str) -> None:
             axis.set_title(f"{result.example.label}: {kind}", fontsize=9)
     figure.suptitle("cosine similarity of one word's vectors across sentences")
     figure.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:
+        save_png(figure, Path(path), dpi=100)
+    finally:
+        plt.close(figure)
 
 
 def run_demo(model: str | None, out_png: str) -> int:

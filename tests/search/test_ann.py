@@ -2,8 +2,19 @@ import faiss
 import numpy as np
 import pytest
 
+from elmo.search import SearchError
 from elmo.search import ann as ann_module
-from elmo.search.ann import AnnOptions, ann_search, build_ann, default_factory, exact_search, unit_rows
+from elmo.search.ann import (
+    MAX_NPROBE,
+    AnnOptions,
+    ann_search,
+    build_ann,
+    default_factory,
+    exact_search,
+    read_ann,
+    unit_rows,
+    write_ann,
+)
 
 
 def _clustered(n: int, dim: int, n_clusters: int, seed: int) -> np.ndarray:
@@ -101,10 +112,33 @@ def test_ann_search_fills_every_row_where_the_lists_it_visits_hold_fewer_than_k(
             np.testing.assert_allclose(scores[q], full[q, ids[q]], rtol=1e-5)
 
 
+def test_an_nprobe_above_the_lists_searches_them_all_as_nprobe_equal_to_the_lists(tmp_path):
+    """faiss's fast-scan IVF (the default PQ...x4fsr) returned other rows for nprobe = nlist + 1 than for nlist,
+    though both visit every list."""
+    vectors = _clustered(2_000, 16, 20, seed=10)
+    queries = _clustered(20, 16, 20, seed=11)
+    faiss.omp_set_num_threads(1)
+    write_ann(build_ann(vectors, AnnOptions(factory="IVF4,PQ4x4fsr")), tmp_path / "ann.faiss")
+    every_list = read_ann(tmp_path / "ann.faiss", nprobe=4)
+    every_list_scores, every_list_rows = every_list.search(queries, 10)
+    for nprobe in (5, 64, MAX_NPROBE):
+        beyond = read_ann(tmp_path / "ann.faiss", nprobe=nprobe)
+        assert faiss.extract_index_ivf(beyond).nprobe == 4
+        scores, rows = beyond.search(queries, 10)
+        np.testing.assert_array_equal(rows, every_list_rows)
+        np.testing.assert_array_equal(scores, every_list_scores)
+
+
+@pytest.mark.parametrize("nprobe", [0, -1, MAX_NPROBE + 1, 10**21, True, 2.0])
+def test_an_nprobe_faiss_cannot_take_is_refused_when_the_options_are_made(nprobe):
+    with pytest.raises(SearchError, match=f"nprobe is {nprobe!r}; expected") as refused:
+        AnnOptions(nprobe=nprobe)
+    assert refused.value.field == "nprobe"
+    assert AnnOptions(nprobe=MAX_NPROBE).nprobe == MAX_NPROBE
+
+
 @pytest.mark.parametrize("k", [-1, -5])
 def test_a_negative_k_is_refused_naming_k(k):
-    from elmo.search import SearchError
-
     vectors = unit_rows(np.random.default_rng(8).normal(size=(20, 8))).astype(np.float16)
     query = unit_rows(np.random.default_rng(9).normal(size=(1, 8)))
     flat = build_ann(vectors, AnnOptions(factory="Flat"))

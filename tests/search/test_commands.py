@@ -74,7 +74,11 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
 
 def test_errors_are_one_line_naming_the_input(tmp_path, capsys):
     assert main(["neighbors", "--index", str(tmp_path / "nowhere"), "--sentence", "a b", "--word", "a"]) == 2
-    assert "nowhere is not a finished index" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "nowhere: no such index directory" in error and len(error.splitlines()) == 1, error
+    (tmp_path / "unfinished").mkdir()
+    assert main(["neighbors", "--index", str(tmp_path / "unfinished"), "--sentence", "a b", "--word", "a"]) == 2
+    assert "unfinished is not a finished index (no meta.json)" in capsys.readouterr().err
 
 
 def test_glove_contrast_lists_glove_nearest_words_by_cosine(fixture_dir, fixture_corpus, tmp_path, capsys,
@@ -171,6 +175,46 @@ def test_index_options_are_checked_from_the_models_options_before_it_loads(flags
     error = capsys.readouterr().err
     assert expected in error and len(error.splitlines()) == 1, error
     assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "corpus.txt"]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"play\ncaf\xe9\n", "words.txt is not UTF-8 at byte 8 (line 1, counting from 0"),  # Latin-1's e acute
+    (b"\xef\xbb\xbfplay\ncaf\xe9\n", "words.txt is not UTF-8 at byte 11 (line 1, counting from 0"),  # after a BOM
+    (None, "words.txt is a directory; expected a words file"),
+], ids=["latin-1", "latin-1-after-bom", "directory"])
+def test_a_words_only_file_that_is_not_utf8_or_is_a_directory_is_refused_naming_it(content, expected, fixture_dir,
+                                                                                    fixture_corpus, tmp_path, capsys,
+                                                                                    monkeypatch, no_model_load):
+    """A bare "'utf-8' codec can't decode byte 0xe9 in position 3" named no file; a directory was "no such"."""
+    monkeypatch.chdir(tmp_path)
+    if content is None:
+        (tmp_path / "words.txt").mkdir()
+    else:
+        (tmp_path / "words.txt").write_bytes(content)
+    assert main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", "idx", "--words-only",
+                 "words.txt", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and len(error.splitlines()) == 1, error
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--nprobe", "999999999999999999999"], "--nprobe: 999999999999999999999: expected a whole number >= 1 and <= "
+                                            f"{2**31 - 1}"),
+    (["--nprobe", str(2**31)], f"--nprobe: {2**31}: expected a whole number >= 1 and <= {2**31 - 1}"),
+    (["--threads", "999999999999999999999"], "--threads: 999999999999999999999: expected a whole number >= 1 and "
+                                             "<= 4096"),
+], ids=["nprobe-beyond-int64", "nprobe-beyond-int32", "threads"])
+def test_numbers_faiss_or_torch_cannot_take_are_refused_naming_the_option_before_any_work(
+        flags, expected, fixture_dir, fixture_corpus, tmp_path, capsys, monkeypatch, no_model_load):
+    """--nprobe was stored after the whole build and failed every query; --threads said "Overflow when unpacking
+    long"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", "idx", *flags, "--quiet"])
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]
 
 
 def test_a_folder_named_as_the_shipped_model_does_not_hide_it_from_index_and_neighbors(tmp_path, monkeypatch, capsys):

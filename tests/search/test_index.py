@@ -601,3 +601,51 @@ def test_an_index_of_an_earlier_format_is_refused_by_load_and_rebuilt_in_place(t
         ContextIndex.load(out)
     build_index(topic_corpus, out, ConstructedEmbedder(fixture_bilm), layers=[2], progress=False)
     assert ContextIndex.load(out).layers == ["layer2"]
+
+
+def test_an_index_storing_an_nprobe_beyond_its_lists_searches_them_all(topic_corpus, constructed_embedder, tmp_path):
+    """`elmo index --nprobe 999999999999999999999` stored it; every query then failed in faiss's setter."""
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False,
+                ann=AnnOptions(factory="IVF4,Flat", nprobe=1))
+    meta = json.loads((tmp_path / "index" / "meta.json").read_text())
+    meta["ann"]["nprobe"] = 999999999999999999999
+    (tmp_path / "index" / "meta.json").write_text(json.dumps(meta))
+    index = ContextIndex.load(tmp_path / "index", embedder=constructed_embedder)
+    queries = np.eye(index.dim, dtype=np.float32)[:8]
+    _, rows = index.search(queries, k=5, exact=False)
+    np.testing.assert_array_equal(rows, index.search(queries, k=5, exact=True)[1])  # every list: a flat IVF is exact
+
+
+@pytest.mark.parametrize("nprobe", [0, -3, "32", None])
+def test_an_index_storing_an_nprobe_faiss_cannot_take_is_refused_by_load_naming_it(topic_corpus, constructed_embedder,
+                                                                                   tmp_path, nprobe):
+    build_index(topic_corpus, tmp_path / "index", constructed_embedder, progress=False)
+    meta = json.loads((tmp_path / "index" / "meta.json").read_text())
+    meta["ann"]["nprobe"] = nprobe
+    (tmp_path / "index" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SearchError, match=f"meta.json: ann.nprobe is {nprobe!r}; expected") as refused:
+        ContextIndex.load(tmp_path / "index")
+    assert refused.value.field == "directory"
+
+
+def test_a_batch_size_beyond_the_corpus_builds_the_index_of_a_small_one(topic_corpus, constructed_embedder, tmp_path):
+    """A batch_size of 10**21 asked islice for more lines than it can count, after the model had loaded."""
+    build_index(topic_corpus, tmp_path / "small", constructed_embedder, progress=False)
+    build_index(topic_corpus, tmp_path / "huge", constructed_embedder, progress=False, batch_size=10**21)
+    for name in sorted(path.name for path in (tmp_path / "small").iterdir()):
+        if name != "meta.json":
+            assert (tmp_path / "huge" / name).read_bytes() == (tmp_path / "small" / name).read_bytes(), name
+
+
+def test_load_names_a_missing_index_directory_a_file_and_an_unfinished_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere: no such index directory"):
+        ContextIndex.load(tmp_path / "nowhere")
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(SearchError, match="afile is a file; expected an index directory"):
+        ContextIndex.load(tmp_path / "afile")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"empty is not a finished index \(no meta.json\)"):
+        ContextIndex.load(tmp_path / "empty")
+    (tmp_path / "killed.partial").mkdir()  # a build of killed that never finished
+    with pytest.raises(FileNotFoundError, match=r"killed: no such index directory .*killed.partial is an unfinished"):
+        ContextIndex.load(tmp_path / "killed")

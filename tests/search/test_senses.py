@@ -1,6 +1,8 @@
 import importlib
 import warnings
+from pathlib import Path
 
+import matplotlib.figure
 import matplotlib.image
 import numpy as np
 import pytest
@@ -51,6 +53,23 @@ def test_the_sense_map_is_a_png(topic_corpus, constructed_embedder, tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     image = matplotlib.image.imread(path)
     assert image.ndim == 3 and image.shape[0] > 500 and np.ptp(image) > 0
+
+
+def _stopped_savefig(figure, fname, **kwargs):
+    """A savefig stopped by Ctrl-C after its first bytes: what a write in place left, a 124-byte stub."""
+    Path(fname).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 116)
+    raise KeyboardInterrupt
+
+
+def test_a_map_write_stopped_midway_leaves_the_old_png_whole_and_no_partial(topic_corpus, constructed_embedder,
+                                                                            tmp_path, monkeypatch):
+    result = senses(_index(topic_corpus, constructed_embedder, tmp_path), "play", clusters=2)
+    old = plot_senses(result, tmp_path / "maps" / "play.png").read_bytes()
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _stopped_savefig)
+    with pytest.raises(KeyboardInterrupt):
+        plot_senses(result, tmp_path / "maps" / "play.png")
+    assert (tmp_path / "maps" / "play.png").read_bytes() == old
+    assert sorted(path.name for path in (tmp_path / "maps").iterdir()) == ["play.png"]
 
 
 def test_a_word_with_too_few_uses_is_refused(topic_corpus, constructed_embedder, tmp_path):

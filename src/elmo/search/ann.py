@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     import faiss
 
 CHUNK_ROWS = 65_536  # rows of a memory-mapped file read into RAM (as float32) at a time
+# The largest nprobe taken: a C int's, far above any index's number of lists (read_ann searches all of its lists
+# where nprobe is more); a larger one overflowed faiss's setter at the first query, after the whole build.
+MAX_NPROBE = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -22,9 +25,13 @@ class AnnOptions:
     """How the ANN index is made and searched.
 
     ``factory``: a faiss index_factory string; ``None`` sizes IVF-PQ to the corpus (``default_factory``).
-    ``nprobe``: inverted lists visited per query. ``candidates``: hits per query re-ranked by exact cosine
-    (at least ``k``). ``train_size``: vectors sampled to train the quantizers. ``exact_below``: a corpus with
-    fewer tokens gets a flat (exact) index, as IVF-PQ cannot be trained on so few.
+    ``nprobe``: inverted lists visited per query, 1 to ``MAX_NPROBE`` (``read_ann`` visits them all where it is
+    more than the index has). ``candidates``: hits per query re-ranked by exact cosine (at least ``k``).
+    ``train_size``: vectors sampled to train the quantizers. ``exact_below``: a corpus with fewer tokens gets a
+    flat (exact) index, as IVF-PQ cannot be trained on so few.
+
+    SearchError (field ``nprobe``) for an ``nprobe`` out of range, when made: faiss would refuse it only at the
+    first query, after the whole corpus is embedded and indexed.
     """
 
     factory: str | None = None
@@ -32,6 +39,11 @@ class AnnOptions:
     candidates: int = 300
     train_size: int = 100_000
     exact_below: int = 20_000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nprobe, bool) or not isinstance(self.nprobe, int) or not 1 <= self.nprobe <= MAX_NPROBE:
+            raise SearchError(f"nprobe is {self.nprobe!r}; expected the number of inverted lists searched per query, "
+                              f"a whole number from 1 to {MAX_NPROBE}", "nprobe")
 
 
 def default_factory(n_vectors: int, dim: int, options: AnnOptions = AnnOptions()) -> str:
@@ -152,10 +164,14 @@ def write_ann(index: "faiss.Index", path: Path) -> None:
 
 
 def read_ann(path: Path, nprobe: int) -> "faiss.Index":
-    """An index ``write_ann`` wrote, searching ``nprobe`` inverted lists a query if it has lists."""
+    """An index ``write_ann`` wrote, searching ``nprobe`` inverted lists a query if it has lists, or all of them
+    where it has fewer: faiss's fast-scan IVF indexes (the default ``PQ...x4fsr``) return wrong rows for an
+    ``nprobe`` above their number of lists (faiss 1.15: other rows at ``nlist + 1``, the memory exhausted at
+    ``2**31 - 1``)."""
     import faiss
 
     index = faiss.read_index(str(path))
-    if n_lists(index) > 1:
-        faiss.extract_index_ivf(index).nprobe = nprobe
+    lists = n_lists(index)
+    if lists > 1:
+        faiss.extract_index_ivf(index).nprobe = min(nprobe, lists)
     return index

@@ -6,6 +6,7 @@ time, then the ANN index over each layer.
 uninterrupted one.
 """
 
+import codecs
 import io
 import itertools
 import json
@@ -170,9 +171,21 @@ class _PartialIndex:
 
 
 def _read_words(path: Path) -> set[str]:
+    """The ``word_key`` of each line of the --words-only file ``path``; errors name the file and, for bytes that
+    are not UTF-8, the byte and the line (a bare codec error names neither)."""
+    if path.is_dir():
+        raise SearchError(f"{path} is a directory; expected a words file, one word a line", "words_only")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such words file (expected one word a line)")
-    words = {word_key(line) for line in path.read_text(encoding="utf-8-sig").splitlines()} - {""}
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        bad = error.start + (3 if data.startswith(codecs.BOM_UTF8) else 0)  # utf-8-sig counts after the mark
+        line = data.count(b"\n", 0, bad)
+        raise SearchError(f"{path} is not UTF-8 at byte {bad} (line {line}, counting from 0: {error.reason}); "
+                          "expected a UTF-8 words file (convert it first, e.g. iconv -t utf-8)", "words_only") from None
+    words = {word_key(line) for line in text.splitlines()} - {""}
     if not words:
         raise SearchError(f"{path} lists no words; expected one word a line", "words_only")
     return words
@@ -278,8 +291,10 @@ def build_index(
     report = IndexReport(resumed_from=state.progress["lines"])
     try:
         if not state.progress["embedded"]:
-            _embed_corpus(corpus, state, embedder, chosen, indexed, batch_size,
-                          checkpoint_lines or batch_size * CHECKPOINT_BATCHES, progress, report)
+            # never more than the corpus: a huge batch_size would ask islice for more lines than it can count
+            lines_per_checkpoint = min(checkpoint_lines or batch_size * CHECKPOINT_BATCHES, text.lines)
+            _embed_corpus(corpus, state, embedder, chosen, indexed, batch_size, lines_per_checkpoint, progress,
+                          report)
     finally:
         state.close()
     n_indexed = state.progress["indexed"]

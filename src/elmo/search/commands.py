@@ -12,11 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from elmo.command_line import device, interruptible, non_negative_int, positive_int
+from elmo.command_line import device, interruptible, non_negative_int, positive_int, whole_number
+from elmo.search.ann import MAX_NPROBE  # numpy only: faiss loads at the first index built or read
 from elmo.tokenizers import TOKENIZERS
 
 if TYPE_CHECKING:
     from elmo.layer_choice import LayerChoice
+
+# --threads at most: torch takes the count as a C int (more overflows it, an error that names no option), and
+# past the cores of any machine this runs on threads only wait on each other.
+MAX_THREADS = 4096
 
 
 def _layer(value: str) -> "LayerChoice":
@@ -136,10 +141,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
     index.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once")
     index.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    index.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
+    index.add_argument("--threads", type=whole_number(1, MAX_THREADS), default=None,
+                       help=f"torch CPU threads, at most {MAX_THREADS} (default: torch's choice)")
     index.add_argument("--factory", default=None,
                        help="faiss index_factory string (default: IVF-PQ sized to the corpus, Flat below 20k tokens)")
-    index.add_argument("--nprobe", type=positive_int, default=32, help="inverted lists searched per query")
+    index.add_argument("--nprobe", type=whole_number(1, MAX_NPROBE), default=32,
+                       help="inverted lists searched per query; more than the index has searches them all")
     index.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
     index.set_defaults(func=_index, extra="search")

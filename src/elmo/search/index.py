@@ -66,14 +66,23 @@ class ContextIndex:
         """``embedder``: the model that answers sentence queries (default: the one the index was built with)."""
         directory = Path(directory)
         meta_file = directory / layout.META
+        partial = layout.partial_directory(directory)
+        hint = f"; {partial} is an unfinished build (elmo index ... --resume)" if partial.exists() else ""
+        if not directory.exists():
+            raise FileNotFoundError(f"{directory}: no such index directory (one `elmo index --out` wrote){hint}")
+        if not directory.is_dir():
+            raise SearchError(f"{directory} is a file; expected an index directory (one `elmo index --out` wrote)",
+                              "directory")
         if not meta_file.is_file():
-            partial = layout.partial_directory(directory)
-            hint = f"; {partial} is an unfinished build (elmo index ... --resume)" if partial.exists() else ""
             raise FileNotFoundError(f"{directory} is not a finished index (no {layout.META}){hint}")
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != layout.FORMAT_VERSION:
             raise SearchError(f"{meta_file}: index format {meta.get('format')!r}; this version reads "
                               f"{layout.FORMAT_VERSION} (build the index again with this version)", "directory")
+        nprobe = meta["ann"]["nprobe"]  # one above the index's lists is searched as all of them (read_ann)
+        if isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1:
+            raise SearchError(f"{meta_file}: ann.nprobe is {nprobe!r}; expected the number of inverted lists searched "
+                              "per query, a whole number >= 1 (set it there)", "directory")
         return cls(directory, meta, embedder)
 
     @property

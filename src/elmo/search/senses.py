@@ -10,13 +10,17 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from elmo.files import check_output_file
+from elmo.files import atomic_path, check_output_file
 from elmo.layer_choice import LayerChoice
 from elmo.search.errors import SearchError
 from elmo.search.index import ContextIndex, Occurrence
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +133,14 @@ def png_path(path: str | Path) -> Path:
     return path
 
 
+def save_png(figure: "Figure", path: Path, dpi: int) -> None:
+    """``figure`` as a PNG at ``path``, written beside it and renamed onto it once whole (``atomic_path``): a run
+    stopped mid-write (Ctrl-C, a full disk) leaves the PNG that was there, not a stub no image reader opens. The
+    write of ``elmo senses`` and ``elmo demo``; ``format`` is given as the partial file's name ends in .partial."""
+    with atomic_path(path) as partial:
+        figure.savefig(partial, dpi=dpi, format="png")
+
+
 def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
     """A PNG: the occurrences' 2-D projection coloured by cluster, and each cluster's example sentence.
 
@@ -169,9 +181,10 @@ def plot_senses(result: Senses, path: str | Path, width: int = 90) -> Path:
             notes.text(0.0, 1.0 - cluster / max(n_clusters, 1), text, va="top", fontsize=8,
                        color=colours(cluster % 10), transform=notes.transAxes)
         figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=110, format="png")
-        plt.close(figure)
+        try:
+            save_png(figure, path, dpi=110)
+        finally:
+            plt.close(figure)
     return path
 
 
