@@ -235,7 +235,6 @@ def test_predict_gives_one_prediction_per_line_whatever_else_splitlines_breaks_a
 @pytest.mark.parametrize(("content", "texts"), [
     ("a good film\n\n   \nnot good\n", ["a good film", "", "", "not good"]),
     ("pos\ta good film\n\nneg\tnot good\n", ["a good film", "", "not good"]),
-    ("\n\n", ["", ""]),
 ])
 def test_predict_answers_a_classifier_input_line_for_line_a_blank_one_with_an_empty_label(
         tmp_path: Path, static_classifier: Path, content: str, texts: list[str]):
@@ -448,3 +447,133 @@ def test_predict_output_dash_writes_standard_output_not_a_file_named_dash(tmp_pa
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[1] for line in lines] == ["a good film", "not good"]
     assert not (tmp_path / "-").exists()
+
+
+def _untrained_task_model(out: Path, kind: str, biLM: Path) -> Path:
+    """A task model of ``kind`` on static vectors, saved untrained: these tests need it to be read, not to be right."""
+    from elmo.tasks.spec import TaskSpec
+
+    labels = {"tagger": ("O", "B-PER"), "classifier": ("neg", "pos"), "qa": ()}[kind]
+    spec = TaskSpec(kind, labels, None, str(biLM), static="random", static_dim=8, hidden=4)
+    spec.save(spec.build(), out)
+    return out
+
+
+@pytest.fixture
+def weights_never_load(monkeypatch):
+    """The task model's weights may not be read: the test's input is refused before they are."""
+    from elmo.tasks import spec
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the task model's weights were loaded before its input was checked")
+
+    monkeypatch.setattr(spec, "load_file", no_load)
+
+
+@pytest.mark.parametrize(("kind", "items"), [("tagger", "sentences to tag"), ("classifier", "texts to classify"),
+                                             ("qa", "questions")])
+@pytest.mark.parametrize("content", ["", "\n  \n\t\n"])
+def test_predict_refuses_an_input_with_nothing_to_predict_before_the_model_loads(
+        tmp_path: Path, fixture_dir: Path, capsys, weights_never_load, kind: str, items: str, content: str):
+    """It wrote no predictions and exited 0, where `task train` refuses an empty split."""
+    out = _untrained_task_model(tmp_path / "model", kind, fixture_dir)
+    given, predicted = tmp_path / "empty.txt", tmp_path / "predicted.txt"
+    given.write_text(content, encoding="utf-8")
+    assert main(["task", "predict", str(out), "--input", str(given), "--output", str(predicted)]) == 2
+    error = capsys.readouterr().err
+    assert error == f"elmo task: error: --input {given} holds no {items} (it is empty or blank); nothing to predict\n"
+    assert not predicted.exists()
+
+
+@pytest.mark.parametrize(("kind", "what"), [("tagger", "tagging"), ("classifier", "text"), ("qa", "JSON-lines QA")])
+def test_predict_names_an_input_that_is_not_utf8_or_is_a_directory_before_the_model_loads(
+        tmp_path: Path, fixture_dir: Path, capsys, weights_never_load, kind: str, what: str):
+    out = _untrained_task_model(tmp_path / "model", kind, fixture_dir)
+    binary = tmp_path / "binary.bin"
+    binary.write_bytes(b"ok\n\x00\xff\xfe")  # \xff, after "ok\n\x00", is byte 4, on line 2
+    assert main(["task", "predict", str(out), "--input", str(binary)]) == 2
+    assert capsys.readouterr().err.startswith(f"elmo task: error: {binary} is not UTF-8 text: byte 4 (line 2) is 0xff")
+    (tmp_path / "adir").mkdir()
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "adir")]) == 2
+    assert capsys.readouterr().err == f"elmo task: error: {tmp_path / 'adir'} is a directory; expected a {what} file\n"
+
+
+def test_predict_refuses_weights_beside_another_models_task_json_in_one_line(tmp_path: Path, fixture_dir: Path,
+                                                                             capsys):
+    """A train interrupted between its writes left such a pair; predict ended in a torch traceback."""
+    from safetensors.torch import save_file
+
+    out = _untrained_task_model(tmp_path / "model", "classifier", fixture_dir)
+    other = _untrained_task_model(tmp_path / "other", "tagger", fixture_dir)
+    shutil.copyfile(other / "model.safetensors", out / "model.safetensors")
+    (tmp_path / "texts.txt").write_text("a good film\n", encoding="utf-8")
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "texts.txt")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"elmo task: error: {out}: model.safetensors does not hold the model task.json describes")
+    assert len(error.splitlines()) == 1
+    save_file({"nothing": torch.zeros(1)}, str(out / "model.safetensors"))  # a file of safetensors, of no model
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "texts.txt")]) == 2
+    assert "model.safetensors does not hold the model task.json describes" in capsys.readouterr().err
+
+
+def test_train_names_a_split_that_is_not_utf8_or_is_a_directory_before_anything_is_embedded(
+        tmp_path: Path, fixture_dir: Path, capsys):
+    splits = _files(tmp_path, write_tagged, SENTENCES, "bio")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("café\tO\n".encode("latin-1"))  # é is byte 3, on line 1
+    out = tmp_path / "out"
+    for train, expected in [(latin1, f"{latin1} is not UTF-8 text: byte 3 (line 1) is 0xe9"),
+                            (tmp_path, f"{tmp_path} is a directory; expected a tagging file")]:
+        splits[1] = str(train)
+        assert main(["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out),
+                     "--quiet"]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith(f"elmo task: error: {expected}") and len(error.splitlines()) == 1, error
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(("flag", "value", "maximum"), [
+    ("--hidden", "99999999999999999999", 16384), ("--hidden", "16385", 16384), ("--epochs", "10001", 10000),
+    ("--patience", "10001", 10000), ("--min-epochs", "10001", 10000), ("--batch-size", "65537", 65536),
+    ("--encoder-layers", "65", 64), ("--encoder-heads", "1025", 1024), ("--seed", str(2**32), 2**32 - 1),
+])
+def test_a_size_past_its_maximum_is_refused_while_the_command_line_is_parsed(tmp_path: Path, capsys, monkeypatch,
+                                                                            flag: str, value: str, maximum: int):
+    """--hidden 1e20 ended in a torch traceback (and 1e9 in one of memory) after the features were embedded;
+    --seed 2**32 in numpy's, after them too."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["task", "train", "tagger", "--train", "t", "--dev", "d", "--test", "t", "--model", "m", "--out", "out",
+              "--encoder", "transformer", flag, value])
+    assert exited.value.code == 2
+    minimum = 0 if flag == "--seed" else 1
+    assert f"argument {flag}: {value}: expected a whole number >= {minimum} and <= {maximum}\n" in \
+        capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_help_states_each_sizes_maximum(capsys):
+    with pytest.raises(SystemExit):
+        main(["task", "train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, maximum in [("--hidden", "16,384"), ("--epochs", "10,000"), ("--patience", "10,000"),
+                          ("--min-epochs", "10,000"), ("--batch-size", "65,536"), ("--encoder-layers", "64"),
+                          ("--encoder-heads", "1,024"), ("--seed", "4,294,967,295")]:
+        described = text[text.rindex(f"{flag} {flag.lstrip('-').upper().replace('-', '_')}"):]  # not the usage
+        assert f"at most {maximum}" in described[:described.index(" --", 2)], flag  # its own help, not the next
+
+
+def test_train_refuses_an_out_holding_other_files_or_a_cache_inside_out_before_any_file_is_read(
+        tmp_path: Path, fixture_dir: Path, capsys, monkeypatch):
+    """--out is replaced whole when the model is saved: its other files, or a cache elsewhere in it, would go."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "notes.txt").write_text("mine", encoding="utf-8")
+    missing = str(tmp_path / "none.txt")  # the first file read would be refused as missing
+    for flags, expected in [(["--out", "runs"], "--out runs holds files other than a task model's (notes.txt)"),
+                            (["--out", "new", "--cache", "new/cache"], "--cache new/cache lies in --out new")]:
+        assert main(["task", "train", "tagger", "--train", missing, "--dev", missing, "--test", missing,
+                     "--model", str(fixture_dir), *flags]) == 2
+        error = capsys.readouterr().err
+        assert expected in error and len(error.splitlines()) == 1, error
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == ["runs", "runs/notes.txt"]

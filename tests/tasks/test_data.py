@@ -1,6 +1,7 @@
 """Task data: tag schemes to BIO, characters matched to words, the file formats, fixed splits, and (slow)
 the four packaged sets as documented."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,24 @@ def test_text_to_tag_ignores_its_tag_column_and_a_bad_tag_is_named_with_its_line
     path.write_text("Paris\tB-LOC\n\nBerlin\tB-LOC\nis\tVBZ\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"pos\.conll:4: tag 'VBZ'"):
         read_tagged(path)
+
+
+@pytest.mark.parametrize("read", [read_tagged, read_labelled, lambda path: read_qa(path, str.split)])
+def test_bytes_that_are_not_utf8_are_named_by_file_byte_and_line(tmp_path: Path, read):
+    """Python's own error named no file ("'utf-8' codec can't decode byte 0xe9 in position 8")."""
+    path = tmp_path / "latin1.txt"
+    # byte order mark (3 bytes) + "ab\tO\n" (5 bytes) + "caf" (3 bytes): the Latin-1 é is byte 11, on line 2
+    path.write_bytes(b"\xef\xbb\xbfab\tO\ncaf\xe9\tO\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is not UTF-8 text: byte 11 \(line 2\) is 0xe9"):
+        read(path)
+
+
+@pytest.mark.parametrize(("read", "what"), [(read_tagged, "tagging"), (read_labelled, "classification"),
+                                            (lambda path: read_qa(path, str.split), "JSON-lines QA")])
+def test_a_directory_given_as_a_data_file_is_called_one(tmp_path: Path, read, what: str):
+    """It was reported as "no such tagging file", of a path that exists."""
+    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path))} is a directory; expected a {what} file$"):
+        read(tmp_path)
 
 
 def test_split_is_fixed_by_its_seed_and_disjoint():

@@ -18,9 +18,9 @@ from elmo.command_line import (
     flags,
     given_options,
     non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
+    whole_number,
 )
 from elmo.files import (
     atomic_path,
@@ -32,6 +32,7 @@ from elmo.files import (
 from elmo.tasks.data import (
     SEGMENTERS,
     TASK_KINDS,
+    check_input_file,
     classification_examples,
     read_labelled,
     read_tagged,
@@ -44,6 +45,15 @@ from elmo.tasks.data import (
 if TYPE_CHECKING:
     from elmo.tasks.data import Example
     from elmo.tasks.spec import TaskSpec
+
+# The largest sizes `task train` takes: past them a run fails late (torch cannot allocate the encoder, numpy takes
+# no larger seed) or never ends, after the features were embedded; each is far above any useful setting.
+MAX_HIDDEN = 16_384
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 65_536
+MAX_ENCODER_LAYERS = 64
+MAX_ENCODER_HEADS = 1_024
+MAX_SEED = 2**32 - 1  # numpy's seeds
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -91,7 +101,6 @@ def _train(args: argparse.Namespace) -> int:
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
-    write_text_atomic(Path(args.out) / "metrics.json", json.dumps(summary, indent=2) + "\n")
     weights = summary["mix_weights"]
     mix = f"; mixing weights {', '.join(f'{w:.3f}' for w in weights)}" if weights else ""
     print(f"{summary['metric']}: dev {summary['dev']:.4f}, test {summary['test']:.4f} (best epoch "
@@ -132,7 +141,10 @@ def _line_number(path: Path, kind: str, index: int, position: int) -> int:
 
 def _check_train_options(args: argparse.Namespace) -> None:
     """Every check of ``task train``'s options that needs no file read, before any is: an option the run would
-    ignore, an encoder that cannot be built, an --out or --cache where no directory can be written."""
+    ignore, an encoder that cannot be built, an --out or --cache where no directory can be written, an --out
+    whose replacement would delete other files or a --cache inside it."""
+    from elmo.tasks.spec import FEATURES_DIR, check_task_model_target
+
     if args.segment is not None and args.kind != "tagger":
         raise ValueError(f"--segment makes the words a character tagger's biLM reads; a {args.kind} reads the "
                          "model tokenizer's words: leave it out")
@@ -154,8 +166,13 @@ def _check_train_options(args: argparse.Namespace) -> None:
     if args.fine_tune and args.elmo == "none":
         raise ValueError("--fine-tune trains the biLM with the task; it needs --elmo mix or top")
     check_output_directory(args.out, "--out")
+    check_task_model_target(args.out, "--out")
     if args.cache is not None:
         check_output_directory(args.cache, "--cache")
+        out, cache = Path(args.out).resolve(), Path(args.cache).resolve()
+        if cache.is_relative_to(out) and cache != out / FEATURES_DIR:
+            raise ValueError(f"--cache {args.cache} lies in --out {args.out}, which is replaced whole when the model "
+                             f"is saved: give {Path(args.out) / FEATURES_DIR} (the default) or a directory outside it")
 
 
 def _train_qa(args: argparse.Namespace) -> int:
@@ -196,20 +213,21 @@ def _train_qa(args: argparse.Namespace) -> int:
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
-    write_text_atomic(Path(args.out) / "metrics.json", json.dumps(summary, indent=2) + "\n")
     print(f"f1: dev {summary['dev']:.2f}, test {summary['test']:.2f}, test exact match "
           f"{summary['test_exact_match']:.2f} (best epoch {summary['best_epoch']} of {summary['epochs_run']}, "
           f"{summary['seconds']:.0f} s); model in {args.out}")
     return 0
 
 
-def _predict_qa(spec: "TaskSpec", model, args: argparse.Namespace) -> int:
+def _predict_qa(spec: "TaskSpec", args: argparse.Namespace) -> int:
     """Answers as JSON lines ``{"id", "answer"}``, in input order."""
     from elmo.tasks.pipeline import load_static, model_tokenizer
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import answer_questions
 
     examples = read_qa(args.input, model_tokenizer(spec.bilm_model))
+    _require_input(args.input, len(examples), "questions")
+    model = spec.load_weights(args.task_model, spec.build_qa())
     answers = answer_questions(spec, model, examples, load_static(spec.static, spec.static_sha256))
     text = "".join(json.dumps({"id": example.key, "answer": answer}, ensure_ascii=False) + "\n"
                    for example, answer in zip(examples, answers, strict=True))
@@ -223,8 +241,9 @@ def _predict_qa(spec: "TaskSpec", model, args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    """The input is read and checked before the task model's weights load (a biLM, when fine-tuned): a bad or
+    empty input is told at once."""
     from elmo.tasks.pipeline import load_static, model_tokenizer, predict_examples, segmenter
-    from elmo.tasks.qa_model import SpanQA
     from elmo.tasks.spec import TaskSpec
 
     if args.output == "-":  # the usual name of standard output, not a file named "-"
@@ -232,18 +251,21 @@ def _predict(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "--output")
         check_not_an_input(args.output, [args.input], "--output")
-    spec, model = TaskSpec.load(args.task_model)
-    if isinstance(model, SpanQA):  # spec.kind == "qa"
-        return _predict_qa(spec, model, args)
+    spec = TaskSpec.read(args.task_model)
+    if spec.kind == "qa":
+        return _predict_qa(spec, args)
     texts: list[str] = []  # a classifier's inputs, one per input line, written back beside its labels
     if spec.kind == "tagger":
         sentences = read_tagged(args.input, require_tags=False)
+        _require_input(args.input, len(sentences), "sentences to tag")
         examples = tagging_examples(sentences, segmenter(spec.segment))
     else:
         texts = _texts_to_classify(args.input, spec.labels)
+        _require_input(args.input, sum(1 for text in texts if text), "texts to classify")
         # The label is a placeholder: prediction reads no targets.
         examples = classification_examples([(spec.labels[0], text) for text in texts if text],
                                            model_tokenizer(spec.bilm_model), spec.max_words)
+    model = spec.load_weights(args.task_model, spec.build_labeller())
     guesses = predict_examples(spec, model, examples, load_static(spec.static, spec.static_sha256))
     if spec.kind == "classifier":  # a blank line's label is empty, so output line i answers input line i
         guessed = iter(guesses)
@@ -252,6 +274,13 @@ def _predict(args: argparse.Namespace) -> int:
     if args.output:
         print(f"wrote {len(examples)} predictions to {args.output}", file=sys.stderr)
     return 0
+
+
+def _require_input(path: str, count: int, items: str) -> None:
+    """ValueError for an --input with nothing to predict (empty, or blank lines only), as `task train` refuses
+    an empty split: writing no predictions and exiting 0 looked like success."""
+    if count == 0:
+        raise ValueError(f"--input {path} holds no {items} (it is empty or blank); nothing to predict")
 
 
 def _write_predictions(kind: str, examples: list, guesses: list, texts: list[str], output: str | None) -> None:
@@ -280,9 +309,7 @@ def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
     one of the model's ``labels`` and a tab; the labels are ignored) or of plain text lines (none does; a tab is
     then part of the text). A file of both is refused, naming a line of each kind, rather than read with labels
     inside the texts."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such input file")
-    lines = text_lines(Path(path))
+    lines = text_lines(check_input_file(path, "text"))
     numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     known = set(labels)
     labelled = [number for number, line in numbered
@@ -314,7 +341,10 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--test", required=True, help="test split, scored once at the end")
     train.add_argument("--model", required=True, help="biLM directory or shipped name (en, zh); its tokenizer "
                                                       "splits classification text")
-    train.add_argument("--out", required=True, help="directory for task.json, model.safetensors, metrics.json")
+    train.add_argument("--out", required=True,
+                       help="directory for task.json, model.safetensors, metrics.json, replaced whole when the "
+                            "model is saved (a failed or interrupted run leaves the old model, and the feature "
+                            "cache); refused if it holds other files")
     train.add_argument("--elmo", choices=("mix", "top", "none"), default="mix",
                        help="learned scalar mix of all layers (default), the top layer, or no ELMo")
     train.add_argument("--static", default="none", help="static word vectors: none (default), glove, or an .npz "
@@ -326,20 +356,27 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--max-words", type=positive_int, default=None,
                        help="cut classification texts to this many words")
     train.add_argument("--cache", type=Path, default=None, help="feature cache directory (default: OUT/features)")
-    train.add_argument("--seed", type=non_negative_int, default=0, help="seeds initialization, order, dropout")
-    train.add_argument("--epochs", type=positive_int, default=20, help="at most this many epochs")
-    train.add_argument("--patience", type=positive_int, default=3,
-                       help="stop after this many epochs without a better dev")
-    train.add_argument("--min-epochs", type=positive_int, default=1, help="never stop early before this epoch")
-    train.add_argument("--batch-size", type=positive_int, default=32, help="examples per step")
+    train.add_argument("--seed", type=whole_number(0, MAX_SEED), default=0,
+                       help=f"seeds initialization, order, dropout (at most {MAX_SEED:,})")
+    train.add_argument("--epochs", type=whole_number(1, MAX_EPOCHS), default=20,
+                       help=f"at most this many epochs (at most {MAX_EPOCHS:,})")
+    train.add_argument("--patience", type=whole_number(1, MAX_EPOCHS), default=3,
+                       help=f"stop after this many epochs without a better dev (at most {MAX_EPOCHS:,})")
+    train.add_argument("--min-epochs", type=whole_number(1, MAX_EPOCHS), default=1,
+                       help=f"never stop early before this epoch (at most {MAX_EPOCHS:,})")
+    train.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=32,
+                       help=f"examples per step (at most {MAX_BATCH_SIZE:,})")
     train.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
-    train.add_argument("--hidden", type=positive_int, default=64,
-                       help="BiLSTM cells per direction; a Transformer encoder is 2 * HIDDEN wide")
+    train.add_argument("--hidden", type=whole_number(1, MAX_HIDDEN), default=64,
+                       help=f"BiLSTM cells per direction, at most {MAX_HIDDEN:,}; a Transformer encoder is 2 * HIDDEN "
+                            "wide")
     train.add_argument("--encoder", choices=("bilstm", "transformer"), default="bilstm",
                        help="the contextual encoder over the token features (elmo.tasks.encoders)")
-    train.add_argument("--encoder-layers", type=positive_int, default=2, help="transformer: self-attention blocks")
-    train.add_argument("--encoder-heads", type=positive_int, default=4,
-                       help="transformer: attention heads (2 * HIDDEN must be divisible by them)")
+    train.add_argument("--encoder-layers", type=whole_number(1, MAX_ENCODER_LAYERS), default=2,
+                       help=f"transformer: self-attention blocks (at most {MAX_ENCODER_LAYERS})")
+    train.add_argument("--encoder-heads", type=whole_number(1, MAX_ENCODER_HEADS), default=4,
+                       help=f"transformer: attention heads, at most {MAX_ENCODER_HEADS:,} (2 * HIDDEN must be "
+                            "divisible by them)")
     train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and encoder")
     train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper's 0.001, read on the softmax weights; bilm-tf "

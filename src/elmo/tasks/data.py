@@ -98,11 +98,35 @@ def to_bio(tags: Sequence[str]) -> list[str]:
 
 # --- files ---------------------------------------------------------------------------------------------
 
+BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
+def check_input_file(path: str | Path, what: str) -> Path:
+    """``path`` if it is a file; FileNotFoundError when nothing is there, ValueError when it is a directory (which
+    "no such file" would hide), both naming ``what`` the file should hold."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a {what} file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such {what} file")
+    return path
+
+
 def text_lines(path: Path) -> list[str]:
     r"""The lines of a UTF-8 file (a byte order mark dropped; ``\r\n`` and ``\r`` read as ``\n``), split at
     ``\n`` only: ``str.splitlines`` also splits at U+2028, U+0085, form feed and others, which a text may hold
-    (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two."""
-    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two. ValueError naming the
+    file, byte and line of the first byte that is not UTF-8 (Python's own error names no file)."""
+    data = path.read_bytes()
+    start = len(BYTE_ORDER_MARK) if data.startswith(BYTE_ORDER_MARK) else 0
+    try:
+        text = data[start:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        offset = start + error.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise ValueError(f"{path} is not UTF-8 text: byte {offset} (line {line}) is 0x{data[offset]:02x} "
+                         f"({error.reason}); convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return lines[:-1] if lines[-1] == "" else lines
 
 
@@ -110,9 +134,7 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
     """A CoNLL-style file: ``token TAB tag`` (or whitespace-separated, last field the tag) per line, a blank
     line between sentences. Tags come back in BIO. Without ``require_tags`` (text to be tagged) the token is
     the first field and any other field is ignored, not parsed (a POS column is no error); tags read ``O``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such tagging file")
+    path = check_input_file(path, "tagging")
     sentences: list[tuple[list[str], list[str]]] = []
     tokens: list[str] = []
     tags: list[str] = []
@@ -149,9 +171,7 @@ def write_tagged(path: str | Path, sentences: Sequence[tuple[Sequence[str], Sequ
 
 def read_labelled(path: str | Path) -> list[tuple[str, str]]:
     """``label TAB text`` per line -> (label, text)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such classification file")
+    path = check_input_file(path, "classification")
     rows = []
     for number, line in enumerate(text_lines(path), start=1):
         if not line.strip():

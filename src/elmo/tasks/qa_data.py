@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from elmo.tasks.data import text_lines
+from elmo.tasks.data import check_input_file, text_lines
 from elmo.tokenizers import CONTROL_CHARACTERS, INVISIBLE_FORMATTING, clean_text
 
 
@@ -127,9 +127,7 @@ def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
 def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAExample]:
     """The examples of a QA file; ValueError naming the line of a bad row or of a repeated id (answers and
     gold are matched by id, so a repeated one would score only its last question)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such QA file (JSON lines of id, question, passage, answers)")
+    path = check_input_file(path, "JSON-lines QA")
     examples = []
     lines_of_ids: dict[str, int] = {}
     for number, line in enumerate(text_lines(path), start=1):

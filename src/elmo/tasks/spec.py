@@ -1,4 +1,6 @@
-"""A trained task model on disk: ``task.json`` (what it reads and predicts) and ``model.safetensors``.
+"""A trained task model on disk: ``task.json`` (what it reads and predicts), ``model.safetensors`` and
+``metrics.json``, written together as one directory (``TaskSpec.save``), beside which ``elmo task train`` keeps
+its default feature cache (``features/``).
 
 ``TaskSpec`` is everything needed to rebuild the model and feed it the same inputs at prediction time: the
 kind, the label names, which ELMo representation and which static vectors it reads, and how text is turned
@@ -6,15 +8,25 @@ into words (the biLM's tokenizer, or jieba over characters for character tagging
 """
 
 import json
+import os
+import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
 from torch import nn
 
-from elmo.files import write_text_atomic
+from elmo.files import (
+    check_not_a_link,
+    new_partial_directory,
+    publish_directory,
+    remove_partial_directories_of,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.data import TASK_KINDS, TaskKind
 from elmo.tasks.encoders import BILSTM, EncoderChoice, EncoderKind
@@ -24,6 +36,31 @@ from elmo.tasks.tagger import SequenceTagger
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder
+
+TaskModel = TypeVar("TaskModel", bound=nn.Module)
+
+SPEC_FILE = "task.json"
+WEIGHTS_FILE = "model.safetensors"
+METRICS_FILE = "metrics.json"
+FEATURES_DIR = "features"  # `elmo task train`'s default feature cache, kept when the model beside it is replaced
+TASK_MODEL_ENTRIES = frozenset({SPEC_FILE, WEIGHTS_FILE, METRICS_FILE, FEATURES_DIR})
+
+
+def check_task_model_target(out: str | Path, option: str = "the output") -> Path:
+    """``out`` if a task model may replace it: new, empty, or a task model directory (``TASK_MODEL_ENTRIES``
+    only), and not a symbolic link (``check_not_a_link``); ValueError otherwise, before any work, as ``save``
+    replaces the whole directory and would delete anything else in it."""
+    out = Path(out)
+    check_not_a_link(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out} is a file; expected a directory (a new path, or a task model to replace)")
+    others = sorted(path.name for path in out.iterdir() if path.name not in TASK_MODEL_ENTRIES) if out.is_dir() \
+        else []
+    if others:
+        raise ValueError(f"{option} {out} holds files other than a task model's ({', '.join(others[:5])}), which "
+                         "saving the model would delete (the directory is replaced whole): give a new or empty "
+                         "directory, or a task model to replace")
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,28 +169,82 @@ class TaskSpec:
                              self.dropout, self.mix_l2, bilm)
 
     def save(self, model: nn.Module, out: str | Path, metrics: dict | None = None) -> Path:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        save_file({name: tensor.contiguous() for name, tensor in model.state_dict().items()},
-                  str(out / "model.safetensors"))
-        write_text_atomic(out / "task.json", json.dumps({**asdict(self), "metrics": metrics or {}}, indent=2,
-                                                        ensure_ascii=False) + "\n")
+        """``task.json``, ``model.safetensors`` and ``metrics.json``, written beside ``out`` and put in its place
+        whole (``publish_directory``): a failed or killed save leaves the old model or the new one, never one's
+        weights beside the other's spec (which failed to load, or loaded weights of another shape). A feature
+        cache in ``out`` (``FEATURES_DIR``) is moved into the new directory; a kill in that moment loses it (a
+        cache: it is embedded again; the next save deletes what a killed one left beside ``out``). ValueError
+        before anything is written when ``out`` holds other files (``check_task_model_target``)."""
+        out = check_task_model_target(out)
+        metrics = metrics or {}
+        remove_partial_directories_of(out)  # what a killed save left beside it
+        partial = new_partial_directory(out)
+        cache, cache_aside = out / FEATURES_DIR, None
+        try:
+            write_bytes_atomic(partial / WEIGHTS_FILE, save({name: tensor.contiguous()
+                                                             for name, tensor in model.state_dict().items()}))
+            write_text_atomic(partial / SPEC_FILE, json.dumps({**asdict(self), "metrics": metrics}, indent=2,
+                                                              ensure_ascii=False) + "\n")
+            write_text_atomic(partial / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+            if cache.is_dir():  # publish_directory takes files only, so the cache waits beside
+                cache_aside = new_partial_directory(out)
+                os.replace(cache, cache_aside)
+            publish_directory(partial, out)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            if cache_aside is not None:
+                if cache.exists():  # the move aside itself failed: its empty directory goes
+                    cache_aside.rmdir()
+                else:
+                    os.replace(cache_aside, cache)
+            raise
+        if cache_aside is not None:
+            os.replace(cache_aside, cache)
         return out
 
     @classmethod
-    def load(cls, directory: str | Path) -> tuple["TaskSpec", SequenceTagger | SentenceClassifier | SpanQA]:
+    def read(cls, directory: str | Path) -> "TaskSpec":
+        """The spec in ``directory``'s ``task.json``, without building the model: what prediction needs to read
+        its input, which is checked before the weights load. ValueError naming the file when it is no spec."""
         directory = Path(directory)
-        spec_file = directory / "task.json"
+        spec_file = directory / SPEC_FILE
+        if not directory.is_dir():
+            raise FileNotFoundError(f"{directory}: no such task model directory (written by `elmo task train`)")
         if not spec_file.is_file():
-            raise FileNotFoundError(f"{directory} holds no task.json; is it a task model written by `elmo task train`?")
-        values = json.loads(spec_file.read_text(encoding="utf-8"))
-        known = {field.name for field in fields(cls)}
-        values = {name: value for name, value in values.items() if name in known}
-        values["labels"] = tuple(values["labels"])
-        spec = cls(**values)
-        model = spec.build()
-        model.load_state_dict(_current_layout(load_file(str(directory / "model.safetensors")), model))
-        return spec, model.eval()
+            raise FileNotFoundError(f"{directory} holds no {SPEC_FILE}; is it a task model written by "
+                                    "`elmo task train`?")
+        try:
+            values = json.loads(spec_file.read_text(encoding="utf-8"))
+            known = {field.name for field in fields(cls)}
+            values = {name: value for name, value in values.items() if name in known}
+            values["labels"] = tuple(values["labels"])
+            return cls(**values)
+        except (AttributeError, KeyError, TypeError, ValueError) as error:  # ValueError: bad JSON or UTF-8 too
+            raise ValueError(f"{spec_file} is not a task model's spec ({type(error).__name__}: {error}); train "
+                             "the model again") from None
+
+    def load_weights(self, directory: str | Path, model: TaskModel) -> TaskModel:
+        """``model``, as this spec builds it (``build_qa``, ``build_labeller``), given the weights in
+        ``directory``'s ``model.safetensors`` and put in eval mode. ValueError naming the directory when the file is
+        missing, cut short or of another model (weights a run wrote beside an older ``task.json``): the traceback
+        from torch or safetensors named neither."""
+        weights_file = Path(directory) / WEIGHTS_FILE
+        if not weights_file.is_file():
+            raise FileNotFoundError(f"{Path(directory)} holds no {WEIGHTS_FILE}; train the task model again")
+        try:
+            model.load_state_dict(_current_layout(load_file(str(weights_file)), model))
+        except (SafetensorError, RuntimeError) as error:
+            # torch's first line only says "Error(s) in loading state_dict"; the second names a tensor and shapes
+            reason = " ".join(line.strip() for line in str(error).splitlines()[:2]) or type(error).__name__
+            raise ValueError(f"{Path(directory)}: {WEIGHTS_FILE} does not hold the model {SPEC_FILE} describes "
+                             f"({reason}); is it cut short, or from another run? Train the task model again"
+                             ) from None
+        return model.eval()
+
+    @classmethod
+    def load(cls, directory: str | Path) -> tuple["TaskSpec", SequenceTagger | SentenceClassifier | SpanQA]:
+        spec = cls.read(directory)
+        return spec, spec.load_weights(directory, spec.build())
 
 
 def _current_layout(saved: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
