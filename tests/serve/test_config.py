@@ -1,10 +1,13 @@
-"""How ``elmo serve``'s --model and --index values name the models and indexes requests ask for."""
+"""How ``elmo serve``'s --model and --index values name the models and indexes requests ask for, and the flags
+refused before anything is served."""
 
 from pathlib import Path
 
 import pytest
 
-from elmo.serve.config import IndexSpec, ModelSpec
+from elmo.serve.config import IndexSpec, ModelSpec, read_api_keys
+
+from .conftest import FIXTURE_MODEL
 
 
 def test_a_directory_is_served_under_its_folders_name_even_given_as_dot(tmp_path: Path,
@@ -35,3 +38,48 @@ def test_a_missing_path_with_a_separator_before_its_equals_sign_is_reported_whol
     assert ModelSpec.parse(missing) == ModelSpec(missing, missing)  # not NAME=f"{tmp_path}/no", DIR="such/model"
     assert IndexSpec.parse(missing) == IndexSpec("model", Path(missing))
     assert ModelSpec.parse("en=no/such") == ModelSpec("en", "no/such")  # a missing path under a name is named
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    # "key-one\n" is bytes 0 to 7, "k" byte 8: the Latin-1 é is byte 9
+    (lambda path: path.write_bytes(b"key-one\nk\xe9y\n"),
+     "--api-key-file {keys} is not UTF-8 text (byte 9 is 0xe9: invalid continuation byte); expected one API key "
+     "per line"),
+    (lambda path: path.mkdir(), "--api-key-file {keys} is a directory; expected a file of API keys, one per line"),
+    (lambda path: None, "--api-key-file {keys}: no such file"),
+])
+def test_an_unreadable_key_file_is_refused_naming_the_option(tmp_path: Path, make, expected: str):
+    """A binary file gave Python's bare UTF-8 error, a directory "[Errno 21] Is a directory", neither naming
+    --api-key-file."""
+    keys = tmp_path / "keys"
+    make(keys)
+    with pytest.raises((ValueError, FileNotFoundError)) as refused:
+        read_api_keys(keys)
+    assert str(refused.value) == expected.format(keys=keys)
+
+
+def test_a_key_file_that_is_a_directory_exits_2_before_serving(tmp_path: Path, capsys, monkeypatch):
+    """It exited 1, as a failed run does, not 2 as other bad flags do."""
+    from elmo.serve import commands
+
+    def no_serving(*args, **kwargs):
+        raise AssertionError("served although the key file is a directory")
+
+    monkeypatch.setattr(commands, "_run", no_serving)
+    assert commands.main(["--model", str(FIXTURE_MODEL), "--api-key-file", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"elmo serve: error: --api-key-file {tmp_path} is a directory; expected a file "
+                                       "of API keys, one per line\n")
+
+
+def test_threads_past_the_maximum_are_refused_naming_the_option(capsys, monkeypatch):
+    """torch said only "Overflow when unpacking long", after the command line was accepted."""
+    from elmo.serve import commands
+
+    def no_serving(*args, **kwargs):
+        raise AssertionError("served with an impossible thread count")
+
+    monkeypatch.setattr(commands, "_run", no_serving)
+    with pytest.raises(SystemExit) as exited:
+        commands.main(["--model", str(FIXTURE_MODEL), "--threads", "99999999999999"])
+    assert exited.value.code == 2
+    assert "argument --threads: 99999999999999: expected a whole number >= 1 and <= 1024" in capsys.readouterr().err

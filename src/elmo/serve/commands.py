@@ -14,6 +14,7 @@ from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, re
 
 _POSITIVE = whole_number(1)
 _SECONDS = finite_number(0.0, above_minimum=True)
+MAX_THREADS = 1_024  # far above any machine's cores; torch overflows on a number past a C int
 
 DEFAULTS = ServeConfig()
 
@@ -44,8 +45,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=port_number, default=8000, help="TCP port to listen on")
     serve.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    serve.add_argument("--threads", type=_POSITIVE, default=None,
-                       help="torch (and faiss) CPU threads (default: their choice)")
+    serve.add_argument("--threads", type=whole_number(1, MAX_THREADS), default=None,
+                       help=f"torch (and faiss) CPU threads, at most {MAX_THREADS:,} (default: their choice)")
     serve.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' on /v1/ and /metrics; "
                                               "one key per line. Required off loopback unless --no-auth")
     serve.add_argument("--no-auth", action="store_true", help="serve a non-loopback address without a key")
