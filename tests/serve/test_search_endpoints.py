@@ -284,7 +284,7 @@ def _bad_index_flags(case: str, index_dir: Path, tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize(("case", "message"), [
     ("empty directory", "is not a finished index"),
-    ("no directory", "is not a finished index"),
+    ("no directory", "no such index directory"),
     ("unfinished build", "half.partial is an unfinished build"),
     ("model not served", "other-model; serve that model too (--model "),
     ("model missing", "other-model, which is not found here"),
