@@ -194,7 +194,8 @@ def test_a_model_directory_with_allennlp_file_names_is_read_as_a_model_not_as_a_
 
     (renamed / SOFTMAX_FILE).unlink()  # as AllenNLP publishes it: weights without a softmax
     assert lacks_softmax(renamed)  # so `elmo train --init-from` starts a new softmax over --vocab
-    assert main(["perplexity", "--model", str(renamed), "--corpus", str(tmp_path / "none.txt")]) == 2
+    (tmp_path / "held-out.txt").write_text("the cat sat\n")  # a corpus is checked before the model loads
+    assert main(["perplexity", "--model", str(renamed), "--corpus", str(tmp_path / "held-out.txt")]) == 2
     error = capsys.readouterr().err
     assert f"{renamed} lacks {SOFTMAX_FILE}" in error and "holds no checkpoint" not in error
 

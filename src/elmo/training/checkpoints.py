@@ -37,6 +37,7 @@ MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 CARRIED_STATE_FILE = "state.safetensors"
 VOCAB_FILE = "vocab.txt"
+CHECKPOINTS_DIRECTORY = "checkpoints"  # in the run directory
 CHECKSUMMED_FILES = (MODEL_FILE, OPTIMIZER_FILE, CARRIED_STATE_FILE, VOCAB_FILE)
 DAMAGED_SUFFIX = ".damaged"
 _STEP_DIRECTORY = re.compile(r"^step-(\d+)$")
@@ -127,7 +128,7 @@ def _optimizer_from_files(tensors: dict[str, torch.Tensor], param_groups: list[d
 
 
 def checkpoint_directory(run_dir: Path, step: int) -> Path:
-    return run_dir / "checkpoints" / f"step-{step:08d}"
+    return run_dir / CHECKPOINTS_DIRECTORY / f"step-{step:08d}"
 
 
 def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
@@ -169,7 +170,7 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """Complete checkpoints of a run, oldest first. Reads only: a partial directory beside them may be a live
     run's checkpoint in the making (the trainer clears a killed run's when it starts)."""
-    directory = Path(run_dir) / "checkpoints"
+    directory = Path(run_dir) / CHECKPOINTS_DIRECTORY
     if not directory.is_dir():
         return []
     found = [(int(match[1]), path) for path in directory.iterdir()
@@ -182,6 +183,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     path = Path(path)
     if (path / STATE_FILE).is_file():
         return path
+    if path.is_file():
+        raise CheckpointError(f"{path} is a file; expected a directory: a run's (what `elmo train --out` wrote), "
+                              "a checkpoint's or a model's")
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such run or checkpoint directory")
     checkpoints = list_checkpoints(path)

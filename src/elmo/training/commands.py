@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 _POSITIVE = whole_number(1)
 _POSITIVE_NUMBER = finite_number(0.0, above_minimum=True)
+# Bounds past any real use that stop a typo (an extra 000) at the command line rather than in a MemoryError: the
+# batch's tensors grow with rows x tokens, and a row's LSTM state and gradients with its unrolled tokens.
+MAX_BATCH_ROWS = 65_536
+MAX_UNROLL_STEPS = 10_000
+_BATCH_ROWS = whole_number(1, MAX_BATCH_ROWS)
+_UNROLL_STEPS = whole_number(1, MAX_UNROLL_STEPS)
 
 
 def _vocab(args: argparse.Namespace) -> int:
@@ -126,9 +132,10 @@ def _perplexity(args: argparse.Namespace) -> int:
     from elmo.training.export import load_language_model, model_tokenizer
     from elmo.training.perplexity import evaluate
 
+    # The corpus is checked (named files, UTF-8 text) before the model's weights load; its tokenizer needs none.
+    corpus = Corpus(args.corpus, args.tokenizer or model_tokenizer(args.model))
     model, vocab = load_language_model(args.model)
-    tokenizer = args.tokenizer or model_tokenizer(args.model)
-    result = evaluate(model, Corpus(args.corpus, tokenizer), vocab, args.batch_size, args.unroll_steps)
+    result = evaluate(model, corpus, vocab, args.batch_size, args.unroll_steps)
     print(f"tokens: {result.n_tokens}")
     print(f"forward perplexity: {result.forward:.4f}")
     print(f"backward perplexity: {result.backward:.4f}")
@@ -187,9 +194,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               help="stop after this many passes' worth of the corpus's tokens, as bilm-tf counts them: "
                                    "epochs x (tokens + sentences) / (batch size x unroll steps) steps, rows wrapping "
                                    "around (give it, --max-steps, or both)")
-    train_parser.add_argument("--batch-size", type=_POSITIVE, default=128, help="rows of the global batch")
-    train_parser.add_argument("--unroll-steps", type=_POSITIVE, default=20,
-                              help="tokens per row per step (truncated backpropagation through time)")
+    train_parser.add_argument("--batch-size", type=_BATCH_ROWS, default=128,
+                              help=f"rows of the global batch (at most {MAX_BATCH_ROWS:,})")
+    train_parser.add_argument("--unroll-steps", type=_UNROLL_STEPS, default=20,
+                              help="tokens per row per step (truncated backpropagation through time; at most "
+                                   f"{MAX_UNROLL_STEPS:,})")
     train_parser.add_argument("--negatives", type=_POSITIVE, default=8192, help="sampled softmax negatives per step")
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad",
                               help="adagrad as bilm-tf, or adam")
@@ -210,9 +219,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3, help="newest checkpoints kept")
     train_parser.add_argument("--valid-every", type=_POSITIVE, default=500,
                               help="steps between validation perplexities (with --valid)")
-    train_parser.add_argument("--valid-batch-size", type=_POSITIVE, default=32,
+    train_parser.add_argument("--valid-batch-size", type=_BATCH_ROWS, default=32,
                               help="rows evaluated at once in validation (more is faster on a GPU and moves the "
-                                   "figure a little: each row's share of the text starts from a zero state)")
+                                   "figure a little: each row's share of the text starts from a zero state; at most "
+                                   f"{MAX_BATCH_ROWS:,})")
     train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     # The run's own options: with --resume, any of them given is refused rather than ignored.
@@ -227,8 +237,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                             help="held-out text: files or glob patterns, one sentence a line")
     perplexity.add_argument("--tokenizer", choices=tokenizers, default=None,
                             help="default: the model's own (tokenizer.json, or the run's)")
-    perplexity.add_argument("--batch-size", type=_POSITIVE, default=32, help="rows evaluated at once")
-    perplexity.add_argument("--unroll-steps", type=_POSITIVE, default=20, help="tokens per row per step")
+    perplexity.add_argument("--batch-size", type=_BATCH_ROWS, default=32,
+                            help=f"rows evaluated at once (at most {MAX_BATCH_ROWS:,})")
+    perplexity.add_argument("--unroll-steps", type=_UNROLL_STEPS, default=20,
+                            help=f"tokens per row per step (at most {MAX_UNROLL_STEPS:,})")
     perplexity.set_defaults(func=_perplexity, extra="train")
 
     export = subparsers.add_parser("export", help="write options.json + weights.hdf5 (+ vocab, softmax)")

@@ -27,10 +27,65 @@ class CorpusError(ValueError):
     """A corpus that cannot be read or holds no text."""
 
 
-class Corpus:
-    """Files named by paths or glob patterns, tokenized line by line with a named tokenizer."""
+# Bytes read at a time by ``check_utf8_text``: large enough that decoding, not Python, sets its pace.
+_CHECK_CHUNK = 1 << 20
 
-    def __init__(self, patterns: Sequence[str], tokenizer: str = "whitespace") -> None:
+
+def _corpus_file(name: str, matched: str = "") -> Path:
+    """``name`` as a corpus file; CorpusError saying what it is when it is not a regular file (``matched``: the glob
+    pattern that named it, for the message)."""
+    path = Path(name)
+    if path.is_dir():
+        raise CorpusError(f"{name}{matched} is a directory; expected a text file, one sentence a line (give its files, "
+                          f"e.g. '{path / '*.txt'}')")
+    if path.exists() and not path.is_file():
+        raise CorpusError(f"{name}{matched} is not a regular file (a pipe, as <(...) gives?), and a corpus is read "
+                          "more than once: write it to a file first")
+    if not path.is_file():
+        raise CorpusError(f"{name}: no such corpus file")
+    return path
+
+
+def check_utf8_text(path: Path) -> None:
+    """CorpusError naming ``path``, the byte offset and the line (from 1) of the first NUL byte (a binary or UTF-16
+    file) or byte that is not UTF-8 (Latin-1, say): read as text, such a file would train on or be scored as
+    replacement characters without a word said. Streams in chunks, so a corpus of gigabytes needs no memory; a
+    character split across two chunks is carried into the next one."""
+    carried = b""  # the start of a character the chunk ended inside (at most 3 bytes)
+    checked_bytes = checked_lines = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHECK_CHUNK):
+            data = carried + chunk
+            nul = data.find(b"\0")
+            if nul >= 0:
+                line = checked_lines + data.count(b"\n", 0, nul) + 1
+                raise CorpusError(f"{path} holds a NUL byte at byte {checked_bytes + nul:,} (line {line:,}): it looks "
+                                  "binary or UTF-16; expected UTF-8 text, one sentence a line")
+            try:
+                data.decode("utf-8")
+                carried = b""
+            except UnicodeDecodeError as error:
+                if error.reason != "unexpected end of data" or error.end != len(data):
+                    line = checked_lines + data.count(b"\n", 0, error.start) + 1
+                    raise CorpusError(f"{path} is not UTF-8 at byte {checked_bytes + error.start:,} (line {line:,}: "
+                                      f"{error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
+                                      ) from None
+                carried = data[error.start :]
+            whole = len(data) - len(carried)
+            checked_lines += data.count(b"\n", 0, whole)
+            checked_bytes += whole
+    if carried:
+        raise CorpusError(f"{path} is not UTF-8 at byte {checked_bytes:,} (line {checked_lines + 1:,}: the file ends "
+                          "inside a character); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)")
+
+
+class Corpus:
+    """Files named by paths or glob patterns, tokenized line by line with a named tokenizer. Opening one refuses,
+    before any work, a name that is not a regular file and, with ``check_utf8`` (off only for a resumed run: one
+    begun before the check read such bytes as U+FFFD and goes on as it began), a file that is not UTF-8 text
+    (``check_utf8_text``)."""
+
+    def __init__(self, patterns: Sequence[str], tokenizer: str = "whitespace", check_utf8: bool = True) -> None:
         if not patterns:
             raise CorpusError("no corpus files given")
         paths: list[Path] = []
@@ -39,16 +94,16 @@ class Corpus:
                 matches = sorted(glob.glob(pattern))
                 if not matches:
                     raise CorpusError(f"corpus pattern {pattern!r} matches no file")
-                paths.extend(Path(match) for match in matches)
-            elif Path(pattern).is_file():
-                paths.append(Path(pattern))
+                paths.extend(_corpus_file(match, f" (matched by {pattern!r})") for match in matches)
             else:
-                raise CorpusError(f"{pattern}: no such corpus file")
+                paths.append(_corpus_file(pattern))
         # A file that two patterns name is read once (twice, its words counted double and read twice a pass)
         first: dict[Path, Path] = {}
         for path in paths:
             first.setdefault(path.resolve(), path)
         self.paths = list(first.values())
+        for path in self.paths if check_utf8 else []:
+            check_utf8_text(path)
         self.sizes = [os.path.getsize(path) for path in self.paths]
         self.tokenizer_name = tokenizer
         self.tokenize = get_tokenizer(tokenizer)
@@ -68,8 +123,8 @@ class Corpus:
                         yield tokens
 
     def line_tokens(self, line: bytes) -> list[str]:
-        """A line's tokens, read as the embedder reads text (``clean_text``; bytes that are not UTF-8 become
-        U+FFFD: a run does not stop at one bad byte)."""
+        """A line's tokens, read as the embedder reads text (``clean_text``). The files were checked to be UTF-8
+        when the corpus was opened; a byte changed since becomes U+FFFD rather than stopping a run mid-way."""
         return self.tokenize(clean_text(line.decode("utf-8", errors="replace")))
 
     def count_tokens(self) -> Counter[str]:

@@ -51,6 +51,35 @@ class IntervalMeter:
         return record
 
 
+class RunLogError(ValueError):
+    """A ``log.jsonl`` that is not a run's log (another program's file of that name), which a run would rewrite."""
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of the run log at ``path`` (none where it is missing). A last line cut short by a kill, with no
+    line break after it, is dropped; any other line that is not a run's record (a JSON object with a whole-number
+    ``step``) is a RunLogError naming the file and the line, as a run that took the file for its own would drop it."""
+    if not path.is_file():
+        return []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                break
+            raise RunLogError(f"{path}: line {number} is not JSON; a run's {LOG_FILE} holds one JSON record a line "
+                              "(is it another program's file? move it, or give the run another directory)") from None
+        step = record.get("step") if isinstance(record, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise RunLogError(f"{path}: line {number} is not a run's record (a JSON object with a whole-number "
+                              "\"step\"); is it another program's file? move it, or give the run another directory")
+        records.append(record)
+    return records
+
+
 class RunLog:
     """``log.jsonl`` and its plot. On resume, lines past the checkpoint (from the killed run) are dropped."""
 
@@ -58,19 +87,11 @@ class RunLog:
         self.path = out_dir / LOG_FILE
         self.plot_path = out_dir / PLOT_FILE
         out_dir.mkdir(parents=True, exist_ok=True)
-        kept = [line for line in self.records() if line["step"] <= step]
+        kept = [record for record in self.records() if record["step"] <= step]
         write_text_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def records(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        records = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut short by a kill; everything after it is gone too
-        return records
+        return read_records(self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         """One line of strict JSON: a value that is not a finite number (a perplexity past a float's range)

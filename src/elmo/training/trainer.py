@@ -6,8 +6,9 @@ gradient scale: summed over time, averaged over rows); DDP averages the gradient
 equal shares of the batch, so the update equals the one-process update. Then the global gradient norm is
 clipped and the optimizer (Adagrad by default) steps.
 
-Run directory: ``log.jsonl`` and ``perplexity.png`` (run_log.py), ``checkpoints/step-*/`` (checkpoints.py).
-Only rank 0 writes.
+Run directory: ``log.jsonl`` and ``perplexity.png`` (run_log.py), ``checkpoints/step-*/`` (checkpoints.py) and
+``vocab.txt``; nothing else. Only rank 0 writes. A new run starts in a new or empty directory, or one of a run that
+stopped before its first checkpoint; any other is refused before the corpus is read (``_check_new_run_directory``).
 
 What stops a run early: a loss or weights that are not finite stop it with ``TrainingDiverged`` and no
 checkpoint of that step, so the checkpoints kept are the last good ones. SIGINT or SIGTERM lets the current
@@ -21,6 +22,7 @@ what they use (perplexity, the log, the processes, the signals) lives in its own
 
 import logging
 import math
+import os
 import signal
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -32,10 +34,11 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.extras import require
-from elmo.files import remove_stale_partials
+from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
+    CHECKPOINTS_DIRECTORY,
     STATE_FILE,
     Checkpoint,
     CheckpointError,
@@ -60,7 +63,7 @@ from elmo.training.language_model import LanguageModel, StepNoise, initialize_li
 from elmo.training.perplexity import evaluate
 from elmo.training.presets import resolve_config
 from elmo.training.processes import Processes
-from elmo.training.run_log import IntervalMeter, RunLog
+from elmo.training.run_log import LOG_FILE, PLOT_FILE, IntervalMeter, RunLog, read_records
 from elmo.training.softmax_sync import (
     SOFTMAX_PARAMETERS,
     CommunicatedBytes,
@@ -83,6 +86,9 @@ FREQUENT_JUDGED = 0.10
 # Judged shares of <UNK> above which a new run warns, and above which it is refused.
 UNKNOWN_WARNED = 0.02
 UNKNOWN_REFUSED = 0.50
+# The run's vocabulary, written at its start; with its log, plot and checkpoints, all that a run directory holds.
+RUN_VOCAB_FILE = "vocab.txt"
+RUN_ENTRIES = (LOG_FILE, PLOT_FILE, RUN_VOCAB_FILE, CHECKPOINTS_DIRECTORY)
 
 
 class TrainingDiverged(RuntimeError):
@@ -246,10 +252,11 @@ def _new_model(options: TrainingOptions, corpus: Corpus, warn: bool) -> tuple[La
         vocab = Vocabulary.load(options.vocab)
         _check_vocabulary_fits(vocab, corpus, f"--vocab {options.vocab}", warn)
         return _shaped(language_model_with_new_softmax(options.init_from, vocab), options), vocab
+    words_to_add = None if options.vocab is None else Vocabulary.load(options.vocab)  # refused before the model loads
     model, old_vocab = load_language_model(options.init_from)
     model = _shaped(model, options)
-    if options.vocab is not None:
-        tokens_by_frequency = Vocabulary.load(options.vocab).tokens
+    if words_to_add is not None:
+        tokens_by_frequency = words_to_add.tokens
         source = f"the vocabulary of --init-from {options.init_from} with --vocab {options.vocab}"
     else:
         tokens_by_frequency = [token for token, count in corpus.count_tokens().most_common()
@@ -313,16 +320,18 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         if options.max_steps is not None or options.epochs is not None:
             saved.max_steps, saved.epochs = options.max_steps, options.epochs
         options = saved
-    elif list_checkpoints(out_dir):
-        raise CheckpointError(f"{out_dir} already holds a run; continue it with --resume or choose another --out")
+    else:
+        _check_new_run_directory(out_dir, options)
     options.validate()
-    corpus = Corpus(options.corpus, options.tokenizer)
+    new_run = checkpoint is None
+    corpus = Corpus(options.corpus, options.tokenizer, check_utf8=new_run)
+    valid_corpus = Corpus(options.valid, options.tokenizer, check_utf8=new_run) if options.valid else None
     if checkpoint is not None:
         _check_same_corpus(checkpoint, corpus, out_dir)
     step_limit = options.step_limit(corpus)  # refuses --epochs too few for one step before the model is built
-    if processes.is_writer and (out_dir / "checkpoints").is_dir():
-        remove_stale_partials(out_dir / "checkpoints")  # a killed run's; only the writer may: readers list runs live
-    valid_corpus = Corpus(options.valid, options.tokenizer) if options.valid else None
+    if processes.is_writer and (out_dir / CHECKPOINTS_DIRECTORY).is_dir():
+        # a killed run's; only the writer may: readers list runs live
+        remove_stale_partials(out_dir / CHECKPOINTS_DIRECTORY)
     rows = processes.rows(options.batch_size)
 
     if checkpoint is None:
@@ -352,7 +361,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                       None if positions is None else positions[rows.start : rows.stop])
     log = RunLog(out_dir, step) if processes.is_writer else None
     if log is not None and checkpoint is None:
-        vocab.save(out_dir / "vocab.txt")
+        vocab.save(out_dir / RUN_VOCAB_FILE)
     bar = tqdm(total=step_limit, initial=step, disable=not (progress and processes.is_writer),
                unit="step", dynamic_ncols=True)
     tokens_per_step = options.batch_size * options.unroll_steps
@@ -422,11 +431,51 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     return step
 
 
+def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
+    """Refuse, before the corpus is read, an ``out_dir`` where a new run would overwrite what is not its own: a
+    path under a file (found otherwise at the first write, after the work), the ``--init-from`` model's own
+    directory (its vocab.txt would be replaced by the grown one while its softmax stays in the old order, so the
+    model is silently ruined), a finished or checkpointed run (``--resume`` continues it), and a directory holding
+    anything but a run's files, or a run's file names without its log (a model's vocab.txt, a user's word list;
+    a run writes its log first). A directory of a run that stopped before its first checkpoint may be reused."""
+    check_output_directory(out_dir, "--out")
+    if options.init_from is not None and _same_path(out_dir, Path(options.init_from)):
+        raise CheckpointError(f"--out {out_dir} is the directory of --init-from {options.init_from}: the run would "
+                              f"replace the model's {RUN_VOCAB_FILE} with the grown vocabulary and leave its softmax "
+                              "in the old order, ruining it; give the run a directory of its own")
+    if list_checkpoints(out_dir):
+        raise CheckpointError(f"{out_dir} already holds a run; continue it with --resume or choose another --out")
+    if not out_dir.is_dir():
+        return
+    entries = sorted(entry.name for entry in out_dir.iterdir()
+                     if not (entry.name.startswith(".") and entry.name.endswith(".partial")))  # killed writes'
+    others = [name for name in entries if name not in RUN_ENTRIES]
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise CheckpointError(f"--out {out_dir} holds files that are not a run's ({shown}; a run directory holds only "
+                              f"{', '.join(RUN_ENTRIES)}): give a new or empty directory")
+    if entries and LOG_FILE not in entries:
+        raise CheckpointError(f"--out {out_dir} holds {', '.join(entries)} but no {LOG_FILE}, so not a run's (a run "
+                              "writes its log first), and the run would replace them: give a new or empty directory")
+    read_records(out_dir / LOG_FILE)  # RunLogError where another program's log.jsonl stands there
+    inputs = [*options.corpus, *options.valid, *([options.vocab] if options.vocab is not None else [])]
+    check_not_an_input(out_dir / RUN_VOCAB_FILE, inputs, f"the run's {RUN_VOCAB_FILE}")
+
+
+def _same_path(first: Path, second: Path) -> bool:
+    """Whether two paths name the same file or directory, under any name (a link, ``..``); by name where one is
+    missing."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return first.resolve() == second.resolve()
+
+
 def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
     """The newest checkpoint that verifies; newer ones that do not are named and set aside. A checkpoint directory
     itself is refused: the run would go on inside it, beside the run it came from, unseen by its log and export."""
     if (out_dir / STATE_FILE).is_file():
-        run = out_dir.parent.parent if out_dir.parent.name == "checkpoints" else None
+        run = out_dir.parent.parent if out_dir.parent.name == CHECKPOINTS_DIRECTORY else None
         raise CheckpointError(f"{out_dir} is a checkpoint, not a run directory: resume the run"
                               f"{f' ({run})' if run is not None else ''}, whose newest good checkpoint it continues "
                               "from, or start a new run from this checkpoint with --init-from")

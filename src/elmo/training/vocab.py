@@ -5,6 +5,7 @@ order matters: the log-uniform candidate sampler assumes that id k is the k-th m
 The input side never needs the vocabulary (the biLM reads characters), only the targets do.
 """
 
+from codecs import BOM_UTF8
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -84,11 +85,14 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
+        """``path``'s tokens, one a line (blank lines skipped); VocabularyError naming the file, and the line and
+        byte where it is not UTF-8 text, rather than the decoder's bare message that names neither."""
         path = Path(path)
+        if path.is_dir():
+            raise VocabularyError(f"{path} is a directory; expected a vocabulary file (vocab.txt), one token a line")
         if not path.is_file():
             raise VocabularyError(f"{path}: no such vocabulary file")
-        with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark would hide <S> on the first line
-            lines = [(number, line.strip()) for number, line in enumerate(handle, 1) if line.strip()]
+        lines = [(number, line.strip()) for number, line in _decoded_lines(path) if line.strip()]
         if not lines:
             raise VocabularyError(f"{path}: the vocabulary file is empty")
         return cls([token for _, token in lines], source=str(path), line_numbers=[number for number, _ in lines])
@@ -121,3 +125,24 @@ class Vocabulary:
         its tokens (``grow_vocabulary``)."""
         ordered = dict.fromkeys([*SPECIAL_TOKENS, *tokens_by_frequency, *self.tokens])
         return Vocabulary(ordered)
+
+
+def _decoded_lines(path: Path) -> list[tuple[int, str]]:
+    """Each line of ``path`` with its number (from 1), decoded as UTF-8 without a leading byte-order mark (which
+    would hide ``<S>`` on the first line); VocabularyError at a NUL byte or a byte that is not UTF-8."""
+    lines = []
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise VocabularyError(f"{path} holds a NUL byte at byte {offset + nul:,} (line {number:,}): it looks "
+                                      "binary or UTF-16; expected a UTF-8 vocabulary, one token a line")
+            mark = len(BOM_UTF8) if number == 1 and raw.startswith(BOM_UTF8) else 0
+            try:
+                lines.append((number, raw[mark:].decode("utf-8")))
+            except UnicodeDecodeError as error:
+                raise VocabularyError(f"{path} is not UTF-8 at byte {offset + mark + error.start:,} (line {number:,}: "
+                                      f"{error.reason}); expected a UTF-8 vocabulary, one token a line") from None
+            offset += len(raw)
+    return lines
