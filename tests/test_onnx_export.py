@@ -7,6 +7,7 @@ name. Every check runs the graph at batch sizes and lengths other than the one t
 
 import copy
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -295,3 +296,25 @@ def test_an_opset_past_onnx_or_an_out_that_cannot_be_a_file_is_refused_before_th
     assert error == f"elmo export-onnx: error: {expected}\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "emptydir"]
     assert not any((tmp_path / "emptydir").iterdir())
+
+
+@pytest.mark.parametrize("out", ["good.txt", "mcopy/weights.hdf5", "mcopy/options.json", "en"],
+                         ids=["a-text-file", "the-model-weights", "the-model-options", "no-suffix"])
+def test_an_out_not_named_onnx_is_refused_before_the_model_loads_and_what_is_there_kept(out, tmp_path, monkeypatch,
+                                                                                        capsys):
+    """``--out mcopy/weights.hdf5`` replaced the model's weights with the graph, ``--out good.txt`` a text file."""
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before --out was checked")
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ModelDir.find("en").path, tmp_path / "mcopy")
+    (tmp_path / "good.txt").write_text("a b\n")
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    monkeypatch.setattr(ModelDir, "find", no_load)
+    assert main(["export-onnx", "mcopy", "--out", out]) == 2
+    assert capsys.readouterr().err == (f"elmo export-onnx: error: the ONNX file {out} does not end in .onnx; give a "
+                                       "file name ending in .onnx (a name of another kind of file, such as the "
+                                       "model's weights, would be replaced by the graph)\n")
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["good.txt", "mcopy"]

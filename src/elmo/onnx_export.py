@@ -84,7 +84,8 @@ class OnnxExport(NamedTuple):
 def export_onnx(
     bilm_or_model_dir: BiLM | str | Path, path: str | Path, opset: int = DEFAULT_OPSET, check: bool = True
 ) -> OnnxExport:
-    """Write the stateless biLM as an ONNX file at ``path``.
+    """Write the stateless biLM as an ONNX file at ``path``, a name ending in ``.onnx`` (checked, with the opset,
+    before the model loads).
 
     ``bilm_or_model_dir`` is a BiLM, a model directory or a shipped model name (``en``, ``zh``). The
     graph's input is ``char_ids`` int64 ``(batch, max_tokens, max_characters)``; its outputs are
@@ -115,6 +116,9 @@ def export_onnx(
         raise ValueError(f"opset {opset}: the installed onnx {onnx.__version__} knows opsets up to {latest}")
     path = Path(path)
     check_output_file(path, "the ONNX file")
+    if path.suffix.lower() != ".onnx":  # also keeps it off the model's own files, none of which is named so
+        raise ValueError(f"the ONNX file {path} does not end in .onnx; give a file name ending in .onnx (a name of "
+                         "another kind of file, such as the model's weights, would be replaced by the graph)")
     bilm = bilm_or_model_dir if isinstance(bilm_or_model_dir, BiLM) else ModelDir.find(bilm_or_model_dir).load_bilm()
     bilm = _float32_on_cpu(bilm)
     example = batch_to_char_ids(_EXAMPLE_SENTENCES, bilm.config.char_cnn.max_characters_per_token)

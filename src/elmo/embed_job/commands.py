@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from elmo.command_line import device, interruptible, positive_int
 from elmo.config import BiLMConfig
@@ -55,9 +55,22 @@ def _input_file(name: str) -> Iterator[Path]:
         yield path
 
 
-def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, Callable[[str | None], "Embedder"]]:
-    """The model's configuration, tokenizer name and a loader taking the device, from --model or from
-    --options-file and --weight-file; the weights are not read yet."""
+# A model directory's files besides its options and weights (``elmo.training.export.MODEL_FILES``, which this core
+# command cannot import: training needs the train extra).
+_MODEL_DIRECTORY_FILES = ("tokenizer.json", "vocab.txt", "softmax.safetensors", "README.md")
+
+
+class _Model(NamedTuple):
+    """The model an ``elmo embed`` run reads, as far as it is known before its weights load."""
+
+    config: BiLMConfig
+    tokenizer: str
+    files: list[Path]  # what the output must not replace: the model would be broken
+    load: Callable[[str | None], "Embedder"]  # takes the device
+
+
+def _model(args: argparse.Namespace, source: Source) -> _Model:
+    """The model from --model or from --options-file and --weight-file; the weights are not read yet."""
     from elmo.embedder import Embedder
     from elmo.model_dir import ModelDir
     from elmo.weights import load_bilm
@@ -69,10 +82,9 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
             raise ValueError("--options-file and --weight-file go together (a model as its two files)")
         if not Path(args.weight_file).is_file():
             raise FileNotFoundError(f"--weight-file {args.weight_file}: no such file")
-        config = BiLMConfig.load(args.options_file)
         tokenizer = args.tokenizer or "whitespace"  # AllenNLP's elmo command splits lines on white space
-        return config, tokenizer, lambda on: Embedder(load_bilm(args.options_file, args.weight_file), tokenizer,
-                                                      device=on)
+        return _Model(BiLMConfig.load(args.options_file), tokenizer, [Path(args.options_file), Path(args.weight_file)],
+                      lambda on: Embedder(load_bilm(args.options_file, args.weight_file), tokenizer, device=on))
     model = args.model
     if model is None:
         check_input(source)  # an empty or binary file is named, not guessed English
@@ -81,13 +93,19 @@ def _model(args: argparse.Namespace, source: Source) -> tuple[BiLMConfig, str, C
               f"so the shipped {model!r} model embeds it", file=sys.stderr)
     model_dir = ModelDir.find(model)
     tokenizer = args.tokenizer or model_dir.tokenizer
-    return BiLMConfig.load(model_dir.options_file), tokenizer, lambda on: Embedder.load(model, tokenizer, device=on)
+    others = [model_dir.path / name for name in _MODEL_DIRECTORY_FILES if (model_dir.path / name).is_file()]
+    return _Model(BiLMConfig.load(model_dir.options_file), tokenizer,
+                  [model_dir.options_file, model_dir.weight_file, *others],
+                  lambda on: Embedder.load(model, tokenizer, device=on))
 
 
 def _embed(args: argparse.Namespace) -> int:
     from elmo.embed_job.job import EmbedOptions, plan, run
     from elmo.layer_choice import LayerChoiceError
 
+    if args.output == "-":
+        raise ValueError("OUTPUT - would be standard output, which elmo embed does not write (HDF5, Parquet and npy "
+                         "are binary files, written whole under a partial name and then renamed): give a file name")
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
@@ -108,14 +126,14 @@ def _embed(args: argparse.Namespace) -> int:
                            batch_size=args.batch_size, sentence_keys=args.use_sentence_keys, shard=shard, parts=parts)
     with _input_file(args.input) as input_path:
         source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
-        config, tokenizer, load = _model(args, source)
+        model = _model(args, source)
         if args.engine == "ray":
             require("parquet", "the Ray engine")  # ray_data imports pyarrow; Ray itself is checked after the options
             from elmo.embed_job.ray_data import embed_command
 
-            return embed_command(args, source, config, tokenizer, load)
+            return embed_command(args, source, model.config, model.tokenizer, model.load)
         try:
-            job = plan(source, args.output, options, config, tokenizer)
+            job = plan(source, args.output, options, model.config, model.tokenizer, model.files)
         except LayerChoiceError as error:  # one that does not fit the model
             raise ValueError(f"--layers: {error}") from None
         output = job.target.output
@@ -124,7 +142,7 @@ def _embed(args: argparse.Namespace) -> int:
             on = f"cuda:{os.environ['LOCAL_RANK']}"
         try:
             with interruptible():
-                report = run(job, load(on), resume=args.resume, progress=not args.quiet)
+                report = run(job, model.load(on), resume=args.resume, progress=not args.quiet)
         except KeyboardInterrupt as interrupt:
             if partial_path(output).exists():
                 interrupt.add_note("run the same command with --resume to continue")

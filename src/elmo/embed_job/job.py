@@ -8,7 +8,7 @@ the run is interrupted.
 import itertools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -55,12 +55,14 @@ class Job:
     parts: PartsDirectory | None  # where the part and its record go, when the output is a directory of parts
 
 
-def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLMConfig, tokenizer: str) -> Job:
+def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLMConfig, tokenizer: str,
+         model_files: Collection[Path] = ()) -> Job:
     """Every check before the model loads: the options, the input (every line), the output. ValueError or
-    FileNotFoundError naming the fault. The job's settings name the model once ``run`` has it."""
+    FileNotFoundError naming the fault. ``model_files``: the files of the model to be loaded (its options,
+    weights, vocabulary...), which the output must not replace, nor, as a directory of parts, be written among.
+    The job's settings name the model once ``run`` has it."""
     output = Path(output)
-    if source.name != STDIN:
-        check_not_an_input(output, [source.path], "OUTPUT")
+    check_not_an_input(output, [*([] if source.name == STDIN else [source.path]), *model_files], "OUTPUT")
     weights = layer_weights(options.layers, config.n_output_layers)
     if options.batch_size < 1:
         raise ValueError(f"batch_size is {options.batch_size}; expected at least 1")
@@ -88,6 +90,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     parts = None
     if options.parts:
         _check_output_directory(output)
+        _check_not_the_model_directory(output, model_files)
         parts = PartsDirectory(output, format)
         parts.check_holds_only_parts(options.shard.count)
         output = parts.part(options.shard)
@@ -149,6 +152,15 @@ def _check_output_directory(directory: Path) -> None:
         raise FileNotFoundError(f"{writable}: no such directory to make {directory.name} in")
     if not os.access(writable, os.W_OK | os.X_OK):
         raise ValueError(f"{writable} is not writable; cannot write the parts in it")
+
+
+def _check_not_the_model_directory(directory: Path, model_files: Collection[Path]) -> None:
+    """ValueError when the directory of parts holds the model's files: the parts would be written among them
+    (``PartsDirectory.check_holds_only_parts`` would refuse it too, but by advising to remove them)."""
+    for folder in {model_file.parent for model_file in model_files}:
+        if directory.is_dir() and os.path.samefile(directory, folder):
+            raise ValueError(f"OUTPUT {directory} is the directory of the model being read ({folder}): its parts "
+                             "would be written among the model's files; give another directory")
 
 
 def with_embedder(job: Job, embedder: Embedder) -> Job:

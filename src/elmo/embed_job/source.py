@@ -1,9 +1,10 @@
 """The input of ``elmo embed``: a UTF-8 text file of one sentence a line, or JSON lines, or standard input.
 
 A text file is checked in one read before any work: it must exist, be non-empty, hold no NUL byte (a binary
-or UTF-16 file) and be UTF-8; messages name the byte and the line (counting from 0, as the outputs name
-lines). JSON lines (``text_field``) are parsed in the same read, and every bad line is reported by number at
-once. The read also hashes the bytes, so a resumed run can check that its input is the one it began with.
+or UTF-16 file) and be UTF-8, and ``elmo embed``'s input must hold more than blank lines; messages name the byte
+and the line (counting from 0, as the outputs name lines). JSON lines (``text_field``) are parsed in the same
+read, and every bad line is reported by number at once. The read also hashes the bytes, so a resumed run can
+check that its input is the one it began with.
 Standard input is copied to a temporary file first, so it can be hashed, checked and read again.
 """
 
@@ -94,8 +95,13 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
 
 
 def check_input(source: Source) -> TextFile:
-    """``check_text_file`` of ``elmo embed``'s input, whose refusal of a pipe points to ``-``."""
-    return check_text_file(source.path, name=source.name, stdin_usage="elmo embed - OUTPUT")
+    """``check_text_file`` of ``elmo embed``'s input, whose refusal of a pipe points to ``-``; an input of only
+    blank lines is refused too (as ``elmo index`` refuses such a corpus): it would give only empty entries. Blank
+    lines among text still get theirs."""
+    text = check_text_file(source.path, name=source.name, stdin_usage="elmo embed - OUTPUT")
+    if not text.has_text:
+        raise ValueError(f"{source.name} holds only blank lines; expected text to embed, one sentence a line")
+    return text
 
 
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
