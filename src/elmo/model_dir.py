@@ -25,6 +25,9 @@ ALLENNLP_OPTIONS_SUFFIX = "_options.json"
 ALLENNLP_WEIGHTS_INFIX = "_weights"
 ALLENNLP_EXAMPLE = "elmo_2x4096_512_2048cnn_2xhighway"
 DEFAULT_TOKENIZER = "whitespace"
+SOFTMAX_FILE = "softmax.safetensors"  # a trained model's softmax (elmo.training.export writes it)
+# What a model directory holds: these, and a shipped model's card.
+MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FILE, "tokenizer.json", "README.md"})
 
 
 def shipped_models_root() -> Path:

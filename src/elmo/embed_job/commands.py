@@ -55,11 +55,6 @@ def _input_file(name: str) -> Iterator[Path]:
         yield path
 
 
-# A model directory's files besides its options and weights (``elmo.training.export.MODEL_FILES``, which this core
-# command cannot import: training needs the train extra).
-_MODEL_DIRECTORY_FILES = ("tokenizer.json", "vocab.txt", "softmax.safetensors", "README.md")
-
-
 class _Model(NamedTuple):
     """The model an ``elmo embed`` run reads, as far as it is known before its weights load."""
 
@@ -72,7 +67,7 @@ class _Model(NamedTuple):
 def _model(args: argparse.Namespace, source: Source) -> _Model:
     """The model from --model or from --options-file and --weight-file; the weights are not read yet."""
     from elmo.embedder import Embedder
-    from elmo.model_dir import ModelDir
+    from elmo.model_dir import MODEL_FILES, ModelDir
     from elmo.weights import load_bilm
 
     if args.options_file is not None or args.weight_file is not None:
@@ -93,9 +88,9 @@ def _model(args: argparse.Namespace, source: Source) -> _Model:
               f"so the shipped {model!r} model embeds it", file=sys.stderr)
     model_dir = ModelDir.find(model)
     tokenizer = args.tokenizer or model_dir.tokenizer
-    others = [model_dir.path / name for name in _MODEL_DIRECTORY_FILES if (model_dir.path / name).is_file()]
+    others = [model_dir.path / name for name in sorted(MODEL_FILES) if (model_dir.path / name).is_file()]
     return _Model(BiLMConfig.load(model_dir.options_file), tokenizer,
-                  [model_dir.options_file, model_dir.weight_file, *others],
+                  list(dict.fromkeys([model_dir.options_file, model_dir.weight_file, *others])),
                   lambda on: Embedder.load(model, tokenizer, device=on))
 
 

@@ -27,7 +27,7 @@ from elmo.files import (
     write_bytes_atomic,
     write_text_atomic,
 )
-from elmo.model_dir import DEFAULT_TOKENIZER, ModelDir, is_model_directory, locate_model
+from elmo.model_dir import DEFAULT_TOKENIZER, MODEL_FILES, SOFTMAX_FILE, ModelDir, is_model_directory, locate_model
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.checkpoints import (
     STATE_FILE,
@@ -40,11 +40,8 @@ from elmo.training.language_model import LanguageModel, initialize_like_bilm_tf
 from elmo.training.vocab import Vocabulary
 from elmo.weights import save_bilm
 
-SOFTMAX_FILE = "softmax.safetensors"
 SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.int8)  # the weight's; an int8 weight has a float32 scale
 INT8_STEPS = 127  # an int8 row holds -127..127 steps of its scale (-128 unused: the range stays symmetric)
-# What a model directory holds: these, and a shipped model's card.
-MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FILE, "tokenizer.json", "README.md"})
 
 
 def check_export_target(out_dir: str | Path) -> Path:
