@@ -63,8 +63,9 @@ def test_a_new_run_in_the_init_from_models_own_directory_is_refused_under_any_na
     assert _snapshot(model) == before
 
 
-@pytest.mark.parametrize("held", [MODEL_FILES, ("vocab.txt",), ("notes.md", LOG_FILE)],
-                         ids=["a model", "a user's vocab.txt without a run log", "a file of another name"])
+@pytest.mark.parametrize("held", [MODEL_FILES, ("weights.hdf5", LOG_FILE), ("vocab.txt",), ("train.log", "vocab.txt")],
+                         ids=["a model", "a model's weights beside a log", "a user's vocab.txt without a run log",
+                              "a user's vocab.txt beside another file"])
 def test_a_new_run_refuses_a_directory_holding_what_is_not_a_runs_and_leaves_it_as_it_was(
     tmp_path: Path, corpus_never_read: None, held: tuple[str, ...]
 ):
@@ -82,17 +83,21 @@ def test_a_new_path_an_empty_directory_and_a_run_stopped_before_its_first_checkp
     tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
 ):
     (tmp_path / "empty").mkdir()
+    teed = tmp_path / "teed"  # `elmo train ... --out teed | tee teed/train.log` makes the file before the run starts
+    teed.mkdir()
+    (teed / "train.log").write_text("the user's log\n")
     stopped = tmp_path / "stopped"
     stopped.mkdir()
     (stopped / LOG_FILE).write_text(json.dumps({"step": 7, "loss": 3.0}) + "\n")
     (stopped / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nold\n")
     (stopped / ".log.jsonl.x1.partial").write_text("a killed write's")
-    for out in (tmp_path / "new", tmp_path / "empty", stopped):
+    for out in (tmp_path / "new", tmp_path / "empty", teed, stopped):
         train(micro_options(tmp_path, synthetic_corpus, micro_options_file, max_steps=2, log_every=1), out,
               progress=False)
         steps = [json.loads(line)["step"] for line in (out / LOG_FILE).read_text().splitlines()]
         assert steps == [1, 2]  # the new run's log alone
         assert Vocabulary.load(out / "vocab.txt") == Vocabulary.load(tmp_path / "vocab.txt")
+    assert (teed / "train.log").read_text() == "the user's log\n"  # a file the run does not write is left alone
 
 
 def test_a_new_run_refuses_to_write_its_vocabulary_over_the_vocab_it_reads(tmp_path: Path, corpus_never_read: None):

@@ -126,7 +126,7 @@ def _embed(args: argparse.Namespace) -> int:
             require("parquet", "the Ray engine")  # ray_data imports pyarrow; Ray itself is checked after the options
             from elmo.embed_job.ray_data import embed_command
 
-            return embed_command(args, source, model.config, model.tokenizer, model.load)
+            return embed_command(args, source, model.config, model.tokenizer, model.load, model.files)
         try:
             job = plan(source, args.output, options, model.config, model.tokenizer, model.files)
         except LayerChoiceError as error:  # one that does not fit the model

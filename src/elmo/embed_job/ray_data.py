@@ -13,7 +13,7 @@ import json
 import logging
 import shutil
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import ModuleType
 
@@ -140,7 +140,7 @@ def _lines_table(lines: list, schema: pa.Schema) -> pa.Table:
 
 
 def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, tokenizer: str,
-                  load: Loader) -> int:
+                  load: Loader, model_files: Collection[Path] = ()) -> int:
     """``elmo embed --engine ray``: Parquet only, OUTPUT a directory written whole (under OUTPUT.partial, then
     renamed). Options that need a single writer or a launcher's shard are refused before any work."""
     refused = [name for name, given in (("--resume", args.resume), ("--shard", args.shard is not None),
@@ -164,7 +164,7 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
                          "another directory")
     options = EmbedOptions(layers=args.layers, pooling=args.pooling, dtype=args.dtype, format="parquet",
                            batch_size=args.batch_size, shard=WHOLE, parts=True)
-    job = plan(source, output, options, config, tokenizer)
+    job = plan(source, output, options, config, tokenizer, model_files)  # model_files: what it must not replace
     ray = import_ray()  # a missing Ray is one line, after the options' refusals, before any work
     started = not ray.is_initialized()
     if started:

@@ -7,8 +7,9 @@ equal shares of the batch, so the update equals the one-process update. Then the
 clipped and the optimizer (Adagrad by default) steps.
 
 Run directory: ``log.jsonl`` and ``perplexity.png`` (run_log.py), ``checkpoints/step-*/`` (checkpoints.py) and
-``vocab.txt``; nothing else. Only rank 0 writes. A new run starts in a new or empty directory, or one of a run that
-stopped before its first checkpoint; any other is refused before the corpus is read (``_check_new_run_directory``).
+``vocab.txt``; nothing else. Only rank 0 writes. A new run starts in a new directory, one without a run's or a
+model's files (others it leaves alone), or one of a run that stopped before its first checkpoint; any other is
+refused before the corpus is read (``_check_new_run_directory``).
 
 What stops a run early: a loss or weights that are not finite stop it with ``TrainingDiverged`` and no
 checkpoint of that step, so the checkpoints kept are the last good ones. SIGINT or SIGTERM lets the current
@@ -36,6 +37,7 @@ from elmo.bilm import BiLMState
 from elmo.extras import require
 from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
+from elmo.model_dir import MODEL_FILES
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     CHECKPOINTS_DIRECTORY,
@@ -436,8 +438,9 @@ def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
     path under a file (found otherwise at the first write, after the work), the ``--init-from`` model's own
     directory (its vocab.txt would be replaced by the grown one while its softmax stays in the old order, so the
     model is silently ruined), a finished or checkpointed run (``--resume`` continues it), and a directory holding
-    anything but a run's files, or a run's file names without its log (a model's vocab.txt, a user's word list;
-    a run writes its log first). A directory of a run that stopped before its first checkpoint may be reused."""
+    a model's files, or a run's file names without its log (a model's vocab.txt, a user's word list; a run writes
+    its log first). Other files (a log tee'd there) are left alone. A directory of a run that stopped before its
+    first checkpoint may be reused."""
     check_output_directory(out_dir, "--out")
     if options.init_from is not None and _same_path(out_dir, Path(options.init_from)):
         raise CheckpointError(f"--out {out_dir} is the directory of --init-from {options.init_from}: the run would "
@@ -449,14 +452,15 @@ def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
         return
     entries = sorted(entry.name for entry in out_dir.iterdir()
                      if not (entry.name.startswith(".") and entry.name.endswith(".partial")))  # killed writes'
-    others = [name for name in entries if name not in RUN_ENTRIES]
-    if others:
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-        raise CheckpointError(f"--out {out_dir} holds files that are not a run's ({shown}; a run directory holds only "
-                              f"{', '.join(RUN_ENTRIES)}): give a new or empty directory")
-    if entries and LOG_FILE not in entries:
-        raise CheckpointError(f"--out {out_dir} holds {', '.join(entries)} but no {LOG_FILE}, so not a run's (a run "
-                              "writes its log first), and the run would replace them: give a new or empty directory")
+    model_files = [name for name in entries if name in MODEL_FILES and name not in RUN_ENTRIES]
+    if model_files:
+        raise CheckpointError(f"--out {out_dir} holds a model's files ({', '.join(model_files)}), not a run's: the run "
+                              f"would write its {RUN_VOCAB_FILE} beside them; give a new or empty directory")
+    run_files = [name for name in entries if name in RUN_ENTRIES]  # others (a tee'd train.log) the run leaves alone
+    if run_files and LOG_FILE not in run_files:
+        raise CheckpointError(f"--out {out_dir} holds {', '.join(run_files)} but no {LOG_FILE}, so not a run's (a "
+                              "run writes its log first), and the run would replace them: give a new or empty "
+                              "directory")
     read_records(out_dir / LOG_FILE)  # RunLogError where another program's log.jsonl stands there
     inputs = [*options.corpus, *options.valid, *([options.vocab] if options.vocab is not None else [])]
     check_not_an_input(out_dir / RUN_VOCAB_FILE, inputs, f"the run's {RUN_VOCAB_FILE}")
