@@ -185,3 +185,11 @@ def test_rows_share_one_handle_per_file(tmp_path: Path):
     assert open_files() - before <= len(corpus.paths)
     batcher.close()
     assert open_files() == before
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_a_vocabulary_file_reads_the_same_tokens_whatever_its_line_endings(tmp_path: Path, ending: str):
+    tokens = ["<S>", "</S>", "<UNK>", "bank", "río"]
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(("\ufeff" + ending.join(tokens) + ending).encode("utf-8"))
+    assert Vocabulary.load(path).tokens == tokens

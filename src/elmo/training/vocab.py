@@ -129,8 +129,9 @@ class Vocabulary:
 
 def _decoded_lines(path: Path) -> list[tuple[int, str]]:
     """Each line of ``path`` with its number (from 1), decoded as UTF-8 without a leading byte-order mark (which
-    would hide ``<S>`` on the first line); VocabularyError at a NUL byte or a byte that is not UTF-8."""
-    lines = []
+    would hide ``<S>`` on the first line); lines end at ``\n``, ``\r\n`` or ``\r``, as a text file opened in
+    Python reads them. VocabularyError at a NUL byte or a byte that is not UTF-8 (its line counted by ``\n``)."""
+    lines: list[tuple[int, str]] = []
     offset = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -140,9 +141,11 @@ def _decoded_lines(path: Path) -> list[tuple[int, str]]:
                                       "binary or UTF-16; expected a UTF-8 vocabulary, one token a line")
             mark = len(BOM_UTF8) if number == 1 and raw.startswith(BOM_UTF8) else 0
             try:
-                lines.append((number, raw[mark:].decode("utf-8")))
+                text = raw[mark:].decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as error:
                 raise VocabularyError(f"{path} is not UTF-8 at byte {offset + mark + error.start:,} (line {number:,}: "
                                       f"{error.reason}); expected a UTF-8 vocabulary, one token a line") from None
+            for line in text.split("\r"):  # a lone \r ends a line too (classic Mac OS files)
+                lines.append((len(lines) + 1, line))
             offset += len(raw)
     return lines
