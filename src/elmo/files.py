@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -204,17 +204,25 @@ def check_not_an_input(output: str | Path, inputs: Iterable[str | Path], option:
     """ValueError, before any work, when ``output`` is one of ``inputs`` under any name (a link, a relative path,
     ``./``): writing it would replace the text the command reads, and the command would end without an error."""
     for input_path in inputs:
-        if _same_file(Path(output), Path(input_path)):
+        if same_path(Path(output), Path(input_path)):
             same = "" if str(output) == str(input_path) else f" (the same file as the input {input_path})"
             raise ValueError(f"{option} {output} is an input of this command{same}: writing it would destroy the "
                              "input; give another output")
 
 
-def _same_file(first: Path, second: Path) -> bool:
+def same_path(first: Path, second: Path) -> bool:
+    """Whether two paths name the same file or directory under any name (a link, ``..``); by resolved name where
+    one does not exist (yet)."""
     try:
         return os.path.samefile(first, second)
-    except OSError:  # one of them does not exist (yet): the same name all the same
+    except OSError:
         return first.resolve() == second.resolve()
+
+
+def entries_besides(directory: Path, kept: Collection[str]) -> list[str]:
+    """The names in ``directory`` (none where it is not one) other than ``kept``, sorted: what replacing the
+    directory whole would delete."""
+    return sorted(path.name for path in directory.iterdir() if path.name not in kept) if directory.is_dir() else []
 
 
 def check_output_file(path: str | Path, option: str = "the output") -> None:

@@ -26,7 +26,7 @@ from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
-from elmo.files import check_not_an_input, sha256_of
+from elmo.files import check_not_an_input, same_path, sha256_of
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
 
@@ -158,7 +158,7 @@ def _check_not_the_model_directory(directory: Path, model_files: Collection[Path
     """ValueError when the directory of parts holds the model's files: the parts would be written among them
     (``PartsDirectory.check_holds_only_parts`` would refuse it too, but by advising to remove them)."""
     for folder in {model_file.parent for model_file in model_files}:
-        if directory.is_dir() and os.path.samefile(directory, folder):
+        if same_path(directory, folder):
             raise ValueError(f"OUTPUT {directory} is the directory of the model being read ({folder}): its parts "
                              "would be written among the model's files; give another directory")
 

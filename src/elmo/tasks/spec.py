@@ -21,6 +21,7 @@ from torch import nn
 
 from elmo.files import (
     check_not_a_link,
+    entries_besides,
     new_partial_directory,
     publish_directory,
     remove_partial_directories_of,
@@ -54,8 +55,7 @@ def check_task_model_target(out: str | Path, option: str = "the output") -> Path
     check_not_a_link(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{option} {out} is a file; expected a directory (a new path, or a task model to replace)")
-    others = sorted(path.name for path in out.iterdir() if path.name not in TASK_MODEL_ENTRIES) if out.is_dir() \
-        else []
+    others = entries_besides(out, TASK_MODEL_ENTRIES)
     if others:
         raise ValueError(f"{option} {out} holds files other than a task model's ({', '.join(others[:5])}), which "
                          "saving the model would delete (the directory is replaced whole): give a new or empty "

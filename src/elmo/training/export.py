@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save
 
 from elmo.files import (
     check_not_a_link,
+    entries_besides,
     new_partial_directory,
     publish_directory,
     write_bytes_atomic,
@@ -52,8 +53,7 @@ def check_export_target(out_dir: str | Path) -> Path:
     check_not_a_link(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"{out_dir} is a file; a model is a directory (give a new path)")
-    others = sorted(path.name for path in out_dir.iterdir() if path.name not in MODEL_FILES) if out_dir.is_dir() \
-        else []
+    others = entries_besides(out_dir, MODEL_FILES)
     if others:
         raise ValueError(f"{out_dir} holds files other than a model's ({', '.join(others[:5])}), which the export "
                          "would replace with the directory: give a new or empty directory, or a model to replace")

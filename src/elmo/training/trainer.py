@@ -23,7 +23,6 @@ what they use (perplexity, the log, the processes, the signals) lives in its own
 
 import logging
 import math
-import os
 import signal
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -35,7 +34,7 @@ from tqdm import tqdm
 
 from elmo.bilm import BiLMState
 from elmo.extras import require
-from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials
+from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials, same_path
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.model_dir import MODEL_FILES
 from elmo.training.batches import Batcher
@@ -442,7 +441,7 @@ def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
     its log first). Other files (a log tee'd there) are left alone. A directory of a run that stopped before its
     first checkpoint may be reused."""
     check_output_directory(out_dir, "--out")
-    if options.init_from is not None and _same_path(out_dir, Path(options.init_from)):
+    if options.init_from is not None and same_path(out_dir, Path(options.init_from)):
         raise CheckpointError(f"--out {out_dir} is the directory of --init-from {options.init_from}: the run would "
                               f"replace the model's {RUN_VOCAB_FILE} with the grown vocabulary and leave its softmax "
                               "in the old order, ruining it; give the run a directory of its own")
@@ -464,15 +463,6 @@ def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
     read_records(out_dir / LOG_FILE)  # RunLogError where another program's log.jsonl stands there
     inputs = [*options.corpus, *options.valid, *([options.vocab] if options.vocab is not None else [])]
     check_not_an_input(out_dir / RUN_VOCAB_FILE, inputs, f"the run's {RUN_VOCAB_FILE}")
-
-
-def _same_path(first: Path, second: Path) -> bool:
-    """Whether two paths name the same file or directory, under any name (a link, ``..``); by name where one is
-    missing."""
-    try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return first.resolve() == second.resolve()
 
 
 def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
