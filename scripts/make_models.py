@@ -52,6 +52,7 @@ from elmo.polysemy import LANGUAGES, evaluate_model, load_sentences, random_weig
 from elmo.training import Corpus, CorpusError, LanguageModel, Perplexities, Vocabulary, evaluate, unigram_perplexity
 from elmo.training.checkpoints import STATE_FILE, Checkpoint, CheckpointError, list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model, load_language_model, write_softmax
+from elmo.training.run_log import LOG_FILE, read_records
 from elmo.training.vocab import SPECIAL_TOKENS
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -156,19 +157,6 @@ class Chosen:
                    valid_perplexity, how)
 
 
-def read_log(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "log.jsonl"
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line cut short by a kill, as the trainer reads it
-    return records
-
-
 def validation_perplexity(checkpoint: Checkpoint, valid: list[str]) -> float:
     """The checkpoint's full-softmax perplexity on the run's validation text, as the run computes it, in a model
     made afresh from its weights."""
@@ -178,7 +166,7 @@ def validation_perplexity(checkpoint: Checkpoint, valid: list[str]) -> float:
 
 def logged_validation(run_dir: Path) -> dict[int, float]:
     """Step -> validation perplexity, as the run's ``log.jsonl`` recorded them."""
-    return {record["step"]: record["valid_perplexity"] for record in read_log(run_dir)
+    return {record["step"]: record["valid_perplexity"] for record in read_records(run_dir / LOG_FILE)
             if record.get("valid_perplexity") is not None}
 
 
@@ -327,6 +315,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
     run_dir, out_root = Path(run_dir), Path(out_root)
     chosen = exported_run(run_dir) if (run_dir / "weights.hdf5").is_file() else best_checkpoint(run_dir)
     options, model, vocab = chosen.options, chosen.model, chosen.vocab
+    log = read_records(run_dir / LOG_FILE)  # a RunLogError names a line that is not the run's, before any work
     print(f"{name}: shipping step {chosen.step:,} of {run_dir}: {chosen.how}", flush=True)
     tokenizer = tokenizer or EXPORTED_TOKENIZER.get(name) or options["tokenizer"]
     language = language or (name if name in LANGUAGES else None)
@@ -355,7 +344,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
         held_out = [_held_out(partial, corpus, vocab, spec) for spec in tests]
         senses = _senses(partial, language) if language is not None else None
         card = model_card(name, corpus, chosen, options, model.config.to_options(), len(vocab),
-                          tokenizer, softmax_dtype, held_out, senses, read_log(run_dir), reproduce, partial)
+                          tokenizer, softmax_dtype, held_out, senses, log, reproduce, partial)
         (partial / "README.md").write_text(card, encoding="utf-8")
         total = directory_bytes(partial)
         if total > max_bytes:

@@ -20,6 +20,7 @@ from elmo.cli import main
 from elmo.training import Corpus, LanguageModel, TrainingOptions, Vocabulary, load_language_model, train
 from elmo.training.checkpoints import list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model, write_softmax
+from elmo.training.run_log import RunLogError
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
 make_models = importlib.util.module_from_spec(_spec)
@@ -420,3 +421,16 @@ def test_the_cards_command_to_rebuild_a_short_run_is_accepted_and_names_the_same
     command = make_models.recipe_command("en", 40_000, None, repository / "data" / "models", repository / "src" /
                                          "elmo" / "models")
     assert command.endswith("--steps 40000 --work data/models --out-root src/elmo/models")  # from the repository root
+
+
+def test_shipping_a_run_whose_log_has_a_line_that_is_not_the_runs_is_refused_before_any_work(
+    shipped: dict, tmp_path: Path
+):
+    run = tmp_path / "run"
+    shutil.copytree(shipped["run"], run)
+    lines = (run / "log.jsonl").read_text().splitlines(keepends=True)
+    (run / "log.jsonl").write_text(lines[0] + "{not json\n" + "".join(lines[1:]))
+    # Read tolerantly (as make_models once did), the card would have counted the tokens and hours of line 1 only.
+    with pytest.raises(RunLogError, match=r"log\.jsonl: line 2 is not JSON"):
+        make_models.ship_run(run, "en", tmp_path / "models")
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
