@@ -254,7 +254,8 @@ def test_a_bad_option_or_line_is_refused_before_the_model_loads(arguments, messa
 def test_binary_standard_input_is_refused_naming_it(tmp_path, fixture_dir, capsys, monkeypatch, no_model_load):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"text\n\x00\x01binary")))
     assert main(["embed", "-", str(tmp_path / "out.hdf5"), "--model", str(fixture_dir), "--quiet"]) == 2
-    assert "standard input holds a NUL byte at byte 5 (line 1" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "standard input is not UTF-8 text: byte 5 (line 2, counting from 1) is 0x00 (a NUL byte" in error
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,11 +1,15 @@
 """Files written beside their final name and renamed: they end with the permissions a plain ``open`` or ``mkdir``
 gives under the process's umask, not the owner-only ones of the temporary files they began as; a directory published
 onto a symbolic link or a file is refused, moving nothing; a directory published onto an old one leaves one of
-the two at its name, whatever fails or is killed, and deletes the old one under a name no caller resumes from."""
+the two at its name, whatever fails or is killed, and deletes the old one under a name no caller resumes from.
+The strict UTF-8 reader names the first bad byte's offset and line however blocks cut the file, and decodes every
+character a block boundary splits."""
 
 import ctypes
 import errno
+import hashlib
 import os
+import pickle
 import stat
 import subprocess
 import sys
@@ -14,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from elmo import files
-from elmo.files import atomic_path, new_partial_directory, publish_directory, write_bytes_atomic
+from elmo.files import (
+    NotUtf8Error,
+    atomic_path,
+    new_partial_directory,
+    publish_directory,
+    utf8_blocks,
+    utf8_lines,
+    write_bytes_atomic,
+)
 
 
 def _mode(path: Path) -> int:
@@ -185,3 +197,128 @@ def test_a_publish_killed_after_any_step_leaves_the_old_or_the_new_directory(tmp
     result = subprocess.run([sys.executable, "-c", _KILLED_PUBLISH, str(tmp_path), str(step)], timeout=60)
     assert result.returncode in (0, 9)
     assert (final / "weights.hdf5").read_text() in ("old", "new")
+
+
+# --- the strict UTF-8 reader ------------------------------------------------------------------------------------
+
+# Block sizes that cut every multi-byte character of the test data somewhere, and the default that cuts none.
+BLOCKS = [1, 2, 3, 4, 5, 7, 1 << 20]
+
+
+def _text_file(tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch, block: int) -> Path:
+    monkeypatch.setattr(files, "TEXT_BLOCK", block)
+    path = tmp_path / "text.txt"
+    path.write_bytes(data)
+    return path
+
+
+def _refusal(path: Path, refuse_nul: bool = False) -> NotUtf8Error:
+    with pytest.raises(NotUtf8Error) as refused:
+        list(utf8_blocks(path, refuse_nul=refuse_nul))
+    return refused.value
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_bad_byte_is_named_by_its_offset_from_0_and_its_line_from_1(tmp_path: Path, monkeypatch, block: int):
+    # "ab\n" is bytes 0-2 (line 1), "cd\n" 3-5 (line 2), "é" 6-7 and "x" 8 (line 3): the 0xff is byte 9, line 3
+    path = _text_file(tmp_path, "ab\ncd\néx".encode() + b"\xffz\n", monkeypatch, block)
+    error = _refusal(path)
+    assert (error.offset, error.line, error.byte, error.reason) == (9, 3, 0xFF, "invalid start byte")
+    assert str(error) == (f"{path} is not UTF-8 text: byte 9 (line 3, counting from 1) is 0xff (invalid start byte); "
+                          "convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)")
+    assert error.name == str(path) and isinstance(error, ValueError)
+
+
+def test_offsets_past_a_thousand_are_grouped_and_the_given_name_is_used(tmp_path: Path, monkeypatch):
+    path = _text_file(tmp_path, b"x\n" * 600 + b"\xe9", monkeypatch, 7)  # 1,200 bytes, 600 line ends before it
+    with pytest.raises(NotUtf8Error, match=r"^standard input is not UTF-8 text: byte 1,200 \(line 601, "):
+        list(utf8_blocks(path, "standard input"))
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_characters_split_by_a_block_boundary_decode_whole(tmp_path: Path, monkeypatch, block: int):
+    text = "ναί café 中文 🙂\nsecond 🙂🙂 line\n\nlast"  # 2-, 3- and 4-byte characters, every one cut by some block
+    path = _text_file(tmp_path, text.encode(), monkeypatch, block)
+    assert "".join(utf8_blocks(path)) == text
+    assert list(utf8_lines(path)) == ["ναί café 中文 🙂", "second 🙂🙂 line", "", "last"]
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_character_cut_short_by_a_bad_byte_is_named_at_its_first_byte(tmp_path: Path, monkeypatch, block: int):
+    # "ok\n" is bytes 0-2; 中 (e4 b8 ad) begins at byte 3 on line 2 and its third byte is an "A"
+    path = _text_file(tmp_path, b"ok\n\xe4\xb8A\n", monkeypatch, block)
+    error = _refusal(path)
+    assert (error.offset, error.line, error.byte, error.reason) == (3, 2, 0xE4, "invalid continuation byte")
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_file_that_ends_inside_a_character_is_named_at_that_characters_first_byte(tmp_path: Path, monkeypatch,
+                                                                                   block: int):
+    # "one\n" is bytes 0-3, "two " 4-7: 文 (e6 96 87), two of its three bytes, begins at byte 8 on line 2
+    path = _text_file(tmp_path, b"one\ntwo \xe6\x96", monkeypatch, block)
+    error = _refusal(path)
+    assert (error.offset, error.line, error.byte) == (8, 2, 0xE6)
+    assert "is 0xe6 (the file ends inside this character)" in str(error)
+    with pytest.raises(NotUtf8Error, match=r"byte 8 \(line 2, counting from 1\)"):
+        list(utf8_lines(path))
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_nul_byte_is_refused_only_when_asked_and_a_bad_byte_before_it_comes_first(tmp_path: Path, monkeypatch,
+                                                                                    block: int):
+    path = _text_file(tmp_path, b"a\nbc\x00d\n", monkeypatch, block)  # the NUL is byte 4, on line 2
+    assert list(utf8_lines(path)) == ["a", "bc\x00d"]
+    error = _refusal(path, refuse_nul=True)
+    assert (error.offset, error.line, error.byte) == (4, 2, 0)
+    assert "is 0x00 (a NUL byte, as in a binary or UTF-16 file)" in str(error)
+    path.write_bytes(b"a\n\xff\x00")  # 0xff (byte 2) before the NUL (byte 3), in one block or two
+    assert (_refusal(path, refuse_nul=True).offset, _refusal(path, refuse_nul=True).reason) == (2, "invalid start byte")
+    path.write_bytes(b"a\n\xe4\x00")  # a character cut short by the NUL: named at its first byte, as Python names it
+    assert (_refusal(path, refuse_nul=True).offset, _refusal(path, refuse_nul=True).reason) == (
+        2, "invalid continuation byte")
+    path.write_bytes(b"a\n\x00\xff")  # the NUL (byte 2) before a 0xff (byte 3): the NUL is named
+    assert (_refusal(path, refuse_nul=True).offset, _refusal(path, refuse_nul=True).byte) == (2, 0)
+
+
+def test_an_empty_file_has_no_text_and_no_lines(tmp_path: Path):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    assert list(utf8_blocks(path, refuse_nul=True)) == [] and list(utf8_lines(path)) == []
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_byte_order_mark_at_the_start_is_dropped_but_counted_and_one_later_is_text(tmp_path: Path, monkeypatch,
+                                                                                     block: int):
+    path = _text_file(tmp_path, b"\xef\xbb\xbfa\n\xef\xbb\xbfb", monkeypatch, block)
+    assert list(utf8_lines(path)) == ["a", "\ufeffb"]  # the second mark is where files were joined: the caller's
+    path.write_bytes(b"\xef\xbb\xbf")
+    assert list(utf8_lines(path)) == []
+    path.write_bytes(b"\xef\xbb\xbfok\n\xe9")  # the mark is bytes 0-2, "ok\n" 3-5: the 0xe9 is byte 6, line 2
+    error = _refusal(path)
+    assert (error.offset, error.line) == (6, 2)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_lines_end_at_newline_only_and_a_last_line_needs_no_newline(tmp_path: Path, monkeypatch, block: int):
+    path = _text_file(tmp_path, b"", monkeypatch, block)
+    for data, lines in [(b"a\n", ["a"]), (b"a\nb", ["a", "b"]), (b"a\n\n", ["a", ""]), (b"\n", [""]),
+                        (b"a\r\nb\rc\n", ["a\r", "b\rc"]), (b"x" * 20 + b"\ny", ["x" * 20, "y"])]:
+        path.write_bytes(data)
+        assert list(utf8_lines(path)) == lines, data
+
+
+@pytest.mark.parametrize("block", [3, 1 << 20])
+def test_the_digest_sees_every_byte_the_mark_included(tmp_path: Path, monkeypatch, block: int):
+    data = "\ufeffcafé 中文\nline two\n".encode()
+    path = _text_file(tmp_path, data, monkeypatch, block)
+    digest = hashlib.sha256()
+    list(utf8_lines(path, digest=digest))
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_the_error_survives_pickling_with_its_facts():
+    """A worker process's error reaches the parent whole."""
+    error = pickle.loads(pickle.dumps(NotUtf8Error("a.txt", 9, 3, 0xFF, "invalid start byte")))
+    assert (error.name, error.offset, error.line, error.byte, error.reason) == ("a.txt", 9, 3, 0xFF,
+                                                                                "invalid start byte")
+    assert str(error).startswith("a.txt is not UTF-8 text: byte 9 (line 3, counting from 1) is 0xff")

@@ -1,6 +1,8 @@
 """Files on disk: writes that leave either the old file or the new one, never half of one (a run may be killed
-anywhere), and the sha256 that pins or checks a file."""
+anywhere), the sha256 that pins or checks a file, and the one strict UTF-8 reader of text files whose error names
+the file, byte and line at fault."""
 
+import codecs
 import ctypes
 import errno
 import glob
@@ -12,6 +14,10 @@ import tempfile
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 
 def _process_umask() -> int:
@@ -250,3 +256,81 @@ def _check_folders(path: Path, option: str) -> None:
             if not folder.is_dir():
                 raise ValueError(f"{option} {path}: {folder} is a file, not a directory to write in")
             return
+
+
+# Bytes ``utf8_blocks`` reads at a time: large enough that decoding, not Python, sets its pace, small enough that a
+# file of gigabytes needs no memory. Read at each call, so a test can make characters straddle blocks.
+TEXT_BLOCK = 1 << 20
+_BYTE_ORDER_MARK = "\ufeff"
+
+
+class NotUtf8Error(ValueError):
+    r"""A file that is not UTF-8 text, at its first bad byte: one that no UTF-8 character holds there, the start of a
+    character the file ends inside, or (where the reader refuses it) a NUL byte, which binary and UTF-16 files hold
+    and text does not. ``offset``: the byte's position in the file, from 0 (a byte-order mark counts);
+    ``line``: its line, from 1, lines ending at ``\n``; ``byte``: its value."""
+
+    def __init__(self, name: str, offset: int, line: int, byte: int, reason: str) -> None:
+        super().__init__(f"{name} is not UTF-8 text: byte {offset:,} (line {line:,}, counting from 1) is "
+                         f"0x{byte:02x} ({reason}); convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)")
+        self.name, self.offset, self.line, self.byte, self.reason = name, offset, line, byte, reason
+
+    def __reduce__(self) -> tuple[type["NotUtf8Error"], tuple[str, int, int, int, str]]:
+        return type(self), (self.name, self.offset, self.line, self.byte, self.reason)  # a worker's error pickles
+
+
+def utf8_blocks(path: Path, name: str | None = None, *, refuse_nul: bool = False,
+                digest: "_Hash | None" = None) -> Iterator[str]:
+    """``path``'s text, strictly decoded a block of at most ``TEXT_BLOCK`` bytes at a time (a character the block
+    ends inside is carried into the next), so a file of any size is read in bounded memory. NotUtf8Error naming the
+    file (as ``name``, if given) at its first byte that is not UTF-8, at the start of a character it ends inside,
+    and, with ``refuse_nul``, at its first NUL byte. A byte-order mark at the file's start is not text: left out
+    (offsets still count it). Each block's bytes go to ``digest`` as they are read."""
+    name = name or str(path)
+    carried = b""  # the start of a character the last block ended inside (at most 3 bytes)
+    start = lines = 0  # the file offset of ``carried``'s first byte, and how many \n come before it
+    with path.open("rb") as handle:
+        while block := handle.read(TEXT_BLOCK):
+            if digest is not None:
+                digest.update(block)
+            data = carried + block
+            nul = data.find(b"\0") if refuse_nul else -1
+            try:  # up to the NUL, if any: a bad byte before it comes first
+                text, used = codecs.utf_8_decode(data if nul < 0 else data[:nul + 1], "strict", nul >= 0)
+            except UnicodeDecodeError as error:
+                raise _not_utf8(name, data, error.start, start, lines, error.reason) from None
+            if nul >= 0:
+                raise _not_utf8(name, data, nul, start, lines, "a NUL byte, as in a binary or UTF-16 file")
+            if start == 0:
+                text = text.removeprefix(_BYTE_ORDER_MARK)
+            lines += data.count(b"\n", 0, used)
+            start += used
+            carried = data[used:]
+            if text:
+                yield text
+    if carried:
+        raise _not_utf8(name, carried, 0, start, lines, "the file ends inside this character")
+
+
+def _not_utf8(name: str, data: bytes, index: int, start: int, lines: int, reason: str) -> NotUtf8Error:
+    """The error at ``data[index]``, where ``data`` begins at file offset ``start`` after ``lines`` line ends."""
+    return NotUtf8Error(name, start + index, lines + data.count(b"\n", 0, index) + 1, data[index], reason)
+
+
+def utf8_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False,
+               digest: "_Hash | None" = None) -> Iterator[str]:
+    r"""``utf8_blocks`` cut at ``\n``: each line without its ``\n`` (a ``\r`` before it is left to the caller's
+    rule), held whole however many blocks it spans. As when Python reads a file, text after the last ``\n`` is a
+    line and nothing after it is none (``a\n`` is one line, ``a\nb`` two, an empty file none)."""
+    head: list[str] = []  # the line the last block ended inside
+    for text in utf8_blocks(path, name, refuse_nul=refuse_nul, digest=digest):
+        *ended, tail = text.split("\n")
+        if ended:
+            head.append(ended[0])
+            ended[0] = "".join(head)
+            head = []
+            yield from ended
+        if tail:
+            head.append(tail)
+    if head:
+        yield "".join(head)

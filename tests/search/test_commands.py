@@ -99,7 +99,7 @@ def test_glove_contrast_lists_glove_nearest_words_by_cosine(fixture_dir, fixture
 @pytest.mark.parametrize(("content", "expected"), [
     (b"", "corpus.txt is empty; expected a text corpus file"),
     (b"\n  \n\n", "corpus.txt holds only blank lines"),
-    (b"\x7fELF\x02\x01\x01\x00\x00", "corpus.txt holds a NUL byte at byte 7 (line 0"),
+    (b"\x7fELF\x02\x01\x01\x00\x00", "corpus.txt is not UTF-8 text: byte 7 (line 1, counting from 1) is 0x00"),
 ], ids=["empty", "blank", "binary"])
 def test_a_corpus_without_text_is_refused_before_the_model_loads_and_leaves_nothing(content, expected, tmp_path,
                                                                                    capsys, monkeypatch):
@@ -178,8 +178,9 @@ def test_index_options_are_checked_from_the_models_options_before_it_loads(flags
 
 
 @pytest.mark.parametrize(("content", "expected"), [
-    (b"play\ncaf\xe9\n", "words.txt is not UTF-8 at byte 8 (line 1, counting from 0"),  # Latin-1's e acute
-    (b"\xef\xbb\xbfplay\ncaf\xe9\n", "words.txt is not UTF-8 at byte 11 (line 1, counting from 0"),  # after a BOM
+    # Latin-1's e acute, then the same after a byte-order mark (which the offset counts)
+    (b"play\ncaf\xe9\n", "words.txt is not UTF-8 text: byte 8 (line 2, counting from 1) is 0xe9"),
+    (b"\xef\xbb\xbfplay\ncaf\xe9\n", "words.txt is not UTF-8 text: byte 11 (line 2, counting from 1) is 0xe9"),
     (None, "words.txt is a directory; expected a words file"),
 ], ids=["latin-1", "latin-1-after-bom", "directory"])
 def test_a_words_only_file_that_is_not_utf8_or_is_a_directory_is_refused_naming_it(content, expected, fixture_dir,

@@ -43,8 +43,8 @@ def test_a_missing_path_with_a_separator_before_its_equals_sign_is_reported_whol
 @pytest.mark.parametrize(("make", "expected"), [
     # "key-one\n" is bytes 0 to 7, "k" byte 8: the Latin-1 é is byte 9
     (lambda path: path.write_bytes(b"key-one\nk\xe9y\n"),
-     "--api-key-file {keys} is not UTF-8 text (byte 9 is 0xe9: invalid continuation byte); expected one API key "
-     "per line"),
+     "--api-key-file {keys} is not UTF-8 text: byte 9 (line 2, counting from 1) is 0xe9 (invalid continuation "
+     "byte); convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)"),
     (lambda path: path.mkdir(), "--api-key-file {keys} is a directory; expected a file of API keys, one per line"),
     (lambda path: None, "--api-key-file {keys}: no such file"),
 ])
@@ -56,6 +56,13 @@ def test_an_unreadable_key_file_is_refused_naming_the_option(tmp_path: Path, mak
     with pytest.raises((ValueError, FileNotFoundError)) as refused:
         read_api_keys(keys)
     assert str(refused.value) == expected.format(keys=keys)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path: Path):
+    """A key file saved by a Windows editor begins with one; the first key never matched."""
+    keys = tmp_path / "keys"
+    keys.write_bytes(b"\xef\xbb\xbfkey-one\r\n# a comment\r\n\r\n  key-two  \r\n")
+    assert read_api_keys(keys) == ("key-one", "key-two")
 
 
 def test_a_key_file_that_is_a_directory_exits_2_before_serving(tmp_path: Path, capsys, monkeypatch):

@@ -492,7 +492,8 @@ def test_predict_names_an_input_that_is_not_utf8_or_is_a_directory_before_the_mo
     binary = tmp_path / "binary.bin"
     binary.write_bytes(b"ok\n\x00\xff\xfe")  # \xff, after "ok\n\x00", is byte 4, on line 2
     assert main(["task", "predict", str(out), "--input", str(binary)]) == 2
-    assert capsys.readouterr().err.startswith(f"elmo task: error: {binary} is not UTF-8 text: byte 4 (line 2) is 0xff")
+    assert capsys.readouterr().err.startswith(f"elmo task: error: {binary} is not UTF-8 text: byte 4 "
+                                              "(line 2, counting from 1) is 0xff")
     (tmp_path / "adir").mkdir()
     assert main(["task", "predict", str(out), "--input", str(tmp_path / "adir")]) == 2
     assert capsys.readouterr().err == f"elmo task: error: {tmp_path / 'adir'} is a directory; expected a {what} file\n"
@@ -522,7 +523,7 @@ def test_train_names_a_split_that_is_not_utf8_or_is_a_directory_before_anything_
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("café\tO\n".encode("latin-1"))  # é is byte 3, on line 1
     out = tmp_path / "out"
-    for train, expected in [(latin1, f"{latin1} is not UTF-8 text: byte 3 (line 1) is 0xe9"),
+    for train, expected in [(latin1, f"{latin1} is not UTF-8 text: byte 3 (line 1, counting from 1) is 0xe9"),
                             (tmp_path, f"{tmp_path} is a directory; expected a tagging file")]:
         splits[1] = str(train)
         assert main(["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out),

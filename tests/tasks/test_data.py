@@ -88,7 +88,8 @@ def test_bytes_that_are_not_utf8_are_named_by_file_byte_and_line(tmp_path: Path,
     path = tmp_path / "latin1.txt"
     # byte order mark (3 bytes) + "ab\tO\n" (5 bytes) + "caf" (3 bytes): the Latin-1 é is byte 11, on line 2
     path.write_bytes(b"\xef\xbb\xbfab\tO\ncaf\xe9\tO\n")
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is not UTF-8 text: byte 11 \(line 2\) is 0xe9"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is not UTF-8 text: byte 11 "
+                                         r"\(line 2, counting from 1\) is 0xe9 \(invalid continuation byte\)"):
         read(path)
 
 

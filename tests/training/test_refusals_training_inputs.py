@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from run_helpers import micro_options
 
-import elmo.training.corpus as corpus_module
 import elmo.training.trainer as trainer
+from elmo import files
 from elmo.cli import build_parser, main
 from elmo.training import TrainingOptions, Vocabulary, train
 from elmo.training.checkpoints import resolve_checkpoint
@@ -147,18 +147,19 @@ def _line_and_offset(good_lines: list[bytes], bad_prefix: bytes) -> tuple[int, i
 def test_a_corpus_that_is_not_utf8_is_refused_at_its_first_bad_byte_whatever_the_chunks_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ):
-    monkeypatch.setattr(corpus_module, "_CHECK_CHUNK", chunk, raising=False)
+    monkeypatch.setattr(files, "TEXT_BLOCK", chunk)  # the blocks elmo.files reads the corpus in
     good = ["ναί café 中文 🙂 ok\n".encode(), b"second line\n"]
     clean = tmp_path / "clean.txt"
     clean.write_bytes(b"".join(good))
     Corpus([str(clean)])  # every multi-byte character, however a chunk cuts it, is accepted
-    cases = {"latin1.txt": (b"caf", b"\xe9 au lait\n", "is not UTF-8"),
-             "binary.txt": (b"ELF", b"\x00\x01\x02\n", "holds a NUL byte"),
-             "cut.txt": ("中".encode(), "文".encode()[:2], "is not UTF-8")}
+    cases = {"latin1.txt": (b"caf", b"\xe9 au lait\n", "0xe9 \\(invalid continuation byte"),
+             "binary.txt": (b"ELF", b"\x00\x01\x02\n", "0x00 \\(a NUL byte"),
+             "cut.txt": ("中".encode(), "文".encode()[:2], "0xe6 \\(the file ends inside this character")}
     for name, (prefix, rest, problem) in cases.items():
         (tmp_path / name).write_bytes(b"".join(good) + prefix + rest)
         line, offset = _line_and_offset(good, prefix)
-        with pytest.raises(CorpusError, match=rf"{tmp_path / name} {problem} at byte {offset} \(line {line}\b"):
+        with pytest.raises(CorpusError, match=rf"{tmp_path / name} is not UTF-8 text: byte {offset} "
+                                              rf"\(line {line}, counting from 1\) is {problem}"):
             Corpus([str(clean), str(tmp_path / name)])
 
 
@@ -171,17 +172,20 @@ def test_a_run_begun_before_the_check_resumes_on_its_text_though_a_new_run_on_it
     synthetic_corpus.write_bytes(text.replace(b"the", b"th\xe9", 1))  # a Latin-1 byte, at the same size
     options.max_steps = 4
     assert train(options, tmp_path / "run", resume=True, progress=False) == 4
-    with pytest.raises(CorpusError, match=rf"{synthetic_corpus} is not UTF-8 at byte 2 \(line 1\b"):
+    with pytest.raises(CorpusError, match=rf"{synthetic_corpus} is not UTF-8 text: byte 2 \(line 1, "
+                                          r"counting from 1\) is 0xe9"):
         train(options, tmp_path / "new", progress=False)
 
 
 def test_a_vocabulary_that_is_not_utf8_is_refused_naming_the_file_line_and_byte(tmp_path: Path):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"\xef\xbb\xbf<S>\n</S>\n<UNK>\ncaf\xe9\n")  # a byte-order mark, then Latin-1
-    with pytest.raises(VocabularyError, match=rf"{path} is not UTF-8 at byte 21 \(line 4\b"):
+    with pytest.raises(VocabularyError, match=rf"{path} is not UTF-8 text: byte 21 \(line 4, counting from 1\) "
+                                              r"is 0xe9"):
         Vocabulary.load(path)
     path.write_bytes(b"<S>\n</S>\n<UNK>\nab\x00\n")
-    with pytest.raises(VocabularyError, match=rf"{path} holds a NUL byte at byte 17 \(line 4\)"):
+    with pytest.raises(VocabularyError, match=rf"{path} is not UTF-8 text: byte 17 \(line 4, counting from 1\) is 0x00 "
+                                               r"\(a NUL byte"):
         Vocabulary.load(path)
 
 

@@ -1,10 +1,10 @@
 """The input of ``elmo embed``: a UTF-8 text file of one sentence a line, or JSON lines, or standard input.
 
 A text file is checked in one read before any work: it must exist, be non-empty, hold no NUL byte (a binary
-or UTF-16 file) and be UTF-8, and ``elmo embed``'s input must hold more than blank lines; messages name the byte
-and the line (counting from 0, as the outputs name lines). JSON lines (``text_field``) are parsed in the same
-read, and every bad line is reported by number at once. The read also hashes the bytes, so a resumed run can
-check that its input is the one it began with.
+or UTF-16 file) and be UTF-8 (``elmo.files.utf8_lines``, whose message names the byte and the line, counting from
+1), and ``elmo embed``'s input must hold more than blank lines. JSON lines (``text_field``) are parsed in the same
+read, and every bad line is reported by number at once (counting from 0, as the outputs name lines). The read
+also hashes the bytes, so a resumed run can check that its input is the one it began with.
 Standard input is copied to a temporary file first, so it can be hashed, checked and read again.
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
+from elmo.files import utf8_lines
 from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS
 
 # C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
@@ -105,28 +106,11 @@ def check_input(source: Source) -> TextFile:
 
 
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
-    """Each line of ``path`` as text without its line break or a byte-order mark (which Windows editors write at
-    a file's start, so files joined together hold one at a line's start; it would stick to the first token);
-    ValueError at the first NUL or non-UTF-8 byte."""
-    offset = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle):
-            nul = raw.find(b"\0")
-            if nul >= 0:
-                raise ValueError(f"{name} holds a NUL byte at byte {offset + nul} (line {number}, counting from 0): "
-                                 "it looks binary or UTF-16; expected UTF-8 text, one sentence a line")
-            try:
-                line = raw.rstrip(b"\r\n").decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{name} is not UTF-8 at byte {offset + error.start} (line {number}, counting from "
-                                 f"0: {error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
-                                 ) from None
-            if line.startswith(BYTE_ORDER_MARK):
-                line = line[1:]
-            if digest is not None:
-                digest.update(raw)
-            offset += len(raw)
-            yield line
+    r"""Each line of ``path`` (split at ``\n``) as text without its line break or a byte-order mark (which Windows
+    editors write at a file's start, so files joined together hold one at a line's start; it would stick to the
+    first token); NotUtf8Error, a ValueError, at the first NUL or non-UTF-8 byte. Streams: only a line is held."""
+    for line in utf8_lines(path, name, refuse_nul=True, digest=digest):
+        yield line.rstrip("\r").removeprefix(BYTE_ORDER_MARK)
 
 
 def read_lines(path: Path, report: EmbedReport, name: str | None = None) -> Iterator[str]:

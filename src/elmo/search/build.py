@@ -6,7 +6,6 @@ time, then the ANN index over each layer.
 uninterrupted one.
 """
 
-import codecs
 import io
 import itertools
 import json
@@ -22,7 +21,14 @@ from tqdm import tqdm
 
 from elmo.embed_job.source import EmbedReport, TextFile, check_text_file, read_lines
 from elmo.extras import require
-from elmo.files import publish_directory, remove_partial_directories_of, write_bytes_atomic, write_text_atomic
+from elmo.files import (
+    NotUtf8Error,
+    publish_directory,
+    remove_partial_directories_of,
+    utf8_lines,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from elmo.layer_choice import LayerChoice, LayerChoiceError, StoredLayer, stored_layer
 from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
@@ -171,21 +177,17 @@ class _PartialIndex:
 
 
 def _read_words(path: Path) -> set[str]:
-    """The ``word_key`` of each line of the --words-only file ``path``; errors name the file and, for bytes that
-    are not UTF-8, the byte and the line (a bare codec error names neither)."""
+    """The ``word_key`` of each line of the --words-only file ``path`` (a leading byte-order mark dropped); errors
+    name the file and, for bytes that are not UTF-8, the byte and the line (``elmo.files.NotUtf8Error``'s message;
+    a bare codec error names neither)."""
     if path.is_dir():
         raise SearchError(f"{path} is a directory; expected a words file, one word a line", "words_only")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such words file (expected one word a line)")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        bad = error.start + (3 if data.startswith(codecs.BOM_UTF8) else 0)  # utf-8-sig counts after the mark
-        line = data.count(b"\n", 0, bad)
-        raise SearchError(f"{path} is not UTF-8 at byte {bad} (line {line}, counting from 0: {error.reason}); "
-                          "expected a UTF-8 words file (convert it first, e.g. iconv -t utf-8)", "words_only") from None
-    words = {word_key(line) for line in text.splitlines()} - {""}
+    try:  # read in blocks: only the words are held; a line splits where str.splitlines splits it
+        words = {word_key(entry) for text in utf8_lines(path) for entry in text.splitlines()} - {""}
+    except NotUtf8Error as error:
+        raise SearchError(str(error), "words_only") from error
     if not words:
         raise SearchError(f"{path} lists no words; expected one word a line", "words_only")
     return words

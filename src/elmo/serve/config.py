@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from elmo.files import NotUtf8Error, utf8_lines
+
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -124,24 +126,22 @@ def is_loopback(host: str) -> bool:
 
 
 def read_api_keys(path: str | Path) -> tuple[str, ...]:
-    """One key per line; blank lines and ``#`` comments are skipped. An empty file is refused, not ignored, and so
-    are a directory, a file that cannot be read and one that is not UTF-8 text, each naming ``--api-key-file``
-    (the OS's and Python's own errors named neither the option nor, for bytes, the file)."""
+    """One key per line; blank lines and ``#`` comments are skipped, and so is a byte-order mark at the start (it
+    would be part of the first key). An empty file is refused, not ignored, and so are a directory, a file that
+    cannot be read and one that is not UTF-8 text (``elmo.files.NotUtf8Error``'s message), each naming
+    ``--api-key-file`` (the OS's and Python's own errors named neither the option nor, for bytes, the file)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--api-key-file {path} is a directory; expected a file of API keys, one per line")
     try:
-        data = path.read_bytes()
+        lines = [line.strip() for text in utf8_lines(path) for line in text.splitlines()]
     except FileNotFoundError:
         raise FileNotFoundError(f"--api-key-file {path}: no such file") from None
     except OSError as error:
         raise ValueError(f"--api-key-file {path} cannot be read ({error.strerror})") from None
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"--api-key-file {path} is not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x}: "
-                         f"{error.reason}); expected one API key per line") from None
-    keys = tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
+    except NotUtf8Error as error:
+        raise ValueError(f"--api-key-file {error}") from error
+    keys = tuple(line for line in lines if line and not line.startswith("#"))
     if not keys:
         raise ValueError(f"{path} holds no API key (expected one key per line)")
     return keys

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from elmo.files import utf8_lines
+
 if TYPE_CHECKING:
     from elmo.datasets.domain_sources import LawArticle, LicenseNotice
 
@@ -98,9 +100,6 @@ def to_bio(tags: Sequence[str]) -> list[str]:
 
 # --- files ---------------------------------------------------------------------------------------------
 
-BYTE_ORDER_MARK = b"\xef\xbb\xbf"
-
-
 def check_input_file(path: str | Path, what: str) -> Path:
     """``path`` if it is a file; FileNotFoundError when nothing is there, ValueError when it is a directory (which
     "no such file" would hide), both naming ``what`` the file should hold."""
@@ -115,19 +114,10 @@ def check_input_file(path: str | Path, what: str) -> Path:
 def text_lines(path: Path) -> list[str]:
     r"""The lines of a UTF-8 file (a byte order mark dropped; ``\r\n`` and ``\r`` read as ``\n``), split at
     ``\n`` only: ``str.splitlines`` also splits at U+2028, U+0085, form feed and others, which a text may hold
-    (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two. ValueError naming the
-    file, byte and line of the first byte that is not UTF-8 (Python's own error names no file)."""
-    data = path.read_bytes()
-    start = len(BYTE_ORDER_MARK) if data.startswith(BYTE_ORDER_MARK) else 0
-    try:
-        text = data[start:].decode("utf-8")
-    except UnicodeDecodeError as error:
-        offset = start + error.start
-        line = data.count(b"\n", 0, offset) + 1
-        raise ValueError(f"{path} is not UTF-8 text: byte {offset} (line {line}) is 0x{data[offset]:02x} "
-                         f"({error.reason}); convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)") from None
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
+    (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two. ValueError
+    (``elmo.files.NotUtf8Error``) naming the file, byte and line of the first byte that is not UTF-8 (Python's own
+    error names no file). Read in blocks, so only the lines, which the caller keeps, are held."""
+    return [line for text in utf8_lines(path) for line in text.removesuffix("\r").split("\r")]
 
 
 def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:

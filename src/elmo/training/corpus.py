@@ -20,15 +20,12 @@ from typing import BinaryIO
 import numpy as np
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
+from elmo.files import NotUtf8Error, utf8_blocks
 from elmo.tokenizers import clean_text, get_tokenizer
 
 
 class CorpusError(ValueError):
     """A corpus that cannot be read or holds no text."""
-
-
-# Bytes read at a time by ``check_utf8_text``: large enough that decoding, not Python, sets its pace.
-_CHECK_CHUNK = 1 << 20
 
 
 def _corpus_file(name: str, matched: str = "") -> Path:
@@ -47,36 +44,15 @@ def _corpus_file(name: str, matched: str = "") -> Path:
 
 
 def check_utf8_text(path: Path) -> None:
-    """CorpusError naming ``path``, the byte offset and the line (from 1) of the first NUL byte (a binary or UTF-16
-    file) or byte that is not UTF-8 (Latin-1, say): read as text, such a file would train on or be scored as
-    replacement characters without a word said. Streams in chunks, so a corpus of gigabytes needs no memory; a
-    character split across two chunks is carried into the next one."""
-    carried = b""  # the start of a character the chunk ended inside (at most 3 bytes)
-    checked_bytes = checked_lines = 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHECK_CHUNK):
-            data = carried + chunk
-            nul = data.find(b"\0")
-            if nul >= 0:
-                line = checked_lines + data.count(b"\n", 0, nul) + 1
-                raise CorpusError(f"{path} holds a NUL byte at byte {checked_bytes + nul:,} (line {line:,}): it looks "
-                                  "binary or UTF-16; expected UTF-8 text, one sentence a line")
-            try:
-                data.decode("utf-8")
-                carried = b""
-            except UnicodeDecodeError as error:
-                if error.reason != "unexpected end of data" or error.end != len(data):
-                    line = checked_lines + data.count(b"\n", 0, error.start) + 1
-                    raise CorpusError(f"{path} is not UTF-8 at byte {checked_bytes + error.start:,} (line {line:,}: "
-                                      f"{error.reason}); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)"
-                                      ) from None
-                carried = data[error.start :]
-            whole = len(data) - len(carried)
-            checked_lines += data.count(b"\n", 0, whole)
-            checked_bytes += whole
-    if carried:
-        raise CorpusError(f"{path} is not UTF-8 at byte {checked_bytes:,} (line {checked_lines + 1:,}: the file ends "
-                          "inside a character); expected UTF-8 text (convert it first, e.g. iconv -t utf-8)")
+    """CorpusError naming ``path``, the byte offset and the line of the first NUL byte (a binary or UTF-16 file) or
+    byte that is not UTF-8 (Latin-1, say; ``elmo.files.NotUtf8Error``'s message): read as text, such a file would
+    train on or be scored as replacement characters without a word said. Streams in blocks, so a corpus of
+    gigabytes needs no memory."""
+    try:
+        for _ in utf8_blocks(path, refuse_nul=True):
+            pass
+    except NotUtf8Error as error:
+        raise CorpusError(str(error)) from error
 
 
 class Corpus:

@@ -5,7 +5,6 @@ order matters: the log-uniform candidate sampler assumes that id k is the k-th m
 The input side never needs the vocabulary (the biLM reads characters), only the targets do.
 """
 
-from codecs import BOM_UTF8
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from itertools import chain, islice
 from pathlib import Path
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
+from elmo.files import NotUtf8Error, utf8_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -128,24 +128,15 @@ class Vocabulary:
 
 
 def _decoded_lines(path: Path) -> list[tuple[int, str]]:
-    """Each line of ``path`` with its number (from 1), decoded as UTF-8 without a leading byte-order mark (which
+    r"""Each line of ``path`` with its number (from 1), decoded as UTF-8 without a leading byte-order mark (which
     would hide ``<S>`` on the first line); lines end at ``\n``, ``\r\n`` or ``\r``, as a text file opened in
-    Python reads them. VocabularyError at a NUL byte or a byte that is not UTF-8 (its line counted by ``\n``)."""
+    Python reads them. VocabularyError at a NUL byte or a byte that is not UTF-8 (``elmo.files.NotUtf8Error``'s
+    message, whose line is counted by ``\n``)."""
     lines: list[tuple[int, str]] = []
-    offset = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            nul = raw.find(b"\0")
-            if nul >= 0:
-                raise VocabularyError(f"{path} holds a NUL byte at byte {offset + nul:,} (line {number:,}): it looks "
-                                      "binary or UTF-16; expected a UTF-8 vocabulary, one token a line")
-            mark = len(BOM_UTF8) if number == 1 and raw.startswith(BOM_UTF8) else 0
-            try:
-                text = raw[mark:].decode("utf-8").removesuffix("\n").removesuffix("\r")
-            except UnicodeDecodeError as error:
-                raise VocabularyError(f"{path} is not UTF-8 at byte {offset + mark + error.start:,} (line {number:,}: "
-                                      f"{error.reason}); expected a UTF-8 vocabulary, one token a line") from None
-            for line in text.split("\r"):  # a lone \r ends a line too (classic Mac OS files)
+    try:
+        for text in utf8_lines(path, refuse_nul=True):
+            for line in text.removesuffix("\r").split("\r"):  # a lone \r ends a line too (classic Mac OS files)
                 lines.append((len(lines) + 1, line))
-            offset += len(raw)
+    except NotUtf8Error as error:
+        raise VocabularyError(str(error)) from error
     return lines
