@@ -26,3 +26,9 @@ def test_an_empty_sentence_pools_to_zeros_and_max_takes_negative_values() -> Non
 def test_an_unknown_pooling_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"'median'.*mean, max, first, last"):
         pool(np.zeros((1, 2)), "median")  # type: ignore[arg-type]
+
+
+def test_none_is_no_way_to_pool() -> None:
+    # check_pooling lets None through ("no pooling", the callers' case); pool itself would have taken the last token
+    with pytest.raises(ValueError, match=r"pooling is None; expected one of mean, max, first, last"):
+        pool(np.arange(6, dtype=np.float32).reshape(3, 2), None)  # type: ignore[arg-type]

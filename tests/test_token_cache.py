@@ -3,6 +3,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 import torch
 
 from elmo import batch_to_char_ids
@@ -191,3 +192,23 @@ def test_threads_sharing_one_embedder_get_the_vectors_of_an_embedder_without_cac
     assert not errors and len(results) == 4
     for result in results.values():  # float32 rounding: the cache encodes each token among other misses
         np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_store_interrupted_after_evicting_leaves_no_key_reading_another_tokens_row(fixture_bilm, monkeypatch):
+    cache = TokenVectorCache(fixture_bilm.token_encoder, 50, capacity=4)
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        cache.token_vectors([["a", "b", "c", "d"]], cpu)  # full: the next new token evicts "a"
+        reserve = cache._reserve
+
+        def interrupted(*args):
+            monkeypatch.setattr(cache, "_reserve", reserve)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(cache, "_reserve", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            cache.token_vectors([["e"]], cpu)
+        cache.token_vectors([["f"]], cpu)
+        got = cache.token_vectors([["b", "c", "d", "f"]], cpu)
+        direct = fixture_bilm.token_encoder(batch_to_char_ids([["b", "c", "d", "f"]])[0])
+    torch.testing.assert_close(got, direct, atol=1e-6, rtol=1e-6)  # "f" had been written over "d"'s row

@@ -22,7 +22,8 @@ def check_pooling(pooling: str | None) -> None:
 
 def pool(vectors: np.ndarray, pooling: Pooling) -> np.ndarray:
     """``vectors`` ``(..., T, D)`` -> ``(..., D)``: mean, max, first or last over the ``T`` real tokens."""
-    check_pooling(pooling)
+    if pooling not in POOLINGS:  # None too: "no pooling" is the caller's to handle, not a fifth way to pool
+        raise ValueError(f"pooling is {pooling!r}; expected one of {', '.join(POOLINGS)}")
     if vectors.shape[-2] == 0:
         return np.zeros(vectors.shape[:-2] + vectors.shape[-1:], dtype=vectors.dtype)
     if pooling == "mean":

@@ -109,7 +109,16 @@ class TokenVectorCache:
                 self._table = None  # the weights' dtype changed: the old table would round the new vectors
 
     def _store(self, keys: list[str | bytes], vectors: torch.Tensor) -> None:
-        """Copy the newest ``capacity`` of ``vectors`` into the table, evicting the least recently used."""
+        """Copy the newest ``capacity`` of ``vectors`` into the table, evicting the least recently used. Interrupted
+        (Ctrl-C, no memory for a larger table), it forgets every row: the rows it had taken from evicted keys would
+        otherwise be held by no key, and the next store would write over a row a key still reads."""
+        try:
+            self._store_rows(keys, vectors)
+        except BaseException:
+            self._rows.clear()
+            raise
+
+    def _store_rows(self, keys: list[str | bytes], vectors: torch.Tensor) -> None:
         keys, vectors = keys[-self.capacity :], vectors[-self.capacity :]
         start = len(self._rows)
         fresh = min(len(keys), self.capacity - start)
