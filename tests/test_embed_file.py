@@ -170,9 +170,9 @@ def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
 
 @pytest.mark.parametrize(("raw", "expected"), [
     (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00",
-     "not UTF-8 text: byte 7 (line 1, counting from 1) is 0x00"),
+     "holds a NUL byte at byte 7 (line 1, counting from 1)"),
     (b"good line\nbad \xff\xfe bytes\n", "not UTF-8 text: byte 14 (line 2, counting from 1) is 0xff"),
-    (b"good line\nctrl\x00char\n", "not UTF-8 text: byte 14 (line 2, counting from 1) is 0x00"),
+    (b"good line\nctrl\x00char\n", "holds a NUL byte at byte 14 (line 2, counting from 1)"),
 ], ids=["elf", "latin1", "nul"])
 def test_binary_or_non_utf8_input_is_refused_naming_the_byte_and_line(raw, expected, tmp_path, capsys,
                                                                      no_model_load, fixture_dir):

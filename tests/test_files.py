@@ -270,7 +270,9 @@ def test_a_nul_byte_is_refused_only_when_asked_and_a_bad_byte_before_it_comes_fi
     assert list(utf8_lines(path)) == ["a", "bc\x00d"]
     error = _refusal(path, refuse_nul=True)
     assert (error.offset, error.line, error.byte) == (4, 2, 0)
-    assert "is 0x00 (a NUL byte, as in a binary or UTF-16 file)" in str(error)
+    # no advice to convert: a NUL is UTF-8, the file is not text
+    assert str(error) == (f"{path} holds a NUL byte at byte 4 (line 2, counting from 1) (as binary and UTF-16 files "
+                          "do); expected UTF-8 text")
     path.write_bytes(b"a\n\xff\x00")  # 0xff (byte 2) before the NUL (byte 3), in one block or two
     assert (_refusal(path, refuse_nul=True).offset, _refusal(path, refuse_nul=True).reason) == (2, "invalid start byte")
     path.write_bytes(b"a\n\xe4\x00")  # a character cut short by the NUL: named at its first byte, as Python names it

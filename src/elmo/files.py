@@ -271,8 +271,13 @@ class NotUtf8Error(ValueError):
     ``line``: its line, from 1, lines ending at ``\n``; ``byte``: its value."""
 
     def __init__(self, name: str, offset: int, line: int, byte: int, reason: str) -> None:
-        super().__init__(f"{name} is not UTF-8 text: byte {offset:,} (line {line:,}, counting from 1) is "
-                         f"0x{byte:02x} ({reason}); convert it to UTF-8 first (e.g. iconv -f CHARSET -t utf-8)")
+        where = f"byte {offset:,} (line {line:,}, counting from 1)"
+        if byte == 0:  # valid UTF-8, so converting would not help: the file is not text
+            message = f"{name} holds a NUL byte at {where} ({reason}); expected UTF-8 text"
+        else:
+            message = (f"{name} is not UTF-8 text: {where} is 0x{byte:02x} ({reason}); convert it to UTF-8 first "
+                       "(e.g. iconv -f CHARSET -t utf-8)")
+        super().__init__(message)
         self.name, self.offset, self.line, self.byte, self.reason = name, offset, line, byte, reason
 
     def __reduce__(self) -> tuple[type["NotUtf8Error"], tuple[str, int, int, int, str]]:
@@ -300,7 +305,7 @@ def utf8_blocks(path: Path, name: str | None = None, *, refuse_nul: bool = False
             except UnicodeDecodeError as error:
                 raise _not_utf8(name, data, error.start, start, lines, error.reason) from None
             if nul >= 0:
-                raise _not_utf8(name, data, nul, start, lines, "a NUL byte, as in a binary or UTF-16 file")
+                raise _not_utf8(name, data, nul, start, lines, "as binary and UTF-16 files do")
             if start == 0:
                 text = text.removeprefix(_BYTE_ORDER_MARK)
             lines += data.count(b"\n", 0, used)

@@ -99,8 +99,9 @@ def test_glove_contrast_lists_glove_nearest_words_by_cosine(fixture_dir, fixture
 @pytest.mark.parametrize(("content", "expected"), [
     (b"", "corpus.txt is empty; expected a text corpus file"),
     (b"\n  \n\n", "corpus.txt holds only blank lines"),
-    (b"\x7fELF\x02\x01\x01\x00\x00", "corpus.txt is not UTF-8 text: byte 7 (line 1, counting from 1) is 0x00"),
-], ids=["empty", "blank", "binary"])
+    (b"\xef\xbb\xbf", "corpus.txt holds only blank lines"),  # a byte-order mark alone: no line, but not empty
+    (b"\x7fELF\x02\x01\x01\x00\x00", "corpus.txt holds a NUL byte at byte 7 (line 1, counting from 1)"),
+], ids=["empty", "blank", "byte-order mark", "binary"])
 def test_a_corpus_without_text_is_refused_before_the_model_loads_and_leaves_nothing(content, expected, tmp_path,
                                                                                    capsys, monkeypatch):
     def load(*args, **kwargs):

@@ -90,7 +90,8 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     for line in _decoded_lines(path, name, digest):
         has_text = has_text or bool(line.strip())
         lines += 1
-    if lines == 0:
+    if lines == 0 and path.stat().st_size == 0:  # a file of a byte-order mark alone holds no line either, but
+        # is not empty: it is refused as blank where blank inputs are
         raise ValueError(f"{name} is empty; expected a text {what}, one sentence a line")
     return TextFile(path, lines, digest.hexdigest(), has_text)
 

@@ -116,8 +116,15 @@ def text_lines(path: Path) -> list[str]:
     ``\n`` only: ``str.splitlines`` also splits at U+2028, U+0085, form feed and others, which a text may hold
     (``write_qa`` writes them raw inside JSON strings) and which would cut one row in two. ValueError
     (``elmo.files.NotUtf8Error``) naming the file, byte and line of the first byte that is not UTF-8 (Python's own
-    error names no file). Read in blocks, so only the lines, which the caller keeps, are held."""
-    return [line for text in utf8_lines(path) for line in text.removesuffix("\r").split("\r")]
+    error names no file; that line is counted at ``\n`` only, so in a file of lone ``\r`` line ends it is not the
+    row the readers' other errors name). Read in blocks, so only the lines, which the caller keeps, are held."""
+    lines = []
+    for text in utf8_lines(path):
+        if "\r" in text:
+            lines.extend(text.removesuffix("\r").split("\r"))
+        else:  # most lines: no list made per line (a CoNLL file's millions of short lines)
+            lines.append(text)
+    return lines
 
 
 def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:
