@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import h5py
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from elmo.cli import main
+from elmo.embed_job import chunked, hdf5, job
 from elmo.embed_job.source import check_text_file
 from elmo.embedder import Embedder
 
@@ -416,3 +418,73 @@ def test_an_output_that_is_the_input_under_any_name_is_refused_and_the_input_kep
         assert len(error.splitlines()) == 1
     assert text.read_text() == "a b\nc d\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "link.txt"]
+
+
+def test_ctrl_c_while_an_hdf5_line_is_written_keeps_every_line_written_before_it(fixture_dir, tmp_path, capsys,
+                                                                                  monkeypatch, fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    write_dataset, calls = hdf5._write_dataset, []
+
+    def write(*args):
+        calls.append(1)
+        if len(calls) == 60:  # in the second chunk (lines 32-63), not at a flush
+            os.kill(os.getpid(), signal.SIGINT)
+        return write_dataset(*args)
+
+    monkeypatch.setattr(hdf5, "_write_dataset", write)
+    assert main(command) == 130
+    assert "holds the first 59 of 70 lines" in capsys.readouterr().err  # not 32, the chunk before
+    monkeypatch.setattr(hdf5, "_write_dataset", write_dataset)
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 59 lines already done" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_an_error_on_the_writers_thread_met_by_ctrl_c_still_closes_the_output_and_the_run_resumes(
+        fixture_dir, tmp_path, capsys, caplog, monkeypatch, interrupt_after):
+    pyarrow_parquet = pytest.importorskip("pyarrow.parquet")
+    from elmo.embed_job.parquet import ParquetWriter
+
+    monkeypatch.setattr(job, "spare_core", lambda embedder: True)  # chunks stored on the writer's thread
+    command = _embed_command(fixture_dir, tmp_path)
+    command[2] = str(tmp_path / "out.parquet")
+    write_chunk, calls = ParquetWriter._write_chunk, []
+
+    def write(self, lines, path):
+        calls.append(1)
+        if len(calls) == 2:  # lines 32-63
+            raise OSError(28, "No space left on device")
+        return write_chunk(self, lines, path)
+
+    monkeypatch.setattr(ParquetWriter, "_write_chunk", write)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 69, signal.SIGINT)  # in the third chunk: the handler's flush meets the thread's error
+        assert main(command) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert "No space left on device" not in caplog.text  # raised once, not again as closing's warning
+    assert not any(thread.name.startswith("elmo-embed-writer") for thread in threading.enumerate())
+    monkeypatch.setattr(ParquetWriter, "_write_chunk", write_chunk)
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 32 lines already done" in capsys.readouterr().out
+    assert pyarrow_parquet.read_table(command[2]).column("index").to_pylist() == list(range(70))
+
+
+@pytest.mark.parametrize(("output", "extra"), [("out.parquet", []), ("out.npy", ["--pooling", "mean"])])
+def test_a_chunk_holds_no_more_tokens_than_the_embedder_however_long_the_lines(output, extra, fixture_dir, tmp_path,
+                                                                              monkeypatch):
+    if output.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    monkeypatch.setattr(Embedder, "chunk_tokens", lambda self, batch_size: 200)
+    lines = [" ".join(["word"] * (30 + 7 * (i % 4))) for i in range(40)]  # 30-51 tokens: a 32-line chunk holds ~1,300
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    held: list[int] = []
+    flush = chunked.ChunkedWriter.flush
+
+    def counting_flush(self):
+        held.append(sum(len(line.tokens) for line in self._pending))
+        flush(self)
+
+    monkeypatch.setattr(chunked.ChunkedWriter, "flush", counting_flush)
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / output), "--model", str(fixture_dir), "--quiet",
+                 "--batch-size", "2", *extra]) == 0
+    assert max(held) < 200 + 51 and sum(held) == sum(len(line.split()) for line in lines)

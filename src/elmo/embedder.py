@@ -339,10 +339,10 @@ class Embedder:
         """Each token list's layers, mixed by ``weights``, in input order, a chunk of sentences at a time.
 
         Every layer of a chunk's sentences is held until the chunk is done, so a chunk also closes, at the end of a
-        batch, once it holds ``_chunk_tokens`` tokens: otherwise ``_chunk_size`` long documents were held whole. At
+        batch, once it holds ``chunk_tokens`` tokens: otherwise ``_chunk_size`` long documents were held whole. At
         the end of a batch only, as a subclass may run a chunk's batches in order from its start
         (``StatefulEmbedder``)."""
-        chunk_size, chunk_tokens = self._chunk_size(batch_size), self._chunk_tokens(batch_size)
+        chunk_size, chunk_tokens = self._chunk_size(batch_size), self.chunk_tokens(batch_size)
         chunk: list[Tokens] = []
         tokens_in_chunk = 0
         for tokens in token_lists:
@@ -364,7 +364,7 @@ class Embedder:
         """Sentences read before any is embedded: a window of batches to sort by length."""
         return batch_size * self.bucket_batches
 
-    def _chunk_tokens(self, batch_size: int) -> int:
+    def chunk_tokens(self, batch_size: int) -> int:
         """Tokens after which a chunk closes at the end of a batch: those of a window of batches of full windows, the
         most a chunk of sentences no longer than a window holds."""
         return batch_size * self.bucket_batches * self.max_window_tokens

@@ -91,11 +91,19 @@ class ChunkedWriter(ABC):
         return len(lines)
 
     def _wait(self) -> None:
-        """Until the thread's work is done; its lines are then on disk (its error, if any, is raised here)."""
-        if self._in_hand is not None:
-            stored = self._in_hand.result()  # an interrupt here leaves the work in hand for ``close`` to wait for
+        """Until the thread's work is done; its lines are then on disk. The thread's error is raised here, once; an
+        interrupt while waiting leaves the work in hand, for ``close`` to wait for and count."""
+        if self._in_hand is None:
+            return
+        try:
+            stored = self._in_hand.result()
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
             self._in_hand = None
-            self.done += stored
+            raise
+        self._in_hand = None
+        self.done += stored
 
     def _start_over(self) -> None:
         if self.partial.is_dir():

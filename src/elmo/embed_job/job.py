@@ -104,7 +104,8 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
 
 def writer_class(format: str, on_thread: bool = False) -> Callable[[Target, bool], Writer]:
     """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for.
-    ``on_thread``: Parquet and npy store their chunks on a thread (``elmo.embed_job.chunked``)."""
+    ``on_thread``: Parquet and npy store their chunks on a thread (``elmo.embed_job.chunked``); HDF5 is written in
+    line (a thread did not pay: docs/scale.md)."""
     if format == "parquet":
         from elmo.embed_job.parquet import ParquetWriter
 
@@ -189,8 +190,10 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
             check_input_unchanged(job)
             writer.finish()
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
-            writer.flush()
-            writer.close()
+            try:
+                writer.flush()  # may raise the writer thread's error: the file is closed all the same
+            finally:
+                writer.close()
             interrupt.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
             raise
         except BaseException:
@@ -220,6 +223,9 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
     written = sum(1 for _ in itertools.islice(lines, writer.done))
     bar = tqdm(total=report.lines, initial=written, unit=" sentences", disable=not progress)
     chunk = options.batch_size * embedder.bucket_batches
+    # Long documents: the writer is flushed once it holds as many tokens as the embedder holds at most, so that a
+    # chunk of lines never holds all its lines' vectors at once (with a writer's thread, two such chunks).
+    most_tokens, unflushed_tokens = embedder.chunk_tokens(options.batch_size), 0
     try:
         while batch := list(itertools.islice(lines, chunk)):
             token_lists = [line.tokens if line.tokens is not None else embedder.tokenize(line.sentence)
@@ -231,7 +237,12 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
                 writer.add(EmbeddedLine(line.index, tokens, _in_dtype(line_vectors, dtype, line.index, report),
                                         line.id))
                 report.tokens += len(tokens)
+                unflushed_tokens += len(tokens)
+                if unflushed_tokens >= most_tokens:
+                    writer.flush()
+                    unflushed_tokens = 0
             writer.flush()
+            unflushed_tokens = 0
             bar.update(len(batch))
             bar.set_postfix(tokens_per_s=f"{report.tokens / max(bar.format_dict['elapsed'], 1e-9):.0f}")
     finally:
