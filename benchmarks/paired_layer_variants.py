@@ -1,23 +1,32 @@
-"""Does compiling the paired training layer's per-step elementwise work pay on CPU? ``PairedLstmLayer``
-(``modules/paired_lstm.py``) forward + backward as it runs, against the same layer with each step's elementwise
-block compiled by ``torch.compile`` (inductor fuses it into one C++ loop): in the forward the cell, the local
-derivatives, the clip mask and their stores; in the backward the cell's gradient, the four gates' gradients and
-their store. The products stay as they are. Side by side in one process, alternating, median of the repeats.
+"""Two ways the paired training layer might run faster on CPU, each timed against the layer as it runs.
+``PairedLstmLayer`` (``modules/paired_lstm.py``) forward + backward on a training step's shapes, against:
 
-    python benchmarks/compiled_step_block.py [--configs tiny small] [--rows 64 128] [--threads 1 2]
+- ``compiled block``: each step's elementwise work compiled by ``torch.compile`` (inductor fuses it into one C++
+  loop): in the forward the cell, the local derivatives, the clip mask and their stores; in the backward the
+  cell's gradient, the four gates' gradients and their store. The products stay as they are. The block writes its
+  results with ``copy_``: dynamo refuses ``out=`` into the layer's buffers (views across both directions, not
+  contiguous).
+- ``bmm products``: the per-step products as one batched ``bmm`` for both directions on the weights transposed
+  once per call (contiguous), instead of oneDNN's product per direction on a reordered copy.
 
-``benchmarks/compiled_cell.py`` timed ``lstm_cell`` alone; this times the whole block around it, which a
-profile put at about 15 % of a training step (docs/training.md). The compiled block writes its results with
-``copy_``: dynamo refuses ``out=`` into the kernel's buffers (views across both directions, not contiguous).
+Side by side in one process, alternating, median of the repeats.
+
+    python benchmarks/paired_layer_variants.py [--configs tiny small] [--rows 64 128] [--threads 1 2]
+
+``benchmarks/compiled_cell.py`` timed ``lstm_cell`` alone; the compiled block is the whole elementwise block
+around it, which a profile put at about 15 % of a training step (docs/training.md).
 """
 
 import argparse
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from elmo.memory import keep_freed_memory
+from elmo.modules import paired_lstm
 from elmo.modules.lstm import lstm_cell
 from elmo.modules.paired_lstm import PairedLstmLayer, _PairProduct
 from elmo.training.presets import TRAINING_PRESETS
@@ -123,6 +132,24 @@ class CompiledBlockLayer(torch.autograd.Function):
                 d_gates.sum(dim=1), torch.bmm(d_outputs_unclipped.transpose(1, 2), hidden))
 
 
+class _BmmProduct(_PairProduct):
+    """``_PairProduct`` as it runs without oneDNN (one batched product), on a transposed weight made contiguous."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight_t = weight.transpose(1, 2).contiguous()
+        self.reordered = None
+
+
+@contextmanager
+def bmm_products() -> Iterator[None]:
+    """``PairedLstmLayer`` with its per-step products as ``_BmmProduct``'s, inside the block."""
+    paired_lstm._PairProduct = _BmmProduct  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        paired_lstm._PairProduct = _PairProduct  # type: ignore[misc]
+
+
 def layer_arguments(name: str, rows: int) -> tuple[list[torch.Tensor], tuple[int, float, float]]:
     """A layer's inputs and weights of preset ``name`` and its ``(n_rows, cell_clip, proj_clip)``. At these
     scales the cell clip holds a few cells (0.03-0.04 %) and no output reaches the projection clip: where many
@@ -156,17 +183,30 @@ def forward_backward(layer: type[torch.autograd.Function], tensors: list[torch.T
     return [outputs.detach(), *gradients]
 
 
+def with_bmm_products(tensors: list[torch.Tensor], settings: tuple[int, float, float]) -> list[torch.Tensor]:
+    with bmm_products():
+        return forward_backward(PairedLstmLayer, tensors, settings)
+
+
+WAYS: dict[str, Callable[[list[torch.Tensor], tuple[int, float, float]], list[torch.Tensor]]] = {
+    "today": lambda tensors, settings: forward_backward(PairedLstmLayer, tensors, settings),
+    "compiled block": lambda tensors, settings: forward_backward(CompiledBlockLayer, tensors, settings),
+    "bmm products": with_bmm_products,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", nargs="+", default=["tiny", "small"], choices=sorted(TRAINING_PRESETS))
     parser.add_argument("--rows", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--repeats", type=int, default=9, help="timed calls per layer and way (alternating)")
+    parser.add_argument("--repeats", type=int, default=9, help="timed calls per layer and way (rotating order)")
     args = parser.parse_args()
     keep_freed_memory()  # as elmo train does: freed buffers are reused, not faulted in again every call
-    print("| config | rows | threads | today ms | compiled block ms | today / compiled | largest relative "
-          "difference | compile s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| config | rows | threads | today ms | compiled block ms | today / compiled | bmm products ms "
+          "| today / bmm | largest relative difference | compile s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    names = list(WAYS)
     for threads in args.threads:
         torch.set_num_threads(threads)
         CompiledBlocks.compile()
@@ -174,22 +214,23 @@ def main() -> None:
             for rows in args.rows:
                 tensors, settings = layer_arguments(name, rows)
                 start = time.perf_counter()
-                compiled = forward_backward(CompiledBlockLayer, tensors, settings)
+                results = {"compiled block": WAYS["compiled block"](tensors, settings)}
                 compile_seconds = time.perf_counter() - start
-                today = forward_backward(PairedLstmLayer, tensors, settings)
-                difference = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(compiled, today,
-                                                                                          strict=True))
+                results.update({way: WAYS[way](tensors, settings) for way in ("today", "bmm products")})
+                difference = max(float((a - b).abs().max() / b.abs().max()) for way in ("compiled block",
+                                 "bmm products") for a, b in zip(results[way], results["today"], strict=True))
                 if difference > 1e-5:
-                    raise SystemExit(f"the compiled block's results differ from the layer's by {difference:.1e}")
-                times: dict[type, list[float]] = {PairedLstmLayer: [], CompiledBlockLayer: []}
+                    raise SystemExit(f"a way's results differ from the layer's by {difference:.1e}")
+                times: dict[str, list[float]] = {way: [] for way in names}
                 for repeat in range(args.repeats):
-                    for layer in (PairedLstmLayer, CompiledBlockLayer)[:: 1 if repeat % 2 else -1]:
+                    for way in names[repeat % 3:] + names[: repeat % 3]:
                         start = time.perf_counter()
-                        forward_backward(layer, tensors, settings)
-                        times[layer].append(time.perf_counter() - start)
-                today_s, compiled_s = (sorted(times[layer])[args.repeats // 2] for layer in times)
+                        WAYS[way](tensors, settings)
+                        times[way].append(time.perf_counter() - start)
+                today_s, compiled_s, bmm_s = (sorted(times[way])[args.repeats // 2] for way in names)
                 print(f"| {name} | {rows} | {threads} | {today_s * 1e3:.1f} | {compiled_s * 1e3:.1f} "
-                      f"| {today_s / compiled_s:.2f} | {difference:.1e} | {compile_seconds:.0f} |", flush=True)
+                      f"| {today_s / compiled_s:.2f} | {bmm_s * 1e3:.1f} | {today_s / bmm_s:.2f} | {difference:.1e} "
+                      f"| {compile_seconds:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
