@@ -164,9 +164,9 @@ def validation_perplexity(checkpoint: Checkpoint, valid: list[str]) -> float:
                     checkpoint.options["valid_batch_size"], checkpoint.options["unroll_steps"]).average
 
 
-def logged_validation(run_dir: Path) -> dict[int, float]:
-    """Step -> validation perplexity, as the run's ``log.jsonl`` recorded them."""
-    return {record["step"]: record["valid_perplexity"] for record in read_records(run_dir / LOG_FILE)
+def logged_validation(records: list[dict[str, Any]]) -> dict[int, float]:
+    """Step -> validation perplexity, as the run's ``log.jsonl`` records (``read_records``) hold them."""
+    return {record["step"]: record["valid_perplexity"] for record in records
             if record.get("valid_perplexity") is not None}
 
 
@@ -181,11 +181,12 @@ def _by_step(scores: Iterable[tuple[int, float]]) -> str:
     return ", ".join(f"{step:,}: {value:.1f}" for step, value in sorted(scores))
 
 
-def best_checkpoint(run_dir: Path) -> Chosen:
-    """The kept checkpoint of lowest validation perplexity: the log's figure for a checkpoint at a validation
-    step, computed now on the run's ``valid`` text for the others; the newest when the run has none. Reads
-    only, so a run that is still training can be shipped; a checkpoint it deletes meanwhile is passed over."""
-    logged = logged_validation(run_dir)
+def best_checkpoint(run_dir: Path, records: list[dict[str, Any]]) -> Chosen:
+    """The kept checkpoint of lowest validation perplexity: the log's figure (``records``, the run's log as read
+    once) for a checkpoint at a validation step, computed now on the run's ``valid`` text for the others; the
+    newest when the run has none. Reads only, so a run that is still training can be shipped; a checkpoint it
+    deletes meanwhile is passed over."""
+    logged = logged_validation(records)
     best: tuple[float, Path, Checkpoint, str] | None = None
     scores: list[tuple[int, float]] = []
     newest: tuple[Path, Checkpoint] | None = None
@@ -224,10 +225,11 @@ def best_checkpoint(run_dir: Path) -> Chosen:
     return Chosen.of_checkpoint(directory, checkpoint, perplexity, how)
 
 
-def exported_run(directory: Path) -> Chosen:
+def exported_run(directory: Path, records: list[dict[str, Any]]) -> Chosen:
     """A run trained on another machine (a lent GPU), brought back as one checkpoint exported there (`elmo
     export`: options.json, weights.hdf5, softmax, vocab.txt) with that checkpoint's ``state.json`` and the run's
-    ``log.jsonl`` beside it: a whole checkpoint, optimizer state included, is too big to bring back."""
+    ``log.jsonl`` beside it (``records``, as read once): a whole checkpoint, optimizer state included, is too big
+    to bring back."""
     try:
         state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
         step, options = int(state["step"]), state["options"]
@@ -237,7 +239,7 @@ def exported_run(directory: Path) -> Chosen:
     model, vocab = load_language_model(directory)
     if model.config.to_options() != config.to_options():
         raise SystemExit(f"{directory}: weights.hdf5 has another shape than the step {step:,} its {STATE_FILE} names")
-    logged = logged_validation(directory)
+    logged = logged_validation(records)
     best = lowest_logged(logged)
     if best is None:
         return Chosen(directory, step, options, vocab, model, None, "the run's step exported where it trained")
@@ -313,9 +315,11 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
     ``max_bytes``; ``SystemExit`` names the sizes otherwise.
     """
     run_dir, out_root = Path(run_dir), Path(out_root)
-    chosen = exported_run(run_dir) if (run_dir / "weights.hdf5").is_file() else best_checkpoint(run_dir)
+    # Read once, before any work: a RunLogError names a line that is not the run's. The step chosen and the card's
+    # tokens and hours come from these records, so a run still training cannot give them two different logs.
+    log = read_records(run_dir / LOG_FILE)
+    chosen = exported_run(run_dir, log) if (run_dir / "weights.hdf5").is_file() else best_checkpoint(run_dir, log)
     options, model, vocab = chosen.options, chosen.model, chosen.vocab
-    log = read_records(run_dir / LOG_FILE)  # a RunLogError names a line that is not the run's, before any work
     print(f"{name}: shipping step {chosen.step:,} of {run_dir}: {chosen.how}", flush=True)
     tokenizer = tokenizer or EXPORTED_TOKENIZER.get(name) or options["tokenizer"]
     language = language or (name if name in LANGUAGES else None)

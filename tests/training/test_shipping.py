@@ -20,7 +20,7 @@ from elmo.cli import main
 from elmo.training import Corpus, LanguageModel, TrainingOptions, Vocabulary, load_language_model, train
 from elmo.training.checkpoints import list_checkpoints, load_checkpoint
 from elmo.training.export import SOFTMAX_FILE, export_model, write_softmax
-from elmo.training.run_log import RunLogError
+from elmo.training.run_log import RunLogError, read_records
 
 _spec = importlib.util.spec_from_file_location("make_models", Path(__file__).parents[2] / "scripts" / "make_models.py")
 make_models = importlib.util.module_from_spec(_spec)
@@ -200,7 +200,8 @@ def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
     # validation: the fused optimizer's updates went unseen by the reordered copies of the weights).
     now = make_models.validation_perplexity(load_checkpoint(run / "checkpoints" / "step-00000006"), [str(valid)])
     assert now == pytest.approx(logged[6], rel=1e-6)
-    chosen = make_models.best_checkpoint(run)  # steps 2 and 4 computed now, 6 from the log
+    # steps 2 and 4 computed now, 6 from the log
+    chosen = make_models.best_checkpoint(run, read_records(run / "log.jsonl"))
     assert chosen.step in (2, 4, 6) and "lowest validation perplexity of the checkpoints kept" in chosen.how
 
     # A log that says step 4 was best, and that a step no longer kept was better still.
@@ -208,7 +209,7 @@ def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
         {"step": 2, "valid_perplexity": 50.0}, {"step": 4, "valid_perplexity": 40.0},
         {"step": 6, "valid_perplexity": 45.0}, {"step": 1, "valid_perplexity": 30.0}]
     (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-    chosen = make_models.best_checkpoint(run)
+    chosen = make_models.best_checkpoint(run, read_records(run / "log.jsonl"))
     assert (chosen.step, chosen.valid_perplexity, chosen.directory.name) == (4, 40.0, "step-00000004")
     assert "step 1 had 30.0 but its checkpoint is no longer kept" in chosen.how
 
@@ -219,7 +220,7 @@ def test_the_best_checkpoint_is_the_kept_one_of_lowest_validation_perplexity(
         {"step": 6, "valid_perplexity": None}]
     (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     monkeypatch.setattr(make_models, "validation_perplexity", lambda checkpoint, valid: float("nan"))
-    assert make_models.best_checkpoint(run).step == 4
+    assert make_models.best_checkpoint(run, read_records(run / "log.jsonl")).step == 4
 
 
 def test_training_seconds_count_every_session_of_a_resumed_run_up_to_the_shipped_step():
@@ -242,7 +243,7 @@ def test_choosing_reads_only_so_a_live_run_keeps_its_checkpoint_in_the_making_an
     in_the_making.mkdir()
     newest = list_checkpoints(shipped["run"])[-1].name
     (run / "checkpoints" / newest / "model.safetensors").write_bytes(b"damaged")
-    chosen = make_models.best_checkpoint(run)
+    chosen = make_models.best_checkpoint(run, read_records(run / "log.jsonl"))
     assert in_the_making.is_dir()
     assert chosen.step == 3 and chosen.directory.name == "step-00000003"
 
@@ -304,7 +305,7 @@ def test_a_nan_validation_figure_logged_first_is_not_taken_for_the_lowest_in_the
     run = tmp_path / "run"
     shutil.copytree(shipped["run"], run)  # checkpoints kept at steps 3 and 6
     _with_validation(run, [(1, math.nan), (2, 30.0), (3, 50.0), (6, 45.0)])
-    chosen = make_models.best_checkpoint(run)
+    chosen = make_models.best_checkpoint(run, read_records(run / "log.jsonl"))
     assert (chosen.step, chosen.valid_perplexity) == (6, 45.0)
     assert "step 2 had 30.0 but its checkpoint is no longer kept" in chosen.how
 
@@ -315,7 +316,7 @@ def test_a_run_exported_elsewhere_ships_when_only_a_nan_figure_logged_first_is_l
     shutil.copy(newest / "state.json", brought / "state.json")
     shutil.copy(shipped["run"] / "log.jsonl", brought / "log.jsonl")
     _with_validation(brought, [(3, math.nan), (6, 45.0)])
-    chosen = make_models.exported_run(brought)
+    chosen = make_models.exported_run(brought, read_records(brought / "log.jsonl"))
     assert (chosen.step, chosen.valid_perplexity) == (6, 45.0)
 
 
@@ -424,12 +425,17 @@ def test_the_cards_command_to_rebuild_a_short_run_is_accepted_and_names_the_same
 
 
 def test_shipping_a_run_whose_log_has_a_line_that_is_not_the_runs_is_refused_before_any_work(
-    shipped: dict, tmp_path: Path
+    shipped: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     run = tmp_path / "run"
     shutil.copytree(shipped["run"], run)
     lines = (run / "log.jsonl").read_text().splitlines(keepends=True)
     (run / "log.jsonl").write_text(lines[0] + "{not json\n" + "".join(lines[1:]))
+
+    def choosing(*args):
+        raise AssertionError("a checkpoint was chosen (loaded, perhaps validated) before the log was read")
+
+    monkeypatch.setattr(make_models, "best_checkpoint", choosing)
     # Read tolerantly (as make_models once did), the card would have counted the tokens and hours of line 1 only.
     with pytest.raises(RunLogError, match=r"log\.jsonl: line 2 is not JSON"):
         make_models.ship_run(run, "en", tmp_path / "models")
