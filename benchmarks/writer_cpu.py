@@ -1,13 +1,13 @@
-"""CPU time a writer of `elmo embed` spends per line, against the model's for the same lines: a measure that a
-shared host's noise moves far less than wall-clock overheads (benchmarks/writer_overhead.py).
+"""CPU time a writer of `elmo embed` spends per line, against the model's for the same lines: a measure that a shared
+host's noise moves far less than wall-clock overheads (benchmarks/writer_overhead.py).
 
     python benchmarks/writer_cpu.py --input en-large/train.txt --lines 3000 [--model en] [--formats hdf5 parquet]
 
 The lines are embedded once (all layers, float32, one thread; that CPU time is the model's), then written by each
-format's writer in this process as `elmo embed` writes them (a flush after each chunk of batch size x bucket
-batches lines, then finish), `--repeats` times; the best process CPU time of each (the kernel's part of writing
-included) is printed with its share of the model's. Parquet stores its chunks in line here (no thread), so all of
-its work is counted.
+format's writer in this process as `elmo embed` writes them (a flush after each chunk of batch size x bucket batches
+lines, then finish; `elmo embed` also flushes within a chunk of very long lines, which these are not), `--repeats`
+times; the best process CPU time of each (the kernel's part of writing included) is printed with its share of the
+model's. Parquet stores its chunks in line here (no thread), so all of its work is counted.
 """
 
 import argparse

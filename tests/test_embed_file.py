@@ -420,20 +420,23 @@ def test_an_output_that_is_the_input_under_any_name_is_refused_and_the_input_kep
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "link.txt"]
 
 
-def test_ctrl_c_while_an_hdf5_line_is_written_keeps_every_line_written_before_it(fixture_dir, tmp_path, capsys,
-                                                                                  monkeypatch, fresh_vectors):
+def test_ctrl_c_just_after_an_hdf5_line_is_written_keeps_the_lines_before_it_and_writes_it_again(
+        fixture_dir, tmp_path, capsys, monkeypatch, fresh_vectors):
     command = _embed_command(fixture_dir, tmp_path)
     write_dataset, calls = hdf5._write_dataset, []
 
     def write(*args):
+        dataset = write_dataset(*args)
         calls.append(1)
-        if len(calls) == 60:  # in the second chunk (lines 32-63), not at a flush
+        if len(calls) == 60:  # line 59, in the second chunk (lines 32-63), not at a flush: written, not yet counted
             os.kill(os.getpid(), signal.SIGINT)
-        return write_dataset(*args)
+        return dataset
 
     monkeypatch.setattr(hdf5, "_write_dataset", write)
     assert main(command) == 130
     assert "holds the first 59 of 70 lines" in capsys.readouterr().err  # not 32, the chunk before
+    with h5py.File(tmp_path / "out.hdf5.partial", "r") as partial:
+        assert partial.attrs["lines_done"] == 59 and "59" in partial and "60" not in partial
     monkeypatch.setattr(hdf5, "_write_dataset", write_dataset)
     assert main([*command, "--resume"]) == 0
     assert "resumed: 59 lines already done" in capsys.readouterr().out
@@ -449,6 +452,7 @@ def test_an_error_on_the_writers_thread_met_by_ctrl_c_still_closes_the_output_an
     command = _embed_command(fixture_dir, tmp_path)
     command[2] = str(tmp_path / "out.parquet")
     write_chunk, calls = ParquetWriter._write_chunk, []
+    threads_before = set(threading.enumerate())
 
     def write(self, lines, path):
         calls.append(1)
@@ -460,20 +464,23 @@ def test_an_error_on_the_writers_thread_met_by_ctrl_c_still_closes_the_output_an
     with monkeypatch.context() as patch:
         interrupt_after(patch, 69, signal.SIGINT)  # in the third chunk: the handler's flush meets the thread's error
         assert main(command) == 1
-    assert "No space left on device" in capsys.readouterr().err
+    error = capsys.readouterr().err.splitlines()
+    assert error == [f"elmo embed: error: [Errno 28] No space left on device; {tmp_path / 'out.parquet.partial'} "
+                     "holds the first 32 of 70 lines; run the same command with --resume to continue"]
     assert "No space left on device" not in caplog.text  # raised once, not again as closing's warning
-    assert not any(thread.name.startswith("elmo-embed-writer") for thread in threading.enumerate())
+    new_threads = set(threading.enumerate()) - threads_before
+    assert not any(thread.name.startswith("elmo-embed-writer") for thread in new_threads)
     monkeypatch.setattr(ParquetWriter, "_write_chunk", write_chunk)
     assert main([*command, "--resume"]) == 0
     assert "resumed: 32 lines already done" in capsys.readouterr().out
     assert pyarrow_parquet.read_table(command[2]).column("index").to_pylist() == list(range(70))
 
 
-@pytest.mark.parametrize(("output", "extra"), [("out.parquet", []), ("out.npy", ["--pooling", "mean"])])
-def test_a_chunk_holds_no_more_tokens_than_the_embedder_however_long_the_lines(output, extra, fixture_dir, tmp_path,
-                                                                              monkeypatch):
-    if output.endswith(".parquet"):
-        pytest.importorskip("pyarrow")
+@pytest.mark.parametrize("pooled", [False, True], ids=["token-vectors", "pooled"])
+def test_a_chunk_of_token_vectors_holds_no_more_tokens_than_the_embedder_however_long_the_lines(
+        pooled, fixture_dir, tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(job, "spare_core", lambda embedder: False)  # the thread changes when, not what, is stored
     monkeypatch.setattr(Embedder, "chunk_tokens", lambda self, batch_size: 200)
     lines = [" ".join(["word"] * (30 + 7 * (i % 4))) for i in range(40)]  # 30-51 tokens: a 32-line chunk holds ~1,300
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
@@ -485,6 +492,42 @@ def test_a_chunk_holds_no_more_tokens_than_the_embedder_however_long_the_lines(o
         flush(self)
 
     monkeypatch.setattr(chunked.ChunkedWriter, "flush", counting_flush)
-    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / output), "--model", str(fixture_dir), "--quiet",
-                 "--batch-size", "2", *extra]) == 0
-    assert max(held) < 200 + 51 and sum(held) == sum(len(line.split()) for line in lines)
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.parquet"), "--model", str(fixture_dir),
+                 "--quiet", "--batch-size", "2", *(["--pooling", "mean"] if pooled else [])]) == 0
+    chunks = [tokens for tokens in held if tokens]
+    tokens_of = [len(line.split()) for line in lines]
+    if pooled:  # a line is one vector however long: chunks of 2 x 16 lines, whole
+        assert chunks == [sum(tokens_of[:32]), sum(tokens_of[32:])]
+        return
+    assert sum(chunks) == sum(tokens_of)
+    assert max(chunks) < 200 + 51  # a line more than the bound at the most
+    # ...and no fewer than the bound but where a chunk of 2 x 16 lines ends (lines 32 and 40):
+    assert sum(tokens < 200 for tokens in chunks) <= 2, chunks
+
+
+def test_a_stop_met_while_waiting_for_the_writers_thread_leaves_its_chunk_to_be_counted_and_its_error_is_raised_once():
+    from concurrent.futures import Future
+
+    from elmo.embed_job.npy import NpyWriter
+
+    writer = object.__new__(NpyWriter)  # only the waiting is under test: no file behind it
+    writer.done, storing = 0, Future()
+    writer._in_hand = storing
+
+    def stopped(timeout=None):  # SystemExit from a signal handler while the main thread waits
+        raise SystemExit(143)
+
+    storing.result = stopped
+    with pytest.raises(SystemExit):
+        writer._wait()
+    assert writer._in_hand is storing  # still the thread's: closing waits for it and counts its lines
+    del storing.result
+    storing.set_result(32)
+    writer._wait()
+    assert (writer.done, writer._in_hand) == (32, None)
+    failed = Future()
+    failed.set_exception(OSError(28, "No space left on device"))
+    writer._in_hand = failed
+    with pytest.raises(OSError):
+        writer._wait()
+    assert writer._in_hand is None  # raised here, not again when the writer is closed

@@ -104,15 +104,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError, MissingExtra) as error:  # bad input: say what, without a traceback
-        print(f"elmo {args.command}: error: {error}", file=sys.stderr)
+        print(f"elmo {args.command}: error: {error}{_notes(error)}", file=sys.stderr)
         return 2
     except OSError as error:  # the last resort for a file that could not be read or written: one line all the same
-        print(f"elmo {args.command}: error: {error}", file=sys.stderr)
+        print(f"elmo {args.command}: error: {error}{_notes(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM where a command made it one: say what is kept
-        notes = "".join(f"; {note}" for note in getattr(interrupt, "__notes__", []))
-        print(f"elmo {args.command}: interrupted{notes}", file=sys.stderr)
+        print(f"elmo {args.command}: interrupted{_notes(interrupt)}", file=sys.stderr)
         return exit_status(interrupt)
+
+
+def _notes(error: BaseException) -> str:
+    """What the command added to the error on its way out (what is kept, how to go on), on the same line."""
+    return "".join(f"; {note}" for note in getattr(error, "__notes__", []))
 
 
 if __name__ == "__main__":

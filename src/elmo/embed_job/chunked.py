@@ -93,14 +93,14 @@ class ChunkedWriter(ABC):
     def _wait(self) -> None:
         """Until the thread's work is done; its lines are then on disk. The thread's error is raised here, once; an
         interrupt while waiting leaves the work in hand, for ``close`` to wait for and count."""
-        if self._in_hand is None:
+        in_hand = self._in_hand
+        if in_hand is None:
             return
         try:
-            stored = self._in_hand.result()
-        except KeyboardInterrupt:
-            raise
+            stored = in_hand.result()
         except BaseException:
-            self._in_hand = None
+            if in_hand.done() and in_hand.exception() is not None:  # the thread's error, not one met while waiting
+                self._in_hand = None
             raise
         self._in_hand = None
         self.done += stored

@@ -138,9 +138,9 @@ def _embed(args: argparse.Namespace) -> int:
         try:
             with interruptible():
                 report = run(job, model.load(on), resume=args.resume, progress=not args.quiet)
-        except KeyboardInterrupt as interrupt:
+        except (KeyboardInterrupt, OSError) as stopped:  # Ctrl-C or SIGTERM; a full disk, say
             if partial_path(output).exists():
-                interrupt.add_note("run the same command with --resume to continue")
+                stopped.add_note("run the same command with --resume to continue")
             raise
     if report.already_whole:
         print(f"{output} (shard {shard}) is already whole; skipped")

@@ -7,6 +7,7 @@ the run is interrupted.
 
 import itertools
 import logging
+import math
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
@@ -191,10 +192,14 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
             writer.finish()
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
             try:
-                writer.flush()  # may raise the writer thread's error: the file is closed all the same
-            finally:
-                writer.close()
-            interrupt.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
+                writer.flush()
+            except Exception as error:  # the writer thread's, met by that flush: it ends the run instead
+                _close_noting_what_is_kept(writer, target, error)
+                raise
+            _close_noting_what_is_kept(writer, target, interrupt)
+            raise
+        except OSError as error:  # a full disk, say: the lines kept resume once it is fixed
+            _close_noting_what_is_kept(writer, target, error)
             raise
         except BaseException:
             writer.close()
@@ -205,6 +210,11 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     if job.parts is not None:
         job.parts.finish(job.options.shard, target.settings, target.lines)
     return report
+
+
+def _close_noting_what_is_kept(writer: Writer, target: Target, stopped: BaseException) -> None:
+    writer.close()  # counts the chunk the writer's thread was storing
+    stopped.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
 
 
 def check_input_unchanged(job: Job) -> None:
@@ -224,8 +234,10 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
     bar = tqdm(total=report.lines, initial=written, unit=" sentences", disable=not progress)
     chunk = options.batch_size * embedder.bucket_batches
     # Long documents: the writer is flushed once it holds as many tokens as the embedder holds at most, so that a
-    # chunk of lines never holds all its lines' vectors at once (with a writer's thread, two such chunks).
-    most_tokens, unflushed_tokens = embedder.chunk_tokens(options.batch_size), 0
+    # chunk of lines never holds all its lines' vectors at once (with a writer's thread, two such chunks). Pooled,
+    # a line is one vector however long it is: the chunks stay whole.
+    most_tokens = embedder.chunk_tokens(options.batch_size) if options.pooling is None else math.inf
+    unflushed_tokens = 0
     try:
         while batch := list(itertools.islice(lines, chunk)):
             token_lists = [line.tokens if line.tokens is not None else embedder.tokenize(line.sentence)

@@ -90,8 +90,9 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     for line in _decoded_lines(path, name, digest):
         has_text = has_text or bool(line.strip())
         lines += 1
-    if lines == 0 and path.stat().st_size == 0:  # a file of a byte-order mark alone holds no line either, but
-        # is not empty: it is refused as blank where blank inputs are
+    # A file of a byte-order mark alone holds no line either, but is not empty: it is refused as blank where blank
+    # inputs are.
+    if lines == 0 and path.stat().st_size == 0:
         raise ValueError(f"{name} is empty; expected a text {what}, one sentence a line")
     return TextFile(path, lines, digest.hexdigest(), has_text)
 
@@ -109,7 +110,8 @@ def check_input(source: Source) -> TextFile:
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
     r"""Each line of ``path`` (split at ``\n``) as text without its line break or a byte-order mark (which Windows
     editors write at a file's start, so files joined together hold one at a line's start; it would stick to the
-    first token); NotUtf8Error, a ValueError, at the first NUL or non-UTF-8 byte. Streams: only a line is held."""
+    first token); NotUtf8Error, a ValueError, at the first NUL or non-UTF-8 byte. Streams: a block of the file
+    (``elmo.files.TEXT_BLOCK``) and its lines are held at a time."""
     for line in utf8_lines(path, name, refuse_nul=True, digest=digest):
         yield line.rstrip("\r").removeprefix(BYTE_ORDER_MARK)
 
