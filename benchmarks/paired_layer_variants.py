@@ -223,7 +223,7 @@ def main() -> None:
                     raise SystemExit(f"a way's results differ from the layer's by {difference:.1e}")
                 times: dict[str, list[float]] = {way: [] for way in names}
                 for repeat in range(args.repeats):
-                    for way in names[repeat % 3:] + names[: repeat % 3]:
+                    for way in names[repeat % len(names):] + names[: repeat % len(names)]:
                         start = time.perf_counter()
                         WAYS[way](tensors, settings)
                         times[way].append(time.perf_counter() - start)

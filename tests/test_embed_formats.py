@@ -255,7 +255,7 @@ def test_binary_standard_input_is_refused_naming_it(tmp_path, fixture_dir, capsy
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"text\n\x00\x01binary")))
     assert main(["embed", "-", str(tmp_path / "out.hdf5"), "--model", str(fixture_dir), "--quiet"]) == 2
     error = capsys.readouterr().err
-    assert "standard input holds a NUL byte at byte 5 (line 2, counting from 1) (as binary" in error
+    assert "standard input holds a NUL byte at byte 5 (line 2, counting from 1), as binary" in error
     assert list(tmp_path.iterdir()) == []
 
 

@@ -25,6 +25,7 @@ from elmo.files import (
     publish_directory,
     utf8_blocks,
     utf8_lines,
+    utf8_universal_lines,
     write_bytes_atomic,
 )
 
@@ -230,7 +231,7 @@ def test_a_bad_byte_is_named_by_its_offset_from_0_and_its_line_from_1(tmp_path: 
 
 
 def test_offsets_past_a_thousand_are_grouped_and_the_given_name_is_used(tmp_path: Path, monkeypatch):
-    path = _text_file(tmp_path, b"x\n" * 600 + b"\xe9", monkeypatch, 7)  # 1,200 bytes, 600 line ends before it
+    path = _text_file(tmp_path, b"x\n" * 600 + b"\xff", monkeypatch, 7)  # 1,200 bytes, 600 line ends before it
     with pytest.raises(NotUtf8Error, match=r"^standard input is not UTF-8 text: byte 1,200 \(line 601, "):
         list(utf8_blocks(path, "standard input"))
 
@@ -258,7 +259,8 @@ def test_a_file_that_ends_inside_a_character_is_named_at_that_characters_first_b
     path = _text_file(tmp_path, b"one\ntwo \xe6\x96", monkeypatch, block)
     error = _refusal(path)
     assert (error.offset, error.line, error.byte) == (8, 2, 0xE6)
-    assert "is 0xe6 (the file ends inside this character)" in str(error)
+    assert str(error) == (f"{path} ends inside a character: byte 8 (line 2, counting from 1) is 0xe6, the start of a "
+                          "UTF-8 character whose other bytes are missing (was the file cut short?)")
     with pytest.raises(NotUtf8Error, match=r"byte 8 \(line 2, counting from 1\)"):
         list(utf8_lines(path))
 
@@ -271,8 +273,8 @@ def test_a_nul_byte_is_refused_only_when_asked_and_a_bad_byte_before_it_comes_fi
     error = _refusal(path, refuse_nul=True)
     assert (error.offset, error.line, error.byte) == (4, 2, 0)
     # no advice to convert: a NUL is UTF-8, the file is not text
-    assert str(error) == (f"{path} holds a NUL byte at byte 4 (line 2, counting from 1) (as binary and UTF-16 files "
-                          "do); expected UTF-8 text")
+    assert str(error) == (f"{path} holds a NUL byte at byte 4 (line 2, counting from 1), as binary and UTF-16 files "
+                          "hold and text does not; expected UTF-8 text")
     path.write_bytes(b"a\n\xff\x00")  # 0xff (byte 2) before the NUL (byte 3), in one block or two
     assert (_refusal(path, refuse_nul=True).offset, _refusal(path, refuse_nul=True).reason) == (2, "invalid start byte")
     path.write_bytes(b"a\n\xe4\x00")  # a character cut short by the NUL: named at its first byte, as Python names it
@@ -307,6 +309,17 @@ def test_lines_end_at_newline_only_and_a_last_line_needs_no_newline(tmp_path: Pa
                         (b"a\r\nb\rc\n", ["a\r", "b\rc"]), (b"x" * 20 + b"\ny", ["x" * 20, "y"])]:
         path.write_bytes(data)
         assert list(utf8_lines(path)) == lines, data
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_universal_lines_are_the_lines_python_reads_in_text_mode(tmp_path: Path, monkeypatch, block: int):
+    path = _text_file(tmp_path, b"", monkeypatch, block)
+    for data in [b"a\r\nb\rc\n", b"a\r", b"a\r\r\n", b"\r\r", b"a\rb", b"\xef\xbb\xbfx\ry\r\n\n",
+                 "caf\u00e9\r\u4e2d\u6587\r\nz".encode(), b"a\n\rb\r\n\r\n"]:
+        path.write_bytes(data)
+        with path.open(encoding="utf-8-sig") as text:  # newline=None: \r\n and \r read as \n
+            expected = [line.removesuffix("\n") for line in text]
+        assert list(utf8_universal_lines(path)) == expected, data
 
 
 @pytest.mark.parametrize("block", [3, 1 << 20])

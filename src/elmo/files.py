@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from elmo.tokenizers import BYTE_ORDER_MARK
+
 if TYPE_CHECKING:
     from hashlib import _Hash
 
@@ -261,7 +263,7 @@ def _check_folders(path: Path, option: str) -> None:
 # Bytes ``utf8_blocks`` reads at a time: large enough that decoding, not Python, sets its pace, small enough that a
 # file of gigabytes needs no memory. Read at each call, so a test can make characters straddle blocks.
 TEXT_BLOCK = 1 << 20
-_BYTE_ORDER_MARK = "\ufeff"
+_ENDS_INSIDE = "the file ends inside this character"  # NotUtf8Error's reason for a file cut short
 
 
 class NotUtf8Error(ValueError):
@@ -273,7 +275,10 @@ class NotUtf8Error(ValueError):
     def __init__(self, name: str, offset: int, line: int, byte: int, reason: str) -> None:
         where = f"byte {offset:,} (line {line:,}, counting from 1)"
         if byte == 0:  # valid UTF-8, so converting would not help: the file is not text
-            message = f"{name} holds a NUL byte at {where} ({reason}); expected UTF-8 text"
+            message = f"{name} holds a NUL byte at {where}, {reason}; expected UTF-8 text"
+        elif reason == _ENDS_INSIDE:  # cut short, not in another encoding: converting would not help either
+            message = (f"{name} ends inside a character: {where} is 0x{byte:02x}, the start of a UTF-8 character "
+                       "whose other bytes are missing (was the file cut short?)")
         else:
             message = (f"{name} is not UTF-8 text: {where} is 0x{byte:02x} ({reason}); convert it to UTF-8 first "
                        "(e.g. iconv -f CHARSET -t utf-8)")
@@ -305,16 +310,16 @@ def utf8_blocks(path: Path, name: str | None = None, *, refuse_nul: bool = False
             except UnicodeDecodeError as error:
                 raise _not_utf8(name, data, error.start, start, lines, error.reason) from None
             if nul >= 0:
-                raise _not_utf8(name, data, nul, start, lines, "as binary and UTF-16 files do")
+                raise _not_utf8(name, data, nul, start, lines, "as binary and UTF-16 files hold and text does not")
             if start == 0:
-                text = text.removeprefix(_BYTE_ORDER_MARK)
+                text = text.removeprefix(BYTE_ORDER_MARK)
             lines += data.count(b"\n", 0, used)
             start += used
             carried = data[used:]
             if text:
                 yield text
     if carried:
-        raise _not_utf8(name, carried, 0, start, lines, "the file ends inside this character")
+        raise _not_utf8(name, carried, 0, start, lines, _ENDS_INSIDE)
 
 
 def _not_utf8(name: str, data: bytes, index: int, start: int, lines: int, reason: str) -> NotUtf8Error:
@@ -339,3 +344,14 @@ def utf8_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False,
             head.append(tail)
     if head:
         yield "".join(head)
+
+
+def utf8_universal_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False) -> Iterator[str]:
+    r"""``utf8_lines`` with the line ends Python's text mode reads: ``
+`` and a lone ```` (classic Mac OS files)
+    end a line too. A line without ````, most lines, is passed on as it comes (no list made per line)."""
+    for text in utf8_lines(path, name, refuse_nul=refuse_nul):
+        if "\r" in text:
+            yield from text.removesuffix("\r").split("\r")
+        else:
+            yield text

@@ -154,7 +154,7 @@ def test_a_corpus_that_is_not_utf8_is_refused_at_its_first_bad_byte_whatever_the
     Corpus([str(clean)])  # every multi-byte character, however a chunk cuts it, is accepted
     cases = {"latin1.txt": (b"caf", b"\xe9 au lait\n", "is not UTF-8 text: byte {} is 0xe9 \\(invalid continuation"),
              "binary.txt": (b"ELF", b"\x00\x01\x02\n", "holds a NUL byte at byte {}"),
-             "cut.txt": ("中".encode(), "文".encode()[:2], "is not UTF-8 text: byte {} is 0xe6 \\(the file ends")}
+             "cut.txt": ("中".encode(), "文".encode()[:2], "ends inside a character: byte {} is 0xe6, the start of a")}
     for name, (prefix, rest, problem) in cases.items():
         (tmp_path / name).write_bytes(b"".join(good) + prefix + rest)
         line, offset = _line_and_offset(good, prefix)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from elmo.files import utf8_lines
+from elmo.files import utf8_universal_lines
 
 if TYPE_CHECKING:
     from elmo.datasets.domain_sources import LawArticle, LicenseNotice
@@ -118,13 +118,7 @@ def text_lines(path: Path) -> list[str]:
     (``elmo.files.NotUtf8Error``) naming the file, byte and line of the first byte that is not UTF-8 (Python's own
     error names no file; that line is counted at ``\n`` only, so in a file of lone ``\r`` line ends it is not the
     row the readers' other errors name). Read in blocks, so only the lines, which the caller keeps, are held."""
-    lines = []
-    for text in utf8_lines(path):
-        if "\r" in text:
-            lines.extend(text.removesuffix("\r").split("\r"))
-        else:  # most lines: no list made per line (a CoNLL file's millions of short lines)
-            lines.append(text)
-    return lines
+    return list(utf8_universal_lines(path))
 
 
 def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:

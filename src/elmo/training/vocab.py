@@ -12,7 +12,7 @@ from itertools import chain, islice
 from pathlib import Path
 
 from elmo.characters import BOS_TOKEN, EOS_TOKEN
-from elmo.files import NotUtf8Error, utf8_lines
+from elmo.files import NotUtf8Error, utf8_universal_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -132,11 +132,7 @@ def _decoded_lines(path: Path) -> list[tuple[int, str]]:
     would hide ``<S>`` on the first line); lines end at ``\n``, ``\r\n`` or ``\r``, as a text file opened in
     Python reads them. VocabularyError at a NUL byte or a byte that is not UTF-8 (``elmo.files.NotUtf8Error``'s
     message, whose line is counted by ``\n``)."""
-    lines: list[tuple[int, str]] = []
     try:
-        for text in utf8_lines(path, refuse_nul=True):
-            for line in text.removesuffix("\r").split("\r"):  # a lone \r ends a line too (classic Mac OS files)
-                lines.append((len(lines) + 1, line))
+        return list(enumerate(utf8_universal_lines(path, refuse_nul=True), start=1))
     except NotUtf8Error as error:
         raise VocabularyError(str(error)) from error
-    return lines
