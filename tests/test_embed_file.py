@@ -531,3 +531,23 @@ def test_a_stop_met_while_waiting_for_the_writers_thread_leaves_its_chunk_to_be_
     with pytest.raises(OSError):
         writer._wait()
     assert writer._in_hand is None  # raised here, not again when the writer is closed
+
+
+def test_a_run_is_resumed_only_by_an_embedder_that_reads_long_sentences_the_same_way(fixture_dir, tmp_path,
+                                                                                    monkeypatch, interrupt_after):
+    from elmo.embed_job.job import EmbedOptions, embed_file
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(f"w{i % 7}" for i in range(n)) for n in (5, 40, 7, 40)) + "\n")
+    output, options = tmp_path / "out.hdf5", EmbedOptions(layers="top", batch_size=1)
+    embedder = Embedder.load(str(fixture_dir))
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        interrupt_after(patch, 2, signal.SIGINT)
+        embed_file(text, output, embedder, options, progress=False)
+    others = [Embedder.load(str(fixture_dir), max_window_tokens=8, window_context=2),
+              StatefulEmbedder(embedder.bilm)]
+    for other, differing in zip(others, ["max_window_tokens, window_context", "embedder"], strict=True):
+        with pytest.raises(ValueError, match=f"was made with another {differing}; run without --resume"):
+            embed_file(text, output, other, options, resume=True, progress=False)
+    assert embed_file(text, output, embedder, options, resume=True, progress=False).resumed_from == 2

@@ -165,6 +165,15 @@ class Embedder:
         now; what a search index or a feature cache records of the model that made it."""
         return model_fingerprint(self.bilm)
 
+    @property
+    def reading(self) -> dict[str, str | int]:
+        """How this embedder reads sentences, besides its model: the windows it cuts long sentences into, and its
+        class (a ``StatefulEmbedder`` carries state from batch to batch). Each changes a sentence's vectors, so an
+        output made to be resumed or reused records them with the model's fingerprint (``elmo embed``, the tasks'
+        feature cache) and only an embedder that reads the same way goes on with it."""
+        return {"embedder": type(self).__name__, "max_window_tokens": self.max_window_tokens,
+                "window_context": self.window_context}
+
     def tokenize(self, sentence: Sentence) -> list[str]:
         """Raw text cleaned as every reader cleans it (``clean_text``) and split by the model's tokenizer; a
         tokenized sentence as it is."""

@@ -188,3 +188,22 @@ def test_task_text_is_tokenized_as_the_embedder_reads_it(fixture_dir):
     text = "\ufeffThe bank\x01closed early ."
     assert model_tokenizer(str(fixture_dir))(text) == Embedder.load(str(fixture_dir)).tokenize(text) == \
         ["The", "bank", "closed", "early", "."]
+
+
+def test_feature_cache_is_rebuilt_for_the_same_model_reading_long_sentences_otherwise(tmp_path: Path, fixture_bilm):
+    import torch
+
+    from elmo.embedder import Embedder
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    torch.set_num_threads(1)
+    long = [f"w{i % 7}" for i in range(40)]  # cut into windows by an embedder of 8-token windows
+    sentences = [long, ["A", "dog", "ran"]]
+    path = cache_layers(Embedder(fixture_bilm), sentences, tmp_path / "f.h5")
+    for other in (Embedder(fixture_bilm, max_window_tokens=8, window_context=2), StatefulEmbedder(fixture_bilm)):
+        written = path.stat().st_ino
+        cache_layers(other, sentences, path)
+        assert path.stat().st_ino != written, type(other).__name__
+        fresh = (StatefulEmbedder(fixture_bilm) if isinstance(other, StatefulEmbedder) else other).embed(sentences)
+        for stored, expected in zip(load_layers(path), fresh, strict=True):
+            np.testing.assert_allclose(stored, expected, atol=2e-3, rtol=2e-3)

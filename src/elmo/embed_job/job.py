@@ -166,9 +166,10 @@ def _check_not_the_model_directory(directory: Path, model_files: Collection[Path
 
 
 def with_embedder(job: Job, embedder: Embedder) -> Job:
-    """``job`` with its output's settings naming ``embedder``'s model (``with_model``): an output records the
-    model that made it, so that only the same model resumes it."""
-    return replace(job, target=replace(job.target, settings=with_model(job.target.settings, embedder.fingerprint)))
+    """``job`` with its output's settings naming ``embedder``'s model and how it reads sentences (``with_model``):
+    an output records what made it, so that only the same model, read the same way, resumes it."""
+    settings = with_model(job.target.settings, embedder.fingerprint, embedder.reading)
+    return replace(job, target=replace(job.target, settings=settings))
 
 
 def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = True) -> EmbedReport:

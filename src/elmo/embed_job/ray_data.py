@@ -187,7 +187,8 @@ def _write(job: Job, output: Path, load: Loader, config: BiLMConfig, workers: in
     if partial.exists():
         log.warning(f"{partial} is left from an interrupted run; starting over")
         shutil.rmtree(partial)
-    settings = with_model(job.target.settings, load("cpu").fingerprint)  # the workers' model, loaded here once more
+    workers_embedder = load("cpu")  # the workers' model, loaded here once more
+    settings = with_model(job.target.settings, workers_embedder.fingerprint, workers_embedder.reading)
     report = EmbedReport()
     embedded = embed_dataset(lines_dataset(job.source, report), load, job.options, workers, gpus_per_worker, config)
     embedded.write_parquet(str(partial.resolve()),

@@ -1,10 +1,11 @@
 """The settings ``elmo embed`` records with what it writes, and the one check of them.
 
-A run's settings name its input (path and sha256), its options, its shard, and the model that embeds it by
-its fingerprint (``elmo.fingerprint``: options and weights, so two models of one shape differ). A partial
+A run's settings name its input (path and sha256), its options, its shard, the model that embeds it by its
+fingerprint (``elmo.fingerprint``: options and weights, so two models of one shape differ) and how the embedder
+reads sentences (``Embedder.reading``: its windows for long sentences, its class). A partial
 output records them when it begins, and a whole part of a sharded run beside itself. A resumed run, or
 another shard writing into the same directory, goes on only with the same settings, so no output mixes the
-vectors of two inputs, two sets of options or two models.
+vectors of two inputs, two sets of options, two models or two ways of reading long sentences.
 """
 
 import re
@@ -15,9 +16,10 @@ _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _SHOWN = 12  # hex digits of a fingerprint shown in a message, as the search index shows them
 
 
-def with_model(settings: dict, fingerprint: str) -> dict:
-    """``settings`` for a run by the model of ``fingerprint``."""
-    return {**settings, MODEL: fingerprint}
+def with_model(settings: dict, fingerprint: str, reading: dict[str, str | int]) -> dict:
+    """``settings`` for a run by the model of ``fingerprint``, read by an embedder as ``reading``
+    (``Embedder.reading``)."""
+    return {**settings, MODEL: fingerprint, **reading}
 
 
 def check_same(recorded: dict, settings: dict, made: Path, remedy: str, ignoring: tuple[str, ...] = ()) -> None:

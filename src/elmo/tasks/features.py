@@ -4,8 +4,9 @@ With the biLM frozen (the paper's setting) its layers do not change during task 
 turns each epoch into a pass over stored arrays, which is what makes many task runs fit on two CPU cores.
 Layout: one float16 dataset per sentence, named by its position (``"0"``, ``"1"``, ...), of shape
 ``(n_layers, n_words, dim)``; the file's attributes ``model_fingerprint`` (``elmo.fingerprint``: the model's
-options and weights) and ``sentences_sha256`` (every word of every sentence, in order) tell a stale cache from
-a usable one. float16 keeps 3 significant digits, far below the noise a task model is trained with (dropout
+options and weights), how the embedder read them (``Embedder.reading``: ``embedder``, ``max_window_tokens``,
+``window_context``) and ``sentences_sha256`` (every word of every sentence, in order) tell a stale cache from a
+usable one. float16 keeps 3 significant digits, far below the noise a task model is trained with (dropout
 0.5).
 """
 
@@ -32,9 +33,11 @@ def sentences_sha256(sentences: Sequence[Sequence[str]]) -> str:
 def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: str | Path, batch_size: int = 64,
                  progress: bool = False) -> Path:
     """Embed ``sentences`` (lists of words) into ``path`` unless it already holds exactly these, embedded by this
-    model (its fingerprint: options and weights); returns it."""
+    model (its fingerprint: options and weights) read the same way (``Embedder.reading``: windows, class); returns
+    it."""
     path = Path(path)
-    expected = {"model_fingerprint": embedder.fingerprint, "sentences_sha256": sentences_sha256(sentences)}
+    expected = {"model_fingerprint": embedder.fingerprint, **embedder.reading,
+                "sentences_sha256": sentences_sha256(sentences)}
     if path.is_file():
         with h5py.File(path, "r") as existing:
             if all(existing.attrs.get(key) == value for key, value in expected.items()):
