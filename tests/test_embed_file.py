@@ -465,8 +465,8 @@ def test_an_error_on_the_writers_thread_met_by_ctrl_c_still_closes_the_output_an
         interrupt_after(patch, 69, signal.SIGINT)  # in the third chunk: the handler's flush meets the thread's error
         assert main(command) == 1
     error = capsys.readouterr().err.splitlines()
-    assert error == [f"elmo embed: error: [Errno 28] No space left on device; {tmp_path / 'out.parquet.partial'} "
-                     "holds the first 32 of 70 lines; run the same command with --resume to continue"]
+    assert error == ["elmo embed: error: [Errno 28] No space left on device; run the same command with --resume to "
+                     "continue"]
     assert "No space left on device" not in caplog.text  # raised once, not again as closing's warning
     new_threads = set(threading.enumerate()) - threads_before
     assert not any(thread.name.startswith("elmo-embed-writer") for thread in new_threads)
@@ -551,3 +551,25 @@ def test_a_run_is_resumed_only_by_an_embedder_that_reads_long_sentences_the_same
         with pytest.raises(ValueError, match=f"was made with another {differing}; run without --resume"):
             embed_file(text, output, other, options, resume=True, progress=False)
     assert embed_file(text, output, embedder, options, resume=True, progress=False).resumed_from == 2
+
+
+def test_a_full_disk_keeps_every_line_written_says_how_many_and_the_run_resumes(fixture_dir, tmp_path, capsys,
+                                                                                monkeypatch, fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    write_dataset, calls = hdf5._write_dataset, []
+
+    def write(*args):
+        calls.append(1)
+        if len(calls) == 46:  # line 45, in the second chunk (lines 32-63)
+            raise OSError(28, "No space left on device")
+        return write_dataset(*args)
+
+    monkeypatch.setattr(hdf5, "_write_dataset", write)
+    assert main(command) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"elmo embed: error: [Errno 28] No space left on device; {tmp_path / 'out.hdf5.partial'} holds the first 45 "
+        "of 70 lines; run the same command with --resume to continue"]
+    monkeypatch.setattr(hdf5, "_write_dataset", write_dataset)
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 45 lines already done" in capsys.readouterr().out  # not 32: the lines after the flush are kept
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)

@@ -191,16 +191,16 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
             _embed_lines(job, embedder, writer, report, progress)
             check_input_unchanged(job)
             writer.finish()
-        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under elmo.command_line.interruptible
+        # Ctrl-C, or SIGTERM under elmo.command_line.interruptible; a full disk, say: every line written so far is
+        # kept, and a note says how many.
+        except (KeyboardInterrupt, OSError) as stopped:
             try:
                 writer.flush()
-            except Exception as error:  # the writer thread's, met by that flush: it ends the run instead
-                _close_noting_what_is_kept(writer, target, error)
+            except Exception:  # the writer's own error (its thread's; the disk still full) ends the run instead,
+                writer.close()  # with no count: what was recorded is not known
                 raise
-            _close_noting_what_is_kept(writer, target, interrupt)
-            raise
-        except OSError as error:  # a full disk, say: the lines kept resume once it is fixed
-            _close_noting_what_is_kept(writer, target, error)
+            writer.close()  # counts the chunk the writer's thread was storing
+            stopped.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
             raise
         except BaseException:
             writer.close()
@@ -211,11 +211,6 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     if job.parts is not None:
         job.parts.finish(job.options.shard, target.settings, target.lines)
     return report
-
-
-def _close_noting_what_is_kept(writer: Writer, target: Target, stopped: BaseException) -> None:
-    writer.close()  # counts the chunk the writer's thread was storing
-    stopped.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
 
 
 def check_input_unchanged(job: Job) -> None:
