@@ -108,6 +108,7 @@ def test_a_float16_softmax_loads_as_float32_and_exports_back_as_float32(shipped_
     halved, _ = load_language_model("mini")
     assert halved.softmax_weight.dtype == torch.float32
     assert torch.equal(halved.softmax_weight, model.softmax_weight.detach().half().float())
+    assert torch.equal(halved.softmax_bias, model.softmax_bias.detach())  # kept float32: it goes into every logit
     assert main(["export", "mini", "--out", str(tmp_path / "again")]) == 0
     assert load_file(str(tmp_path / "again" / SOFTMAX_FILE))["weight"].dtype == torch.float32
 
@@ -135,8 +136,8 @@ def test_a_softmax_beyond_float16s_range_is_not_written_as_float16_nor_a_nan_one
                                                                                            tmp_path: Path):
     model, _ = load_language_model(shipped_root / "mini")
     with torch.no_grad():
-        model.softmax_bias[3] = 1e5
-    with pytest.raises(ValueError, match=r"the softmax bias has values that torch\.float16 cannot hold"):
+        model.softmax_weight[3, 0] = 1e5
+    with pytest.raises(ValueError, match=r"the softmax weight has values that torch\.float16 cannot hold"):
         write_softmax(model, tmp_path, torch.float16)
     with torch.no_grad():
         model.softmax_weight[2, 1] = float("nan")

@@ -91,16 +91,15 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
 
 
 def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32) -> Path:
-    """``softmax.safetensors`` in ``dtype``: float32; float16, half the size (``ValueError`` when a value does
-    not fit its range, +-65504, which would load back as infinite); or int8, a quarter of the size, each row's
-    weights rounded to the nearest of 255 steps spanning its largest magnitude (error at most half a step)."""
+    """``softmax.safetensors`` with its weight in ``dtype``: float32; float16, half the size (``ValueError`` when a
+    value does not fit its range, +-65504, which would load back as infinite); or int8, a quarter of the size, each
+    row's weights rounded to the nearest of 255 steps spanning its largest magnitude (error at most half a step).
+    The bias stays float32 (one number a word): its error would go into every logit of its word unweighted."""
     if dtype not in SOFTMAX_DTYPES:
         raise ValueError(f"softmax dtype {dtype}; expected one of {', '.join(map(str, SOFTMAX_DTYPES))}")
     weight, bias = model.softmax_weight.detach().float(), model.softmax_bias.detach().float()
-    if dtype == torch.int8:
-        softmax = {**_int8_rows(weight), "bias": bias.contiguous()}
-    else:
-        softmax = {"weight": weight.to(dtype).contiguous(), "bias": bias.to(dtype).contiguous()}
+    rows = _int8_rows(weight) if dtype == torch.int8 else {"weight": weight.to(dtype).contiguous()}
+    softmax = {**rows, "bias": bias.contiguous()}
     for name, tensor in softmax.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             source = bias if name == "bias" else weight  # weight_scale is the weight's
