@@ -573,3 +573,32 @@ def test_a_full_disk_keeps_every_line_written_says_how_many_and_the_run_resumes(
     assert main([*command, "--resume"]) == 0
     assert "resumed: 45 lines already done" in capsys.readouterr().out  # not 32: the lines after the flush are kept
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_a_second_ctrl_c_while_the_first_ones_lines_are_recorded_still_closes_the_file(fixture_dir, tmp_path, capsys,
+                                                                                       monkeypatch, interrupt_after,
+                                                                                       fresh_vectors):
+    command = _embed_command(fixture_dir, tmp_path)
+    flush, close, calls, closed = hdf5.Hdf5Writer.flush, hdf5.Hdf5Writer.close, [], []
+
+    def interrupted_flush(self):
+        calls.append(1)
+        if len(calls) == 2:  # the first Ctrl-C's (the first flush ends the chunk of lines 0-31)
+            raise KeyboardInterrupt
+        flush(self)
+
+    def counted_close(self):
+        closed.append(1)
+        close(self)
+
+    monkeypatch.setattr(hdf5.Hdf5Writer, "flush", interrupted_flush)
+    monkeypatch.setattr(hdf5.Hdf5Writer, "close", counted_close)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 44, signal.SIGINT)
+        assert main(command) == 130
+    assert "holds the first" not in capsys.readouterr().err  # no count: the lines after 32 were not recorded
+    assert closed == [1]  # by the run, not left to the garbage collector
+    monkeypatch.setattr(hdf5.Hdf5Writer, "flush", flush)
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 32 lines already done" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)

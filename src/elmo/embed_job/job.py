@@ -196,8 +196,8 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         except (KeyboardInterrupt, OSError) as stopped:
             try:
                 writer.flush()
-            except Exception:  # the writer's own error (its thread's; the disk still full) ends the run instead,
-                writer.close()  # with no count: what was recorded is not known
+            except BaseException:  # the writer's own error (its thread's; the disk still full), or a second Ctrl-C,
+                writer.close()  # ends the run instead, with no count: what was recorded is not known
                 raise
             writer.close()  # counts the chunk the writer's thread was storing
             stopped.add_note(f"{partial_path(target.output)} holds the first {writer.done} of {target.lines} lines")
