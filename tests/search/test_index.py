@@ -649,3 +649,28 @@ def test_load_names_a_missing_index_directory_a_file_and_an_unfinished_one(tmp_p
     (tmp_path / "killed.partial").mkdir()  # a build of killed that never finished
     with pytest.raises(FileNotFoundError, match=r"killed: no such index directory .*killed.partial is an unfinished"):
         ContextIndex.load(tmp_path / "killed")
+
+
+def test_an_embedder_that_carries_state_between_batches_is_refused_to_build_and_to_query(topic_corpus, fixture_bilm,
+                                                                                         tmp_path):
+    """A StatefulEmbedder gives one line other vectors after other lines (its batch row's state), so an index built
+    with it ranked a query line's own copies below other lines' uses; it is refused at build and at query."""
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    line = THEATRE_LINES[0]
+    position = line.split().index("play")
+    stateless = Embedder(fixture_bilm, tokenizer="whitespace").embed([line], "top")[0][position]
+    carried = StatefulEmbedder(fixture_bilm).embed([SPORTS_LINES[0], line], "top", batch_size=1)[1][position]
+    cosine = stateless @ carried / np.linalg.norm(stateless) / np.linalg.norm(carried)
+    assert cosine < 0.99  # the premise: the line's vector depends on the line before it in its row
+
+    with pytest.raises(SearchError, match="StatefulEmbedder") as refused:
+        build_index(topic_corpus, tmp_path / "stateful", StatefulEmbedder(fixture_bilm), progress=False)
+    assert refused.value.field == "model"
+    assert not (tmp_path / "stateful").exists() and not (tmp_path / "stateful.partial").exists()
+
+    build_index(topic_corpus, tmp_path / "index", Embedder(fixture_bilm, tokenizer="whitespace"), progress=False)
+    queried_statefully = ContextIndex.load(tmp_path / "index", embedder=StatefulEmbedder(fixture_bilm))
+    with pytest.raises(SearchError, match="StatefulEmbedder") as refused:
+        neighbors(queried_statefully, line, "play")
+    assert refused.value.field == "embedder"

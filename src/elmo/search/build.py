@@ -34,7 +34,7 @@ from elmo.search import layout
 from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
-from elmo.search.model import LayerEmbedder, window_of
+from elmo.search.model import LayerEmbedder, check_stateless, window_of
 from elmo.tokenizers import clean_text, word_key
 
 log = logging.getLogger(__name__)
@@ -256,9 +256,9 @@ def build_index(
     """Embed every token of ``corpus`` (one sentence a line) and index it in the directory ``out``.
 
     ``model``: a model directory, a shipped model name or an embedder (``LayerEmbedder``, e.g. an ``Embedder``
-    loaded with the tokenizer wanted). ``model_name``: how ``ContextIndex.load`` finds the model again for
-    sentence queries (default: ``model`` when it is a name or a directory; for an embedder without one, pass the
-    same embedder back to ``ContextIndex.load``).
+    loaded with the tokenizer wanted; a ``StatefulEmbedder`` is refused, field ``model``). ``model_name``: how
+    ``ContextIndex.load`` finds the model again for sentence queries (default: ``model`` when it is a name or a
+    directory; for an embedder without one, pass the same embedder back to ``ContextIndex.load``).
     ``layers``: which layers to index, one or a list, each a layer index, ``"top"`` or ``"average"`` (as in
     ``elmo.layer_choice``; default: the top layer).
     ``words_only``: index only these words (a file of one word a line, or the words; matched ignoring case);
@@ -281,6 +281,7 @@ def build_index(
         model_name = str(model) if model_name is None else model_name
     else:
         embedder = model
+        check_stateless(embedder, "model")
     model_name, shipped = _model_reference(model_name) if model_name is not None else (None, False)
     chosen, indexed = check_index_options(out, layers, embedder.n_layers, embedder.dim, ann.factory, words_only)
     names = [layer_name(layer) for layer in chosen]

@@ -16,7 +16,7 @@ from elmo.search import layout
 from elmo.search.ann import CHUNK_ROWS, ann_search, check_k, exact_search, read_ann, unit_rows
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
-from elmo.search.model import LayerEmbedder, window_of
+from elmo.search.model import LayerEmbedder, check_stateless, window_of
 from elmo.tokenizers import clean_text, get_tokenizer, word_key
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ class ContextIndex:
     def embedder(self) -> LayerEmbedder:
         """The model that embeds query sentences: the one given to ``load``, else the one named in meta.json
         with the tokenizer the corpus was split with. SearchError (field ``embedder``) if it is another model
-        than the index was built with (``elmo.fingerprint``: options and weights) or splits text with another
-        tokenizer, checked once."""
+        than the index was built with (``elmo.fingerprint``: options and weights), splits text with another
+        tokenizer or carries state from batch to batch (``StatefulEmbedder``), checked once."""
         if self._embedder is None:
             from elmo.embedder import Embedder
 
@@ -114,6 +114,7 @@ class ContextIndex:
             self._embedder = Embedder.load(model, tokenizer=self.meta["tokenizer"],
                                            **self.meta.get("window", {}))
         if not self._embedder_checked:
+            check_stateless(self._embedder, "embedder")
             fingerprint = self._embedder.fingerprint
             if fingerprint != self.meta["fingerprint"]:
                 raise SearchError(f"the embedder's model (fingerprint {fingerprint[:12]}) differs from the one "

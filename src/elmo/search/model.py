@@ -10,6 +10,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from elmo.search.errors import SearchError
+
 
 class LayerEmbedder(Protocol):
     """Sentences -> every layer of every token. ``fingerprint`` (``elmo.fingerprint``: the model's options and
@@ -44,3 +46,15 @@ class LayerEmbedder(Protocol):
 def window_of(embedder: LayerEmbedder) -> dict[str, int]:
     """How ``embedder`` cuts long sentences, as an index's ``meta.json`` records it."""
     return {"max_window_tokens": embedder.max_window_tokens, "window_context": embedder.window_context}
+
+
+def check_stateless(embedder: LayerEmbedder, field: str) -> None:
+    """SearchError (``field``) for an embedder that carries LSTM state from batch to batch (``StatefulEmbedder``):
+    a corpus token's vector would depend on the lines embedded before it in its batch row, which a query sentence
+    embedded on its own never reproduces, so a line's own copy would score below other lines' uses."""
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    if isinstance(embedder, StatefulEmbedder):
+        raise SearchError(f"{field} is a StatefulEmbedder, which carries LSTM state from batch to batch: a corpus "
+                          "token's vector would depend on the lines before it, and no query sentence is embedded "
+                          "alike; use elmo.Embedder, where every sentence starts from a zero state", field)
