@@ -111,3 +111,17 @@ def test_sense_1nn_reads_float16_vectors_as_it_reads_float32():
     vectors = 10 * (senses[[0, 0, 1, 1]] + 0.1 * rng.normal(size=(4, 1024)))  # each nearest its own sense
     assert probes.sense_1nn_accuracy(instances, vectors, [0, 1, 2, 3]) == 1.0
     assert probes.sense_1nn_accuracy(instances, vectors.astype(np.float16), [0, 1, 2, 3]) == 1.0
+
+
+@pytest.mark.parametrize("count", [4, 6, 12, 39])
+def test_sense_1nn_shares_the_credit_among_identical_layer_sized_vectors(count: int):
+    """Layer 0 gives every instance spelled alike one 256-wide vector. A matrix-vector product gave such identical
+    rows cosines that differ in the last bit, so only some of them tied as nearest: here the score was 25.0 % for 4
+    instances where the share of the others with the instance's sense, written out below, is 33.3 %."""
+    rng = np.random.default_rng(count)
+    synsets = [f"sense-{i % 3}" for i in range(count)]
+    instances = [_instance(synset, n) for n, synset in enumerate(synsets)]
+    vectors = np.tile(rng.normal(size=256).astype(np.float16), (count, 1))
+    scored = probes.scored_instances(instances)
+    expected = np.mean([sum(synsets[m] == synsets[n] for m in range(count) if m != n) / (count - 1) for n in scored])
+    assert probes.sense_1nn_accuracy(instances, vectors, scored) == pytest.approx(expected)

@@ -241,7 +241,10 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
     right = 0.0
     for n in scored:
         others = [m for m in groups[instances[n].lemma, instances[n].pos] if m != n]
-        similarities = unit[others] @ unit[n]
+        # Each distinct vector's cosine computed once: a matrix-vector product gives identical rows cosines that
+        # differ in the last bit (BLAS sums rows in blocks of several widths), which broke the ties of layer 0.
+        distinct, which = np.unique(unit[others], axis=0, return_inverse=True)
+        similarities = (distinct @ unit[n])[which.reshape(-1)]
         best = similarities.max()
         nearest = [m for m, similarity in zip(others, similarities, strict=True) if similarity == best]
         right += sum(instances[m].synset == instances[n].synset for m in nearest) / len(nearest)
