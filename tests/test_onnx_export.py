@@ -204,6 +204,17 @@ def test_an_export_that_fails_its_check_leaves_the_file_that_was_there_and_no_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bilm.onnx"]
 
 
+def test_a_check_whose_difference_is_nan_fails_it(tmp_path):
+    """A model with a NaN weight gives NaN outputs both ways; ``NaN > tolerance`` is false, so the check passed."""
+    bilm = _random_bilm(RANDOM_OPTIONS)
+    with torch.no_grad():
+        bilm.token_encoder.char_embeddings[:, 0] = float("nan")
+    assert torch.isnan(bilm(batch_to_char_ids([["bank"]]))[0].layers).any()
+    with pytest.raises(RuntimeError, match=r"differ from BiLM\.forward's by up to nan .*; nothing written"):
+        export_onnx(bilm, tmp_path / "bilm.onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_checked_graph_is_not_at_path_until_it_has_passed_and_is_then_renamed_there(tmp_path, monkeypatch):
     """A kill while saving or checking must not leave a cut-short or unchecked graph under the final name."""
     path, seen = tmp_path / "bilm.onnx", []

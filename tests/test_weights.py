@@ -94,6 +94,21 @@ def test_n_characters_261_loads_like_262(model_copy, fixture_dir):
         assert torch.equal(a, b)
 
 
+def test_a_model_read_with_261_characters_is_saved_with_262_as_bilm_tf_needs_to_embed(model_copy, tmp_path):
+    """bilm-tf's training writes 261 and its embedding code refuses anything but 262; ``save_bilm`` wrote back
+    the count it had read, so a training dump passed through this project could not be embedded by bilm-tf."""
+    options = json.loads((model_copy / "options.json").read_text())
+    options["char_cnn"]["n_characters"] = 261
+    (model_copy / "options.json").write_text(json.dumps(options))
+    with_261 = load_bilm(model_copy / "options.json", model_copy / "weights.hdf5")
+    save_bilm(with_261, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    assert json.loads((tmp_path / "options.json").read_text())["char_cnn"]["n_characters"] == 262
+    assert _datasets(tmp_path / "weights.hdf5")["char_embed"].shape[0] == 261  # the padding row is not stored
+    saved = load_bilm(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    for a, b in zip(with_261.parameters(), saved.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_bad_options_name_the_field(model_copy):
     options = json.loads((model_copy / "options.json").read_text())
     del options["lstm"]["projection_dim"]

@@ -158,7 +158,7 @@ def export_onnx(
         saved = partial / path.name
         program.save(saved)  # past torch's threshold, its weights go to saved.name + ".data"
         difference = max_difference(bilm, saved) if check else None
-        if difference is not None and difference > CHECK_TOLERANCE:
+        if difference is not None and not difference <= CHECK_TOLERANCE:  # NaN fails too
             raise RuntimeError(f"{path}: onnxruntime's outputs differ from BiLM.forward's by up to {difference:.2g} "
                                f"(tolerance {CHECK_TOLERANCE:g}) on the check batch; nothing written")
         for weights in sorted(partial.iterdir()):

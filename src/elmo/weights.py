@@ -210,9 +210,15 @@ def load_bilm(options_file: str | Path, weight_file: str | Path) -> BiLM:
 
 
 def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> None:
-    """Write ``bilm`` in the published layout (float32). Each file appears whole or not at all."""
+    """Write ``bilm`` in the published layout (float32). Each file appears whole or not at all.
+
+    ``n_characters`` is written as 262 whatever was read: bilm-tf trains with 261 and refuses to embed with a
+    count other than 262 ("Set n_characters=262 after training"); both name one model (``char_embed`` keeps 261
+    rows, the padding row is added on load)."""
     datasets = _state_dict_to_file(bilm.state_dict(), bilm.config)
     with atomic_path(Path(weight_file)) as temporary, h5py.File(temporary, "w") as handle:
         for name, array in datasets.items():
             handle.create_dataset(name, data=array)
-    write_text_atomic(Path(options_file), json.dumps(bilm.config.to_options(), indent=2) + "\n")
+    options = bilm.config.to_options()
+    options["char_cnn"]["n_characters"] = 262
+    write_text_atomic(Path(options_file), json.dumps(options, indent=2) + "\n")
