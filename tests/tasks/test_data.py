@@ -207,3 +207,21 @@ def test_feature_cache_is_rebuilt_for_the_same_model_reading_long_sentences_othe
         fresh = (StatefulEmbedder(fixture_bilm) if isinstance(other, StatefulEmbedder) else other).embed(sentences)
         for stored, expected in zip(load_layers(path), fresh, strict=True):
             np.testing.assert_allclose(stored, expected, atol=2e-3, rtol=2e-3)
+
+
+def test_a_stateful_embedders_features_are_embedded_afresh_every_time(tmp_path: Path, fixture_bilm):
+    """A StatefulEmbedder's vectors depend on its batch size and on the state it carries in; a cache it wrote was
+    handed to the next StatefulEmbedder of another batch size as if it were its own."""
+    import torch
+
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    torch.set_num_threads(1)
+    sentences = [["The", "cat", "sat"], ["A", "dog", "ran", "far"], ["It", "rained"]]
+    path = cache_layers(StatefulEmbedder(fixture_bilm), sentences, tmp_path / "f.h5", batch_size=1)
+    cache_layers(StatefulEmbedder(fixture_bilm), sentences, path, batch_size=3)
+    in_one_batch = StatefulEmbedder(fixture_bilm).embed(sentences, batch_size=3)
+    one_by_one = StatefulEmbedder(fixture_bilm).embed(sentences, batch_size=1)
+    assert np.abs(in_one_batch[2] - one_by_one[2]).max() > 0.01  # the premise: the batch size changes the vectors
+    for stored, expected in zip(load_layers(path), in_one_batch, strict=True):
+        np.testing.assert_allclose(stored, expected, atol=2e-3, rtol=2e-3)
