@@ -545,12 +545,41 @@ def test_a_run_is_resumed_only_by_an_embedder_that_reads_long_sentences_the_same
     with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
         interrupt_after(patch, 2, signal.SIGINT)
         embed_file(text, output, embedder, options, progress=False)
-    others = [Embedder.load(str(fixture_dir), max_window_tokens=8, window_context=2),
-              StatefulEmbedder(embedder.bilm)]
-    for other, differing in zip(others, ["max_window_tokens, window_context", "embedder"], strict=True):
-        with pytest.raises(ValueError, match=f"was made with another {differing}; run without --resume"):
-            embed_file(text, output, other, options, resume=True, progress=False)
+    other = Embedder.load(str(fixture_dir), max_window_tokens=8, window_context=2)
+    with pytest.raises(ValueError, match="was made with another max_window_tokens, window_context; run without --resume"):
+        embed_file(text, output, other, options, resume=True, progress=False)
+    with pytest.raises(ValueError, match="a StatefulEmbedder cannot resume an output"):
+        embed_file(text, output, StatefulEmbedder(embedder.bilm), options, resume=True, progress=False)
     assert embed_file(text, output, embedder, options, resume=True, progress=False).resumed_from == 2
+
+
+def test_a_stateful_embedder_is_refused_to_resume_or_embed_one_shard_before_any_work(fixture_dir, tmp_path,
+                                                                                   monkeypatch, interrupt_after):
+    """Resumed, a StatefulEmbedder started the kept lines' successors from a zero state where one run carries the
+    state of the lines before, so the resumed output's last lines were not one run's."""
+    from elmo.embed_job import Shard
+    from elmo.embed_job.job import EmbedOptions, embed_file
+    from elmo.stateful_embedder import StatefulEmbedder
+
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"the cat number {n} sat on the mat\n" for n in range(4)))
+    options = EmbedOptions(layers="top", batch_size=1)
+    bilm = Embedder.load(str(fixture_dir)).bilm
+    output = tmp_path / "out.hdf5"
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        interrupt_after(patch, 2, signal.SIGINT)
+        embed_file(text, output, StatefulEmbedder(bilm), options, progress=False)
+    partial = tmp_path / "out.hdf5.partial"  # the interrupted run's lines, kept for a resume
+    kept = partial.read_bytes()
+    with pytest.raises(ValueError, match="a StatefulEmbedder cannot resume an output"):
+        embed_file(text, output, StatefulEmbedder(bilm), options, resume=True, progress=False)
+    assert partial.read_bytes() == kept and not output.exists()
+    with pytest.raises(ValueError, match="a StatefulEmbedder cannot embed shard 1/2"):
+        embed_file(text, tmp_path / "shard.hdf5", StatefulEmbedder(bilm), EmbedOptions(layers="top", shard=Shard(1, 2)),
+                   progress=False)
+    assert not (tmp_path / "shard.hdf5").exists()
+    whole = embed_file(text, tmp_path / "whole.hdf5", StatefulEmbedder(bilm), options, progress=False)
+    assert whole.resumed_from == 0 and (tmp_path / "whole.hdf5").exists()
 
 
 def test_a_full_disk_keeps_every_line_written_says_how_many_and_the_run_resumes(fixture_dir, tmp_path, capsys,
