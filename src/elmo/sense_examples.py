@@ -1,11 +1,11 @@
 """Polysemous words in sentences of known sense: the demo's three words and the 25 whose share the demo reports,
 how often each contextual layer tells the senses apart.
 
-Six or more sentences per sense, written here for this purpose: none is a line of the en-large / zh-large
-corpora's training text (v1 and v2, checked 2026-12-05), none is a sentence of the polysemy sets
-(``elmo.polysemy``). Stored as tokens separated by spaces, the word one token, once: English tokenized as the
-`english` tokenizer splits it, Chinese as `jieba` does, except that a token jieba makes of the word and its
-neighbours (小米粥, 三门) is split around the word.
+Six or more sentences per sense, written here for this purpose: none is a line of, or inside a line of, the
+en-large / zh-large corpora's text (checked 2026-12-06; one that was inside a training line was replaced), none is
+a sentence of the polysemy sets (``elmo.polysemy``). Stored as tokens separated by spaces, the word one token,
+once: English tokenized as the `english` tokenizer splits it, Chinese as `jieba` does, except that a token jieba
+makes of the word and its neighbours (小米粥, 三门) is split around the word.
 """
 
 # ruff: noqa: RUF001  (Chinese sentences use full-width commas)
@@ -379,7 +379,7 @@ POLYSEMY_EXAMPLES = (
     }, label="shengqi"),
     _example("水分", "zh", {
         "water": ["西瓜 含有 大量 水分",
-                  "植物 通过 根部 吸收 水分",
+                  "晒干 的 红枣 失去 了 大部分 水分",
                   "刚 摘下来 的 葡萄 水分 很足",
                   "木头 要 晒干 水分 才能 用来 做 家具",
                   "夏天 出汗 多 ， 要 及时 补充 水分",
