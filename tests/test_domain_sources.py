@@ -19,6 +19,7 @@ from elmo.datasets.domain_sources import (
     parse_license_file,
     read_china_law,
     read_scancode_licenses,
+    unique_per_split,
 )
 from elmo.tasks.data import law_branch_splits, license_category_splits, near_copy
 
@@ -77,6 +78,21 @@ def test_reader_keeps_english_prose_shares_a_split_per_family_and_keeps_held_out
         # SHARED is in a held-out license; the capitals, the German text and the placeholder are dropped.
         f"license-family:{train_family}": [("You may redistribute the work under these terms.",)],
     }
+
+
+def test_a_copy_differing_only_by_invisible_characters_is_the_same_sentence_for_dedupe_and_held_out():
+    # ScanCode has both: "Limitation of Liability." held out, "Limitation of Liability. \u200b" in a training
+    # license; "Policy\u2060 explains" beside "Policy explains" in one license. prepare writes them after
+    # clean_text, so they were the same line in the corpus, a held-out one in train.
+    test_family, train_family = _family_in("test"), _family_in("train")
+    passages = unique_per_split([
+        (f"license-family:{test_family}", ("Limitation of Liability.",)),
+        (f"license-family:{train_family}", ("Limitation of Liability. \u200b", "Our Privacy Policy explains it.",
+                                            "Our Privacy Policy\u2060 explains it.", "Other terms apply here.")),
+    ], min_chars=20)
+    assert [passage.sentences for passage in passages] == [("Limitation of Liability.",),
+                                                           ("Our Privacy Policy explains it.",
+                                                            "Other terms apply here.")]
 
 
 def _rule(name: str, text: str, **fields: str) -> tuple[str, bytes]:

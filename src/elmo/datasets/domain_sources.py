@@ -31,6 +31,7 @@ from elmo.datasets.sources import (
     split_chinese_sentences,
     split_english_sentences,
 )
+from elmo.tokenizers import clean_text
 
 # A wheel tagged cp311: pip downloads it for Python 3.11 only; elsewhere only a cached copy verifies.
 SCANCODE = PinnedArchive("pypi", "scancode-toolkit", "32.5.0", "scancode_toolkit-32.5.0-cp311-none-any.whl",
@@ -91,16 +92,18 @@ def read_scancode_licenses(archive_path: Path) -> Iterator[Passage]:
 def unique_per_split(passages: Iterable[tuple[str, tuple[str, ...]]], min_chars: int) -> Iterator[Passage]:
     """``(key, sentences)`` as passages, each sentence of ``min_chars`` or more characters (``text_key``) kept
     once per split, in its first passage, and a training sentence that a held-out passage also has dropped:
-    legal texts copy each other, and a held-out sentence must not be trained on under another passage's key."""
+    legal texts copy each other, and a held-out sentence must not be trained on under another passage's key.
+    Sentences are keyed after ``clean_text``, as ``prepare`` writes them: a copy that differs only by a
+    zero-width space or a word joiner (ScanCode has both) is the same sentence in the corpus."""
     passages = list(passages)
-    held_out = {text_key(sentence) for key, sentences in passages if heldout_split(key) != "train"
+    held_out = {text_key(clean_text(sentence)) for key, sentences in passages if heldout_split(key) != "train"
                 for sentence in sentences}
     seen: dict[str, set[str]] = {"train": set(), "valid": set(), "test": set()}
     for passage_key, sentences in passages:
         split = heldout_split(passage_key)
         kept = []
         for sentence in sentences:
-            key = text_key(sentence)
+            key = text_key(clean_text(sentence))
             if len(key) >= min_chars:
                 if key in seen[split] or (split == "train" and key in held_out):
                     continue
