@@ -546,7 +546,8 @@ def test_a_run_is_resumed_only_by_an_embedder_that_reads_long_sentences_the_same
         interrupt_after(patch, 2, signal.SIGINT)
         embed_file(text, output, embedder, options, progress=False)
     other = Embedder.load(str(fixture_dir), max_window_tokens=8, window_context=2)
-    with pytest.raises(ValueError, match="was made with another max_window_tokens, window_context; run without --resume"):
+    with pytest.raises(ValueError,
+                       match="was made with another max_window_tokens, window_context; run without --resume"):
         embed_file(text, output, other, options, resume=True, progress=False)
     with pytest.raises(ValueError, match="a StatefulEmbedder cannot resume an output"):
         embed_file(text, output, StatefulEmbedder(embedder.bilm), options, resume=True, progress=False)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from elmo import Embedder
-from elmo.polysemy import evaluate_model, load_sentences, nn_agreement, triplet_rate
+from elmo.polysemy import SenseSentence, evaluate_model, load_sentences, nn_agreement, triplet_rate
 from elmo.sense_examples import POLYSEMY_EXAMPLES
 from elmo.tokenizers import english_tokenize, jieba_tokenize
 
@@ -145,7 +145,7 @@ def test_shipped_en_model_scores_a_rate_per_layer_and_its_context_free_layer_tie
 def test_a_model_reading_characters_gets_a_words_vector_as_the_mean_of_its_characters(fixture_bilm):
     """A Chinese model trained on characters reads the stored jieba tokens as characters; the target word's vector
     is the mean of its characters' (by hand here, from the same embedder's own output)."""
-    from elmo.polysemy import SenseSentence, word_vectors
+    from elmo.polysemy import word_vectors
 
     sentences = [SenseSentence("小米", "food", "我喜欢吃小米粥", ("我", "喜欢", "吃", "小米", "粥"), 3),
                  SenseSentence("小米", "phone", "小米手机很好用", ("小米", "手机", "很", "好用"), 0)]
@@ -158,3 +158,10 @@ def test_a_model_reading_characters_gets_a_words_vector_as_the_mean_of_its_chara
     words = Embedder(fixture_bilm, tokenizer="jieba")  # a model reading words: the stored tokens as they are
     np.testing.assert_allclose(word_vectors(words, sentences)[:, 1],
                                words.embed([list(sentences[1].tokens)], "all")[0][:, 0], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("index", [0, 5])
+def test_a_sentence_whose_index_is_not_the_word_is_refused(index):
+    """The measures read the vector at ``index``; token 0 of this sentence is another word, 5 is past its end."""
+    with pytest.raises(ValueError, match="not the word 'bank'"):
+        SenseSentence("bank", "river", "we sat by the bank", ("we", "sat", "by", "the", "bank"), index)

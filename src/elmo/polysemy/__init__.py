@@ -49,6 +49,13 @@ class SenseSentence:
     tokens: tuple[str, ...]
     index: int  # tokens[index] == word
 
+    def __post_init__(self) -> None:
+        """Every measure reads the word's vector at ``index``: a sentence whose token there is another word would
+        be scored as if it were the word, silently."""
+        if not 0 <= self.index < len(self.tokens) or self.tokens[self.index] != self.word:
+            found = repr(self.tokens[self.index]) if 0 <= self.index < len(self.tokens) else "past the tokens"
+            raise ValueError(f"{self.text!r}: token {self.index} is {found}, not the word {self.word!r}")
+
 
 def load_sentences(language: str) -> list[SenseSentence]:
     """The polysemy set of ``language`` (``en`` or ``zh``), grouped by word, then by sense."""
@@ -58,12 +65,11 @@ def load_sentences(language: str) -> list[SenseSentence]:
     sentences = []
     for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         record = json.loads(line)
-        sentence = SenseSentence(record["word"], record["sense"], record["text"], tuple(record["tokens"]),
-                                 record["index"])
-        if sentence.tokens[sentence.index] != sentence.word:
-            raise ValueError(f"{language}.jsonl line {line_number}: token {sentence.index} is "
-                             f"{sentence.tokens[sentence.index]!r}, not the word {sentence.word!r}")
-        sentences.append(sentence)
+        try:
+            sentences.append(SenseSentence(record["word"], record["sense"], record["text"], tuple(record["tokens"]),
+                                           record["index"]))
+        except ValueError as error:
+            raise ValueError(f"{language}.jsonl line {line_number}: {error}") from None
     return sentences
 
 
