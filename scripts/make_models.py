@@ -437,13 +437,24 @@ def vocabulary_flags(options: dict[str, Any]) -> list[str]:
 
 
 def vocabulary_rule(vocab: Vocabulary, counts: Counter[str]) -> int:
-    """The ``--min-count`` that keeps ``vocab``'s own rule on the text of ``counts``: one more than the count of
-    the most frequent word it left out, or the count of its rarest word where that is lower (text cleaned since the
-    vocabulary was made leaves out a few words seen more often). A vocabulary made by `elmo vocab --min-count N`
-    from that text gives N."""
-    left_out = max((count for word, count in counts.items() if word not in vocab.ids), default=0)
-    kept = [counts[token] for token in vocab.tokens if token in counts and token not in SPECIAL_TOKENS]
-    return min(left_out + 1, *kept)
+    """The ``--min-count`` that makes ``vocab`` from the text of ``counts``, or comes closest: the smallest N for
+    which the fewest words disagree (a vocabulary word seen fewer than N times, or a word seen N times or more that
+    it lacks). Text cleaned since the vocabulary was made moves a few words across the line either way (zh-large
+    holds a vocabulary word seen once, en-large words seen more often than the rule that left them out), which a
+    rule read off one word would follow. A vocabulary made by `elmo vocab --min-count N` from that text gives N."""
+    top = max(counts.values(), default=0) + 1
+    inside, outside = [0] * (top + 1), [0] * (top + 1)  # words of the vocabulary / not, by count
+    for word, count in counts.items():
+        if word not in SPECIAL_TOKENS:
+            (inside if word in vocab.ids else outside)[count] += 1
+    best, fewest = 1, math.inf
+    inside_below, outside_from = 0, sum(outside)  # at N: inside words seen < N times, outside words seen >= N
+    for n in range(1, top + 1):
+        inside_below += inside[n - 1]
+        outside_from -= outside[n - 1]
+        if inside_below + outside_from < fewest:
+            best, fewest = n, inside_below + outside_from
+    return best
 
 
 def continuing_min_count(options: dict[str, Any], vocab: Vocabulary, counts: Counter[str]) -> int:

@@ -349,6 +349,10 @@ def test_vocabulary_rule_is_the_min_count_that_made_the_vocabulary_even_with_a_f
     drifted = Counter({**counts, "樂": 7})
     had = Vocabulary([*made.tokens, "樂"])
     assert make_models.vocabulary_rule(had, drifted) == 6
+    # And a vocabulary word now seen once (zh-large: a word cleaning split): the rule read off the rarest
+    # vocabulary word was 1, so the card advised growing the vocabulary by every word seen once.
+    rare = Counter({**counts, "樂": 1})
+    assert make_models.vocabulary_rule(had, rare) == 6
 
 
 def test_the_card_of_a_run_that_read_a_vocabulary_continues_with_that_vocabularys_rule(
