@@ -39,7 +39,7 @@ import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
-from typing import Literal, Self, TypedDict, Unpack, overload
+from typing import ClassVar, Literal, Self, TypedDict, Unpack, overload
 
 import numpy as np
 import torch
@@ -87,6 +87,11 @@ Tokens = list[str]
 
 
 class Embedder:
+    # Whether a sentence's vectors depend on what this embedder embedded before it (``StatefulEmbedder``: each
+    # batch row carries its LSTM state on). Work that resumes, shards or reuses vectors needs them to depend on the
+    # sentence alone, so it refuses such an embedder (search, ``elmo embed``) or embeds afresh (the tasks' cache).
+    carries_state: ClassVar[bool] = False
+
     def __init__(
         self,
         bilm: BiLM,

@@ -43,6 +43,8 @@ class StatefulEmbedder(Embedder):
     state on a batch at a time as it embeds them, failure or not: its caller has had those batches' vectors.
     """
 
+    carries_state = True
+
     def __init__(self, bilm: BiLM, tokenizer: str = "whitespace", device: str | torch.device | None = None,
                  token_cache_size: int = 20_000) -> None:
         self._state: BiLMState | None = None  # set first: the base class may call ``to``, which moves it

@@ -62,6 +62,7 @@ class ConstructedEmbedder:
     tokenizer_name = "whitespace"
     fingerprint = "constructed vectors"  # the model's identity the index records: every one of these is alike
     max_window_tokens, window_context = 256, 64  # recorded; the vectors do not depend on them
+    carries_state = False  # each sentence's vectors are its own
 
     def __init__(self, bilm: BiLM, fail_after: int | None = None) -> None:
         self.n_layers = bilm.config.n_output_layers

@@ -30,7 +30,6 @@ from elmo.extras import require
 from elmo.files import check_not_an_input, same_path, sha256_of
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
-from elmo.stateful_embedder import StatefulEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -180,11 +179,11 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     model. On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many.
     ValueError, before any work, for a ``StatefulEmbedder`` asked to resume or to embed one shard of several: the
     state it would carry into the first line embedded is another run's, so the lines would not be one run's."""
-    if isinstance(embedder, StatefulEmbedder) and (resume or job.options.shard.count > 1):
+    if embedder.carries_state and (resume or job.options.shard.count > 1):
         asked = "resume an output" if resume else f"embed shard {job.options.shard}"
-        raise ValueError(f"a StatefulEmbedder cannot {asked}: it carries LSTM state from batch to batch, and the "
-                         "state the lines before would have left is not recorded; embed the whole input in one run "
-                         "without --resume, or use elmo.Embedder, where every sentence starts from a zero state")
+        raise ValueError(f"a {type(embedder).__name__} cannot {asked}: it carries LSTM state from batch to batch, "
+                         "and the state the lines before would have left is not recorded; embed the whole input in one "
+                         "run without --resume, or use elmo.Embedder, where every sentence starts from a zero state")
     job = with_embedder(job, embedder)
     target = job.target
     report = EmbedReport(lines=target.lines)

@@ -23,6 +23,8 @@ class LayerEmbedder(Protocol):
     # index records them and its queries must be cut alike.
     max_window_tokens: int
     window_context: int
+    # True where a sentence's vectors depend on the lines embedded before it (``Embedder.carries_state``).
+    carries_state: bool
 
     @property
     def fingerprint(self) -> str: ...
@@ -52,9 +54,7 @@ def check_stateless(embedder: LayerEmbedder, field: str) -> None:
     """SearchError (``field``) for an embedder that carries LSTM state from batch to batch (``StatefulEmbedder``):
     a corpus token's vector would depend on the lines embedded before it in its batch row, which a query sentence
     embedded on its own never reproduces, so a line's own copy would score below other lines' uses."""
-    from elmo.stateful_embedder import StatefulEmbedder
-
-    if isinstance(embedder, StatefulEmbedder):
-        raise SearchError(f"{field} is a StatefulEmbedder, which carries LSTM state from batch to batch: a corpus "
+    if embedder.carries_state:
+        raise SearchError(f"{field} ({type(embedder).__name__}) carries LSTM state from batch to batch: a corpus "
                           "token's vector would depend on the lines before it, and no query sentence is embedded "
                           "alike; use elmo.Embedder, where every sentence starts from a zero state", field)

@@ -20,7 +20,6 @@ import numpy as np
 
 from elmo.embedder import Embedder
 from elmo.files import atomic_path
-from elmo.stateful_embedder import StatefulEmbedder
 
 
 def sentences_sha256(sentences: Sequence[Sequence[str]]) -> str:
@@ -35,12 +34,12 @@ def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: s
                  progress: bool = False) -> Path:
     """Embed ``sentences`` (lists of words) into ``path`` unless it already holds exactly these, embedded by this
     model (its fingerprint: options and weights) read the same way (``Embedder.reading``: windows, class); returns
-    it. A ``StatefulEmbedder`` always embeds them afresh: its vectors depend on the batch size and on the state it
-    carries in from what it embedded before, which no file records."""
+    it. An embedder that carries state (``Embedder.carries_state``) always embeds them afresh: its vectors depend
+    on the batch size and on the state it carries in from what it embedded before, which no file records."""
     path = Path(path)
     expected = {"model_fingerprint": embedder.fingerprint, **embedder.reading,
                 "sentences_sha256": sentences_sha256(sentences)}
-    if path.is_file() and not isinstance(embedder, StatefulEmbedder):
+    if path.is_file() and not embedder.carries_state:
         with h5py.File(path, "r") as existing:
             if all(existing.attrs.get(key) == value for key, value in expected.items()):
                 return path
