@@ -374,7 +374,8 @@ def _is_the_recipe(options: dict[str, Any]) -> bool:
     if options.get("init_from") or options.get("lr_decay_steps"):
         return False
     same = all(type(options[key])(flags[flag]) == options[key] for flag, key in names.items())
-    return same and options["seed"] == 0 and options["dropout"] == 0.1
+    defaults = options["seed"] == 0 and options["dropout"] == 0.1 and options["clip_norm"] == 10.0
+    return same and defaults and options["tokenizer"] == "whitespace"
 
 
 def _sizes(directory: Path) -> str:
@@ -475,10 +476,11 @@ def training_flags(options: dict[str, Any]) -> list[str]:
                 + ([] if options.get("lr_final") is None else ["--lr-final", f"{options['lr_final']:g}"]))
     valid_rows = [] if options.get("valid_batch_size", 32) == 32 else ["--valid-batch-size",
                                                                        str(options["valid_batch_size"])]
+    clip = [] if options["clip_norm"] == 10.0 else ["--clip-norm", f"{options['clip_norm']:g}"]
     return [*shape, "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
             "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
             "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
-            "--dropout", f"{options['dropout']:g}", "--checkpoint-every", str(options["checkpoint_every"]),
+            "--dropout", f"{options['dropout']:g}", *clip, "--checkpoint-every", str(options["checkpoint_every"]),
             "--valid-every", str(options["valid_every"]), *valid_rows]
 
 

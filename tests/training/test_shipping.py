@@ -385,6 +385,30 @@ def test_the_card_of_a_run_grown_with_min_count_gives_it_in_the_flags_and_the_co
     assert "--max-steps 10000 \\\n        --min-count 3 --batch-size 4 --unroll-steps 6" in card
 
 
+def test_the_card_of_a_run_with_another_gradient_clip_gives_it_and_is_not_called_the_recipe(
+    shipped: dict, tmp_path: Path
+):
+    """The card's flags and continuing command left --clip-norm out, so a run clipped at 1 was continued at 10, and
+    a `make models` run with it was called the recipe (its "Reproduce" command would not rebuild it)."""
+    options = TrainingOptions(corpus=[str(shipped["corpus"])], init_from=str(shipped["run"]), batch_size=4,
+                              unroll_steps=6, n_negatives=12, clip_norm=1.0, max_steps=1)
+    train(options, tmp_path / "run", progress=False)
+    card = (make_models.ship_run(tmp_path / "run", "mini", tmp_path / "models", tests=[]) / "README.md").read_text()
+    assert "--dropout 0.1 --clip-norm 1 --checkpoint-every" in card.split("- Flags: ")[1].split("\n")[0]
+    assert card.count("--clip-norm 1 ") == 2  # the flags and the command that continues training
+    recipe = dict(zip(make_models.TRAIN_FLAGS[::2], make_models.TRAIN_FLAGS[1::2], strict=True))
+    as_made = {"config": recipe["--config"], "batch_size": int(recipe["--batch-size"]),
+               "unroll_steps": int(recipe["--unroll-steps"]), "optimizer": recipe["--optimizer"],
+               "learning_rate": float(recipe["--lr"]), "n_negatives": int(recipe["--negatives"]),
+               "state_reset": float(recipe["--state-reset"]), "checkpoint_every": int(recipe["--checkpoint-every"]),
+               "valid_every": int(recipe["--valid-every"]), "seed": 0, "dropout": 0.1, "clip_norm": 10.0,
+               "tokenizer": "whitespace", "init_from": None, "lr_decay_steps": 0}
+    assert make_models._is_the_recipe(as_made)
+    assert not make_models._is_the_recipe(as_made | {"clip_norm": 1.0})
+    assert not make_models._is_the_recipe(as_made | {"tokenizer": "english"})
+    assert "--clip-norm" not in make_models.training_flags(as_made)
+
+
 @pytest.fixture
 def runs_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None, int | None, Path, Path]]:
     """``make_models.main`` without its corpora, training or shipping: each model it would make, with the steps,
