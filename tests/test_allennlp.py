@@ -359,6 +359,28 @@ def test_embed_file_reads_a_path_and_an_open_file_alike_with_universal_newlines_
             np.testing.assert_allclose(written[str(number)][...], array, atol=1e-6)
 
 
+def test_elmo_embed_reads_the_lines_embed_file_reads_a_lone_carriage_return_ending_one(embedder, fixture_dir,
+                                                                                       tmp_path):
+    """`elmo embed` split only at \n, so a lone \r (classic Mac OS files) joined two lines into one sentence, each
+    the other's context, and every later line's name moved up by one; AllenNLP's command and embed_file split there."""
+    from elmo.cli import main
+
+    input_path = tmp_path / "in.txt"
+    input_path.write_bytes(MIXED_BYTES)
+    embedder.embed_file(input_path, tmp_path / "drop-in.hdf5")
+    assert main(["embed", str(input_path), str(tmp_path / "cli.hdf5"), "--model", str(fixture_dir), "--quiet"]) == 0
+    assert main(["embed", str(input_path), str(tmp_path / "shard.hdf5"), "--model", str(fixture_dir),
+                 "--shard", "1/3", "--quiet"]) == 0
+    with h5py.File(tmp_path / "drop-in.hdf5", "r") as drop_in, h5py.File(tmp_path / "cli.hdf5", "r") as cli:
+        assert set(cli) == set(drop_in) == {"0", "1", "2", "sentence_to_index"}
+        assert json.loads(cli["sentence_to_index"][0]) == json.loads(drop_in["sentence_to_index"][0])
+        for number in ("0", "1", "2"):
+            np.testing.assert_allclose(cli[number][...], drop_in[number][...], atol=1e-6)
+        with h5py.File(tmp_path / "shard.hdf5", "r") as shard:
+            assert set(shard) - {"sentence_to_index"} == {"1"}
+            np.testing.assert_allclose(shard["1"][...], drop_in["1"][...], atol=1e-6)
+
+
 # Lines that clean_text changes beyond control characters: a combining accent (composed), a soft hyphen and a
 # right-to-left mark (deleted), an emoji family joined by zero-width joiners (deleted).
 INVISIBLY_CLEANED = ["cafe\u0301 au lait", "co\u00adop shop", "abc\u200f def",

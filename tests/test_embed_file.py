@@ -420,6 +420,25 @@ def test_an_output_that_is_the_input_under_any_name_is_refused_and_the_input_kep
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "link.txt"]
 
 
+@pytest.mark.parametrize(("input_name", "output_name", "extra"), [
+    ("corpus.partial", "corpus", []),  # HDF5 built in OUTPUT.partial: it truncated the input
+    ("vec.parquet.partial", "vec.parquet", []),  # Parquet's chunks go in a directory there: the input was removed
+    (".vec.npy.1234.partial", "vec.npy", ["--pooling", "mean"]),  # a killed run's leftover: deleted at the start
+], ids=["hdf5", "parquet", "leftover"])
+def test_an_input_where_the_output_is_built_is_refused_and_kept(input_name, output_name, extra, fixture_dir,
+                                                                tmp_path, capsys, no_model_load):
+    """The input was checked against OUTPUT only, so an input named as OUTPUT's partial file was overwritten or
+    deleted before it was read, and the run ended with an error about something else."""
+    text = tmp_path / input_name
+    text.write_text("a b\nc d\n")
+    assert main(["embed", str(text), str(tmp_path / output_name), "--model", str(fixture_dir), "--quiet",
+                 *extra]) == 2
+    error = capsys.readouterr().err
+    assert "partial" in error and str(text) in error
+    assert text.read_text() == "a b\nc d\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [input_name]
+
+
 def test_ctrl_c_just_after_an_hdf5_line_is_written_keeps_the_lines_before_it_and_writes_it_again(
         fixture_dir, tmp_path, capsys, monkeypatch, fresh_vectors):
     command = _embed_command(fixture_dir, tmp_path)

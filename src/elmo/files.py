@@ -346,10 +346,11 @@ def utf8_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False,
         yield "".join(head)
 
 
-def utf8_universal_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False) -> Iterator[str]:
+def utf8_universal_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False,
+                         digest: "_Hash | None" = None) -> Iterator[str]:
     r"""``utf8_lines`` with the line ends Python's text mode reads: ``\r\n`` and a lone ``\r`` (classic Mac OS
     files) end a line too. A line without ``\r``, most lines, is passed on as it comes (no list made per line)."""
-    for text in utf8_lines(path, name, refuse_nul=refuse_nul):
+    for text in utf8_lines(path, name, refuse_nul=refuse_nul, digest=digest):
         if "\r" in text:
             yield from text.removesuffix("\r").split("\r")
         else:

@@ -5,6 +5,7 @@ model made, and embeds the lines a chunk at a time into the format's writer, whi
 the run is interrupted.
 """
 
+import fnmatch
 import itertools
 import logging
 import math
@@ -63,7 +64,8 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
     weights, vocabulary...), which the output must not replace, nor, as a directory of parts, be written among.
     The job's settings name the model once ``run`` has it."""
     output = Path(output)
-    check_not_an_input(output, [*([] if source.name == STDIN else [source.path]), *model_files], "OUTPUT")
+    inputs = [*([] if source.name == STDIN else [source.path]), *model_files]
+    check_not_an_input(output, inputs, "OUTPUT")
     weights = layer_weights(options.layers, config.n_output_layers)
     if options.batch_size < 1:
         raise ValueError(f"batch_size is {options.batch_size}; expected at least 1")
@@ -96,6 +98,7 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
         parts.check_holds_only_parts(options.shard.count)
         output = parts.part(options.shard)
     check_output_path(output, format, parts is not None)
+    _check_no_input_where_output_is_built(output, inputs)
     shape = VectorShape(config.n_output_layers if weights is None else None, config.output_dim,
                         options.pooling is not None, DTYPES[options.dtype])
     target = Target(output, settings, options.shard.size(text.lines), shape, source.id_field is not None,
@@ -144,6 +147,17 @@ def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool =
         raise ValueError(f"{folder} is not writable; cannot write {output.name} in it")
     if format == "hdf5" and partial_path(output).is_dir():
         raise ValueError(f"{partial_path(output)} is a directory in the way of the partial output; remove it")
+
+
+def _check_no_input_where_output_is_built(output: Path, inputs: list[Path]) -> None:
+    """ValueError where an input stands where ``output`` is built (``partial_path``) or where a killed run's
+    leftovers of it are deleted (``.NAME.*.partial`` beside it): a writer replaces or deletes them before the
+    input is read, so the input would be lost and the run end with an unrelated error."""
+    check_not_an_input(partial_path(output), inputs, "OUTPUT's partial output")
+    for path in inputs:
+        if same_path(path.parent, output.parent) and fnmatch.fnmatchcase(path.name, f".{output.name}.*.partial"):
+            raise ValueError(f"the input {path} is named as a partial file of OUTPUT {output}, which a run deletes "
+                             "before it starts: rename the input or give another output")
 
 
 def _check_output_directory(directory: Path) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
-from elmo.files import utf8_lines
+from elmo.files import utf8_universal_lines
 from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS
 
 # C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
@@ -108,12 +108,13 @@ def check_input(source: Source) -> TextFile:
 
 
 def _decoded_lines(path: Path, name: str, digest: "hashlib._Hash | None" = None) -> Iterator[str]:
-    r"""Each line of ``path`` (split at ``\n``) as text without its line break or a byte-order mark (which Windows
-    editors write at a file's start, so files joined together hold one at a line's start; it would stick to the
-    first token); NotUtf8Error, a ValueError, at the first NUL or non-UTF-8 byte. Streams: a block of the file
-    (``elmo.files.TEXT_BLOCK``) and its lines are held at a time."""
-    for line in utf8_lines(path, name, refuse_nul=True, digest=digest):
-        yield line.rstrip("\r").removeprefix(BYTE_ORDER_MARK)
+    r"""Each line of ``path`` (ended by ``\n``, ``\r\n`` or a lone ``\r``, as Python's text mode, AllenNLP's
+    ``elmo`` command and ``elmo.allennlp`` read them) as text without its line break or a byte-order mark (which
+    Windows editors write at a file's start, so files joined together hold one at a line's start; it would stick
+    to the first token); NotUtf8Error, a ValueError, at the first NUL or non-UTF-8 byte. Streams: a block of the
+    file (``elmo.files.TEXT_BLOCK``) and its lines are held at a time."""
+    for line in utf8_universal_lines(path, name, refuse_nul=True, digest=digest):
+        yield line.removeprefix(BYTE_ORDER_MARK)
 
 
 def read_lines(path: Path, report: EmbedReport, name: str | None = None) -> Iterator[str]:
