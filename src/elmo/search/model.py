@@ -23,8 +23,11 @@ class LayerEmbedder(Protocol):
     # index records them and its queries must be cut alike.
     max_window_tokens: int
     window_context: int
-    # True where a sentence's vectors depend on the lines embedded before it (``Embedder.carries_state``).
-    carries_state: bool
+
+    @property
+    def carries_state(self) -> bool:
+        """True where a sentence's vectors depend on the lines embedded before it (``Embedder.carries_state``)."""
+        ...
 
     @property
     def fingerprint(self) -> str: ...

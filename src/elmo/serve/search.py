@@ -66,6 +66,7 @@ class BatchedEmbedder:
         self.tokenizer_name = embedder.tokenizer_name
         self.max_window_tokens = embedder.max_window_tokens
         self.window_context = embedder.window_context
+        self.carries_state = embedder.carries_state  # the batcher's batches mix requests: refused where True
         self.n_layers = embedder.n_layers
         self.dim = embedder.dim
         self.tokenize = embedder.tokenize
