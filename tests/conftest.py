@@ -1,6 +1,7 @@
 import json
 import os
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +60,12 @@ def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def interrupt_after() -> Callable[[pytest.MonkeyPatch, int, int], None]:
+def interrupt_after() -> Iterator[Callable[[pytest.MonkeyPatch, int, int], None]]:
     """``interrupt_after(monkeypatch, n, signum)`` patches ``Embedder.iter_embed`` to deliver ``signum`` to this
-    process once ``n`` sentences' vectors have been made (how the tests stop an embedding job part way)."""
+    process once ``n`` sentences' vectors have been made (how the tests stop an embedding job part way). SIGINT
+    raises KeyboardInterrupt meanwhile, as in a terminal: a shell without job control starts a background command
+    (``make test &``) with SIGINT ignored, which Python then leaves ignored."""
+    ignored_or_not = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def patch(monkeypatch: pytest.MonkeyPatch, sentences: int, signum: int) -> None:
         original = Embedder.iter_embed
@@ -77,4 +81,5 @@ def interrupt_after() -> Callable[[pytest.MonkeyPatch, int, int], None]:
 
         monkeypatch.setattr(Embedder, "iter_embed", iter_embed)
 
-    return patch
+    yield patch
+    signal.signal(signal.SIGINT, ignored_or_not)
