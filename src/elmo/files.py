@@ -89,9 +89,14 @@ def new_partial_file(final: Path) -> Path:
     return Path(name)
 
 
+def partial_files_of(final: Path) -> list[Path]:
+    """The ``new_partial_file`` files of ``final`` that stand beside it now: a killed run's leftovers."""
+    return list(final.parent.glob(f".{glob.escape(final.name)}.*.partial"))
+
+
 def remove_partial_files_of(final: Path) -> None:
     """The ``new_partial_file`` files of ``final`` that a killed run left beside it."""
-    for leftover in final.parent.glob(f".{glob.escape(final.name)}.*.partial"):
+    for leftover in partial_files_of(final):
         leftover.unlink(missing_ok=True)
 
 

@@ -5,7 +5,6 @@ model made, and embeds the lines a chunk at a time into the format's writer, whi
 the run is interrupted.
 """
 
-import fnmatch
 import itertools
 import logging
 import math
@@ -28,7 +27,7 @@ from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder, cast_vectors
 from elmo.extras import require
-from elmo.files import check_not_an_input, same_path, sha256_of
+from elmo.files import check_not_an_input, partial_files_of, same_path, sha256_of
 from elmo.layer_choice import LayerChoice, layer_weights, parse_layers
 from elmo.pooling import Pooling, check_pooling, pool
 
@@ -154,10 +153,8 @@ def _check_no_input_where_output_is_built(output: Path, inputs: list[Path]) -> N
     leftovers of it are deleted (``.NAME.*.partial`` beside it): a writer replaces or deletes them before the
     input is read, so the input would be lost and the run end with an unrelated error."""
     check_not_an_input(partial_path(output), inputs, "OUTPUT's partial output")
-    for path in inputs:
-        if same_path(path.parent, output.parent) and fnmatch.fnmatchcase(path.name, f".{output.name}.*.partial"):
-            raise ValueError(f"the input {path} is named as a partial file of OUTPUT {output}, which a run deletes "
-                             "before it starts: rename the input or give another output")
+    for leftover in partial_files_of(output):
+        check_not_an_input(leftover, inputs, "OUTPUT's leftover partial file (deleted before any work)")
 
 
 def _check_output_directory(directory: Path) -> None:
