@@ -213,6 +213,36 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
         np.testing.assert_allclose(got_array, fresh_array, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize(("name", "options", "records"), [
+    ("out.hdf5", [], True), ("out.parquet", [], True), ("out.npy", ["--pooling", "mean"], False)])
+def test_resume_skips_a_whole_output_of_the_same_job_and_refuses_one_of_another(name, options, records, text,
+                                                                                 tmp_path, fixture_dir, capsys):
+    """A job rerun with --resume after it finished (a scheduler's retry) re-embedded the whole input; now HDF5 and
+    Parquet, which record their settings, are kept as they are, and one made otherwise is refused as a partial
+    output of another job is. npy has no place for settings: embedded again, as before."""
+    output = tmp_path / name
+    _embed(text, output, fixture_dir, *options)
+    made = output.stat().st_mtime_ns
+    capsys.readouterr()
+    _embed(text, output, fixture_dir, *options, "--resume")
+    assert (output.stat().st_mtime_ns == made) is records
+    said = capsys.readouterr().out
+    assert (f"{output} is already whole; skipped" in said) is records
+    if not records:
+        return
+    assert main(["embed", str(text), str(output), "--model", str(fixture_dir), "--quiet", *options, "--resume",
+                 "--dtype", "float16"]) == 2
+    assert f"{output} was made with another dtype; run without --resume to embed it again" in capsys.readouterr().err
+    assert output.stat().st_mtime_ns == made
+    text.write_text(text.read_text() + "one more line\n")
+    assert main(["embed", str(text), str(output), "--model", str(fixture_dir), "--quiet", *options, "--resume"]) == 2
+    assert "has changed since" in capsys.readouterr().err
+    _embed(text, output, fixture_dir, *options, "--dtype", "float16")  # without --resume: embedded again
+    assert output.stat().st_mtime_ns != made
+    _embed(text, output, fixture_dir, *options, "--dtype", "float16", "--resume")
+    assert "already whole; skipped" in capsys.readouterr().out
+
+
 def test_chunks_go_to_a_thread_only_where_the_model_leaves_this_process_a_core(fixture_dir, monkeypatch):
     embedder = Embedder.load(str(fixture_dir))
     monkeypatch.setattr(job.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})

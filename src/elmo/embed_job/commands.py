@@ -142,11 +142,11 @@ def _embed(args: argparse.Namespace) -> int:
             if partial_path(output).exists():
                 stopped.add_note("run the same command with --resume to continue")
             raise
+    shard_note = f" (shard {shard})" if shard != WHOLE else ""
     if report.already_whole:
-        print(f"{output} (shard {shard}) is already whole; skipped")
+        print(f"{output}{shard_note} is already whole; skipped")
         return 0
     resumed = f" (resumed: {report.resumed_from} lines already done)" if report.resumed_from else ""
-    shard_note = f" (shard {shard})" if shard != WHOLE else ""
     print(f"wrote {report.lines} sentences to {output}{shard_note}{resumed}; {len(report.warnings)} warning(s)")
     return 0
 
@@ -180,7 +180,9 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
     embed.add_argument("--device", type=device, default=None,
                        help="cpu, cuda, cuda:1, ... (default: cpu; cuda under torchrun: cuda:LOCAL_RANK)")
-    embed.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    embed.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run of the same command; an HDF5 or Parquet output already "
+                            "whole from the same command is kept")
     embed.add_argument("--engine", choices=("local", "ray"), default="local",
                        help="local: this process (or one per shard); ray: Ray Data workers write OUTPUT, a directory "
                             f"of Parquet files ({install_command('ray')}; docs/scale.md)")

@@ -16,6 +16,7 @@ lacks a line it claims (a kill can land anywhere, also inside HDF5's own writes)
 import itertools
 import json
 import logging
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -129,6 +130,17 @@ class Hdf5Writer:
 
     def close(self) -> None:
         self.out.close()
+
+
+def recorded_settings(path: Path) -> dict | None:
+    """The settings a whole output of this writer records (its ``settings`` attribute); None for a file that
+    records none or cannot be read (another program's HDF5, or not HDF5)."""
+    try:
+        with h5py.File(path, "r") as out:
+            recorded = json.loads(out.attrs["settings"])
+    except Exception:  # whatever h5py or JSON reports, the file records no settings this writer can read
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def _write_dataset(out: h5py.File, name: str, vectors: np.ndarray, tokens: list[str]) -> h5py.h5d.DatasetID:

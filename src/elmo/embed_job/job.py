@@ -19,10 +19,11 @@ import torch
 from tqdm import tqdm
 
 from elmo.config import BiLMConfig
+from elmo.embed_job import hdf5
 from elmo.embed_job.hdf5 import Hdf5Writer
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Writer, output_format, partial_path
 from elmo.embed_job.npy import NpyWriter
-from elmo.embed_job.settings import with_model
+from elmo.embed_job.settings import check_same, with_model
 from elmo.embed_job.shards import WHOLE, PartsDirectory, Shard
 from elmo.embed_job.source import STDIN, EmbedReport, Source, check_source, read_source
 from elmo.embedder import Embedder, cast_vectors
@@ -185,9 +186,11 @@ def with_embedder(job: Job, embedder: Embedder) -> Job:
 
 def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = True) -> EmbedReport:
     """Embed the job's lines into its output; ``resume`` keeps what an interrupted run of the same job by the
-    same model wrote, and a part of a directory of parts that is already whole is skipped
-    (``report.already_whole``). ValueError, naming both fingerprints, when that output was made by another
-    model. On Ctrl-C or SIGTERM (KeyboardInterrupt) every finished line is kept and a note says how many.
+    same model wrote, and an output already whole is skipped (``report.already_whole``): a part of a directory of
+    parts always, a single output file with ``resume`` when it records this job's settings (HDF5, Parquet; npy
+    records none, so is embedded again). ValueError, naming what differs (both fingerprints for another model),
+    when the partial or whole output kept was made otherwise. On Ctrl-C or SIGTERM (KeyboardInterrupt) every
+    finished line is kept and a note says how many.
     ValueError, before any work, for a ``StatefulEmbedder`` asked to resume or to embed one shard of several: the
     state it would carry into the first line embedded is another run's, so the lines would not be one run's."""
     if embedder.carries_state and (resume or job.options.shard.count > 1):
@@ -198,7 +201,11 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     job = with_embedder(job, embedder)
     target = job.target
     report = EmbedReport(lines=target.lines)
-    if job.parts is not None and job.parts.finished(job.options.shard, target.settings):
+    if job.parts is not None:
+        whole = job.parts.finished(job.options.shard, target.settings)
+    else:
+        whole = resume and _is_whole_output_of(target)
+    if whole:
         report.resumed_from = target.lines
         report.already_whole = True
     else:
@@ -229,6 +236,29 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     if job.parts is not None:
         job.parts.finish(job.options.shard, target.settings, target.lines)
     return report
+
+
+def _is_whole_output_of(target: Target) -> bool:
+    """Whether ``target.output`` is already whole, made by this job: no partial output is left (which a resumed run
+    would continue) and the file records these settings. ValueError, naming what differs, for one that records
+    others (another input, options or model), as a partial output of another job is refused."""
+    if partial_path(target.output).exists() or not target.output.is_file():
+        return False
+    recorded = recorded_settings(target.output, target.settings["format"])
+    if recorded is None:
+        return False
+    check_same(recorded, target.settings, target.output, "run without --resume to embed it again")
+    return True
+
+
+def recorded_settings(output: Path, format: str) -> dict | None:
+    """The settings a whole output of ``format`` records; None where it records none (npy has no place for them;
+    a file another program, or an older version, wrote)."""
+    if format == "parquet":
+        from elmo.embed_job import parquet  # pyarrow, the parquet extra, only when asked for
+
+        return parquet.recorded_settings(output)
+    return hdf5.recorded_settings(output) if format == "hdf5" else None
 
 
 def check_input_unchanged(job: Job) -> None:

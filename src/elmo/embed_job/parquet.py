@@ -1,10 +1,14 @@
 """Parquet output: the table of ``elmo.embed_job.arrow``, one row per line, one row group per chunk.
 
+The file's key-value metadata ``elmo.settings`` holds the run's settings (JSON, as HDF5's ``settings``
+attribute), so that ``--resume`` knows a whole output of the same job.
+
 The chunks of a run are Arrow IPC files, not Parquet: the output is built from them, read back memory-mapped
 while they are still in the page cache, so the vectors are encoded as Parquet once instead of encoded for a
 chunk, decoded and encoded again.
 """
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +17,8 @@ import pyarrow.parquet as pq
 from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
 from elmo.embed_job.chunked import ChunkedWriter
 from elmo.embed_job.layout import EmbeddedLine
+
+SETTINGS_KEY = b"elmo.settings"
 
 
 class ParquetWriter(ChunkedWriter):
@@ -30,7 +36,8 @@ class ParquetWriter(ChunkedWriter):
             return sum(reader.get_batch(k).num_rows for k in range(reader.num_record_batches))
 
     def _open_output(self, path: Path) -> None:
-        schema = arrow_schema(self.target.shape, self.target.with_ids)
+        schema = arrow_schema(self.target.shape, self.target.with_ids).with_metadata(
+            {SETTINGS_KEY: json.dumps(self.target.settings)})
         self._output = pq.ParquetWriter(path, schema, **parquet_options(schema))
 
     def _append(self, chunk: Path) -> None:
@@ -42,3 +49,13 @@ class ParquetWriter(ChunkedWriter):
         if self._output is not None:
             output, self._output = self._output, None
             output.close()
+
+
+def recorded_settings(path: Path) -> dict | None:
+    """The settings a whole output of this writer records (``elmo.settings``); None for a file that records
+    none or cannot be read (another program's Parquet, one an older version wrote, or not Parquet)."""
+    try:
+        recorded = json.loads((pq.read_schema(path).metadata or {})[SETTINGS_KEY])
+    except Exception:  # whatever pyarrow or JSON reports, the file records no settings this writer can read
+        return None
+    return recorded if isinstance(recorded, dict) else None
