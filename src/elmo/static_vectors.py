@@ -19,7 +19,8 @@ from elmo.files import atomic_path
 class StaticVectors:
     """``words[i]`` has the vector ``matrix[i]`` (float32, ``(n_words, dim)``).
 
-    ``lowercase``: look words up casefolded (GloVe 6B's vocabulary is lowercased), so ``Paris`` finds ``paris``.
+    ``lowercase``: look words up lowercased (``str.lower``, as GloVe 6B's vocabulary and ``train_word2vec`` were
+    made; not casefolded: ``Straße`` finds ``straße``, not ``strasse``), so ``Paris`` finds ``paris``.
     """
 
     def __init__(self, words: Sequence[str], matrix: np.ndarray, lowercase: bool = False, name: str = "") -> None:
@@ -162,7 +163,7 @@ class StaticVectors:
         workers: int = 1,
     ) -> "StaticVectors":
         """Skip-gram word2vec (gensim) on a file of one sentence a line, tokens split by spaces (what
-        ``python -m elmo.datasets prepare`` writes). With ``lowercase`` the text is casefolded first, and so
+        ``python -m elmo.datasets prepare`` writes). With ``lowercase`` the text is lowercased first, and so
         are lookups. One worker makes a run repeatable for a given seed."""
         from gensim.models import Word2Vec
 
