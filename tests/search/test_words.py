@@ -88,6 +88,19 @@ def test_a_decomposed_query_word_finds_the_composed_tokens(index, corpus, embedd
     assert [only.occurrence(row).token for row in range(only.n_indexed)] == [composed] * 3
 
 
+@pytest.mark.parametrize("word", [" ", "\u200d", "\u00ad\ufeff"])
+def test_a_blank_word_is_refused_naming_word_not_matched_to_a_blank_token(index, word):
+    # A token list may hold a token that cleans to nothing; a blank word's empty key matched it, and its vector
+    # was searched as if it were a word's. The same word is refused by /v1/similarity.
+    blank_token = ["a", "\u200b", "play"]
+    searches = [lambda: locate(blank_token, word), lambda: neighbors(index, blank_token, word, k=3),
+                lambda: senses(index, word), lambda: index.rows_of(word)]
+    for search in searches:
+        with pytest.raises(SearchError, match="only spaces or invisible characters") as refused:
+            search()
+        assert (refused.value.field, refused.value.code) == ("word", SearchError.INVALID)
+
+
 def test_an_index_whose_lines_split_otherwise_than_embedded_is_refused_naming_the_line(corpus, fixture_bilm,
                                                                                        tmp_path, monkeypatch):
     # As an index built before lines were cleaned: the soft hyphen standing alone was a token of its own.

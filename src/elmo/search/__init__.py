@@ -3,7 +3,8 @@ a sentence, contrast them with static vectors, and cluster a word's uses into se
 
 Modules, in the order data flows: ``layout`` (the on-disk format), ``ann`` (faiss and exact re-ranking),
 ``build`` (writing an index), ``index`` (reading one), ``neighbors`` and ``senses`` (querying it); ``model`` is
-what they ask of an embedder, ``words`` how a word is matched to tokens, and ``errors`` the one error they raise.
+what they ask of an embedder and ``errors`` the one error they raise. A word is matched to tokens by
+``elmo.tokenizers.word_key``.
 
 Needs the ``search`` extra (faiss, scikit-learn, matplotlib, pyarrow), checked when a name is first used.
 """

@@ -25,6 +25,16 @@ if TYPE_CHECKING:
     from elmo.static_vectors import StaticVectors
 
 
+def query_key(word: str) -> str:
+    """``word_key`` of a word searched for; SearchError (field ``word``) for one of only spaces or invisible
+    characters: its empty key matches no word, only a token as blank as itself (which a token list may hold), so
+    it would be searched as if it were one."""
+    key = word_key(word)
+    if not key:
+        raise SearchError(f"{word!r} holds only spaces or invisible characters; expected a word", "word")
+    return key
+
+
 @dataclass(frozen=True)
 class Occurrence:
     """One indexed token: the corpus line it is in (0-based), that line's text as the model read it (cleaned), its
@@ -201,8 +211,8 @@ class ContextIndex:
 
     def word_ids(self, word: str) -> np.ndarray:
         """Ids of the vocabulary's forms of ``word``, ignoring case, the word cleaned as the corpus was
-        (``elmo.tokenizers.word_key``)."""
-        wanted = word_key(word)
+        (``elmo.tokenizers.word_key``). SearchError (field ``word``) for a blank word (``query_key``)."""
+        wanted = query_key(word)
         return np.array([i for i, form in enumerate(self.words) if form.casefold() == wanted], np.int64)
 
     def vocabulary_form(self, word: str) -> str | None:

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from elmo.layer_choice import LayerChoice, stored_layer
 from elmo.search.errors import SearchError
-from elmo.search.index import ContextIndex
+from elmo.search.index import ContextIndex, query_key
 from elmo.tokenizers import clean_text, word_key
 
 
@@ -36,9 +36,9 @@ def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
     """The position among ``tokens`` of the ``occurrence``-th use of ``word`` (0-based, ignoring case; word and
     tokens compared as ``elmo.tokenizers.word_key`` cleans them, as a sentence is cleaned before it is split).
 
-    SearchError ``word_not_in_sentence`` (field ``word``) if it is not there, or naming ``occurrence`` if the
-    word is used fewer times."""
-    wanted = word_key(word)
+    SearchError ``word_not_in_sentence`` (field ``word``) if it is not there, ``invalid_request`` (field ``word``)
+    for a blank word (``query_key``), or naming ``occurrence`` if the word is used fewer times."""
+    wanted = query_key(word)
     positions = [position for position, token in enumerate(tokens) if word_key(token) == wanted]
     if not positions:
         raise SearchError(f"{word!r} is not a token of the sentence {' '.join(tokens)!r}", "word",
