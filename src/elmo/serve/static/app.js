@@ -25,7 +25,9 @@ function sentences() {
 
 // Words that occur at least twice (case ignored) among the sentences' tokens: one click picks one. The tokens
 // are the server's (POST /v1/tokenize, no model run), as only it knows how the model's tokenizer cleans and
-// splits text: "bank," is two tokens for a Moses model and one for a whitespace model.
+// splits text: "bank," is two tokens for a Moses model and one for a whitespace model. A token without a letter
+// or digit (punctuation) is no word to compare, nor is an ASCII one of one or two characters (a, of, on: function
+// words); a short one in other scripts is: most Chinese words are one or two characters.
 let candidatesAsked = 0;
 let candidatesTimer;
 
@@ -53,7 +55,7 @@ async function showCandidates() {
   const box = $("candidates");
   box.replaceChildren();
   for (const [word, count] of counts) {
-    if (count < 2 || word.length < 3) continue;
+    if (count < 2 || !/[\p{L}\p{N}]/u.test(word) || (/^[\x00-\x7f]{1,2}$/.test(word))) continue;
     const chip = document.createElement("button");
     chip.type = "button";
     chip.textContent = word;
