@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo import batch_to_char_ids
+from elmo import BiLM, batch_to_char_ids
 from elmo.embedder import Embedder
 from elmo.token_cache import TokenVectorCache
 
@@ -212,3 +212,24 @@ def test_a_store_interrupted_after_evicting_leaves_no_key_reading_another_tokens
         got = cache.token_vectors([["b", "c", "d", "f"]], cpu)
         direct = fixture_bilm.token_encoder(batch_to_char_ids([["b", "c", "d", "f"]])[0])
     torch.testing.assert_close(got, direct, atol=1e-6, rtol=1e-6)  # "f" had been written over "d"'s row
+
+
+@pytest.mark.parametrize("replaced", ["bilm", "token_encoder"])
+def test_a_replaced_bilm_or_encoder_gets_its_own_token_vectors_not_the_old_ones(fixture_bilm, fixture_sentences,
+                                                                                replaced):
+    """``embedder.bilm`` is a plain attribute: a model put there (or an encoder put into it) must be the one whose
+    token vectors come back, as its fingerprint says, not the one the cache was filled from."""
+    torch.manual_seed(0)
+    other = BiLM(fixture_bilm.config).eval()
+    own = BiLM(fixture_bilm.config).eval()  # changed below: the fixture's must stay as it is
+    own.load_state_dict(fixture_bilm.state_dict())
+    embedder = Embedder(own, token_cache_size=1000)
+    embedder.embed(fixture_sentences[:5])  # fills the cache from the fixture's encoder
+    if replaced == "bilm":
+        embedder.bilm = other
+    else:
+        embedder.bilm.token_encoder = other.token_encoder
+        embedder.bilm.forward_lstm, embedder.bilm.backward_lstm = other.forward_lstm, other.backward_lstm
+    expected = Embedder(other, token_cache_size=0).embed(fixture_sentences[:5])
+    for got, want in zip(embedder.embed(fixture_sentences[:5]), expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
