@@ -29,7 +29,8 @@ class Elmo(nn.Module):
 
     - ``n_mixes``: K independent scalar mixes.
     - ``dropout``: applied to each mix.
-    - ``layer_norm``: normalize each layer over the batch's real tokens before mixing (as AllenNLP did).
+    - ``layer_norm``: normalize each layer over the batch's real tokens before mixing (AllenNLP's formula; its
+      statistics also counted ``<S>`` and ``</S>``, which they do here only with ``keep_boundaries``).
     - ``fine_tune``: let gradients reach the biLM (and let it follow train/eval mode).
     - ``fixed_weights``: layer weights used as given (normalized to sum 1) instead of learned ones.
     - ``mix_l2``: each learned mix's pull towards an even average (``ScalarMix.regularization``: on the softmax
