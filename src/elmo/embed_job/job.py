@@ -20,7 +20,6 @@ from tqdm import tqdm
 
 from elmo.config import BiLMConfig
 from elmo.embed_job import hdf5
-from elmo.embed_job.hdf5 import Hdf5Writer
 from elmo.embed_job.layout import DTYPES, EmbeddedLine, Target, VectorShape, Writer, output_format, partial_path
 from elmo.embed_job.npy import NpyWriter
 from elmo.embed_job.settings import check_same, with_model
@@ -116,7 +115,7 @@ def writer_class(format: str, on_thread: bool = False) -> Callable[[Target, bool
         return partial(ParquetWriter, on_thread=on_thread)
     if format == "npy":
         return partial(NpyWriter, on_thread=on_thread)
-    return Hdf5Writer
+    return hdf5.Hdf5Writer
 
 
 def spare_core(embedder: Embedder) -> bool:
@@ -244,14 +243,14 @@ def _is_whole_output_of(target: Target) -> bool:
     others (another input, options or model), as a partial output of another job is refused."""
     if partial_path(target.output).exists() or not target.output.is_file():
         return False
-    recorded = recorded_settings(target.output, target.settings["format"])
+    recorded = _recorded_settings(target.output, target.settings["format"])
     if recorded is None:
         return False
     check_same(recorded, target.settings, target.output, "run without --resume to embed it again")
     return True
 
 
-def recorded_settings(output: Path, format: str) -> dict | None:
+def _recorded_settings(output: Path, format: str) -> dict | None:
     """The settings a whole output of ``format`` records; None where it records none (npy has no place for them;
     a file another program, or an older version, wrote)."""
     if format == "parquet":
