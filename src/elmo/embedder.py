@@ -442,10 +442,11 @@ class Embedder:
 
     def _token_vectors(self, token_lists: list[Sequence[str]]) -> torch.Tensor:
         """``(n_tokens, P)``: the lists' context-free token vectors end to end, from the cache if there is one."""
-        if self.token_cache is not None:
-            if self.token_cache.encoder is not self.bilm.token_encoder:  # ``bilm`` or its encoder replaced since
-                self.token_cache = self._new_token_cache()  # the cache's vectors are the old encoder's
-            return self.token_cache.token_vectors(token_lists, self.device)
+        cache = self.token_cache
+        if cache is not None and cache.encoder is not self.bilm.token_encoder:  # ``bilm`` or its encoder replaced
+            cache = self.token_cache = self._new_token_cache()  # since: the cache's vectors are the old encoder's
+        if cache is not None:
+            return cache.token_vectors(token_lists, self.device)
         tokens = [token for token_list in token_lists for token in token_list]
         if not tokens:
             return torch.zeros((0, self.dim // 2), dtype=next(self.bilm.parameters()).dtype, device=self.device)
