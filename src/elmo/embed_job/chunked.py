@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
-from elmo.embed_job.settings import check_same
+from elmo.embed_job.settings import check_same, parse_recorded
 from elmo.files import (
     atomic_path,
     new_partial_file,
@@ -119,9 +119,7 @@ class ChunkedWriter(ABC):
         damaged one). Raises ValueError when it was made from another input, with other options or by another
         model."""
         try:
-            recorded = json.loads((self.partial / _SETTINGS).read_text(encoding="utf-8"))
-            if not isinstance(recorded, dict):
-                raise TypeError(f"settings {recorded!r} are not a JSON object")
+            recorded = parse_recorded((self.partial / _SETTINGS).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError) as error:

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
-from elmo.embed_job.settings import check_same
+from elmo.embed_job.settings import check_same, parse_recorded
 from elmo.embed_job.source import sentence_key
 from elmo.files import publish_file
 
@@ -79,11 +79,9 @@ class Hdf5Writer:
         file is damaged. Raises ValueError when it was made from another input, with other options or by another
         model."""
         try:
-            recorded = json.loads(out.attrs["settings"])
+            recorded = parse_recorded(out.attrs["settings"])
             done = int(out.attrs["lines_done"])
             names = set(out)
-            if not isinstance(recorded, dict):
-                raise TypeError(f"settings {recorded!r} are not a JSON object")
         except Exception as error:  # whatever HDF5 reports, the file is of no use
             log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
             return None
@@ -137,10 +135,9 @@ def recorded_settings(path: Path) -> dict | None:
     records none or cannot be read (another program's HDF5, or not HDF5)."""
     try:
         with h5py.File(path, "r") as out:
-            recorded = json.loads(out.attrs["settings"])
+            return parse_recorded(out.attrs["settings"])
     except Exception:  # whatever h5py or JSON reports, the file records no settings this writer can read
         return None
-    return recorded if isinstance(recorded, dict) else None
 
 
 def _write_dataset(out: h5py.File, name: str, vectors: np.ndarray, tokens: list[str]) -> h5py.h5d.DatasetID:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
 from elmo.embed_job.chunked import ChunkedWriter
 from elmo.embed_job.layout import EmbeddedLine
+from elmo.embed_job.settings import parse_recorded
 
 SETTINGS_KEY = b"elmo.settings"
 
@@ -55,7 +56,6 @@ def recorded_settings(path: Path) -> dict | None:
     """The settings a whole output of this writer records (``elmo.settings``); None for a file that records
     none or cannot be read (another program's Parquet, one an older version wrote, or not Parquet)."""
     try:
-        recorded = json.loads((pq.read_schema(path).metadata or {})[SETTINGS_KEY])
+        return parse_recorded((pq.read_schema(path).metadata or {})[SETTINGS_KEY])
     except Exception:  # whatever pyarrow or JSON reports, the file records no settings this writer can read
         return None
-    return recorded if isinstance(recorded, dict) else None

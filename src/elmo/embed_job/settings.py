@@ -8,12 +8,22 @@ another shard writing into the same directory, goes on only with the same settin
 vectors of two inputs, two sets of options, two models or two ways of reading long sentences.
 """
 
+import json
 import re
 from pathlib import Path
 
 MODEL = "model"  # the key of the model's fingerprint
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _SHOWN = 12  # hex digits of a fingerprint shown in a message, as the search index shows them
+
+
+def parse_recorded(text: str | bytes) -> dict:
+    """Settings as an output or its record holds them (JSON). ValueError for text that is not JSON, TypeError for
+    JSON that is not an object: each reader decides what such a file means (damaged, or not one of ours)."""
+    recorded = json.loads(text)
+    if not isinstance(recorded, dict):
+        raise TypeError(f"settings {recorded!r} are not a JSON object")
+    return recorded
 
 
 def with_model(settings: dict, fingerprint: str, reading: dict[str, str | int]) -> dict:
