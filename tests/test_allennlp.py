@@ -88,6 +88,7 @@ def test_batch_to_embeddings_stacks_layers_per_sentence_with_a_mask_of_the_lengt
     activations, mask = embedder.batch_to_embeddings(first_batch)
     lengths = [len(tokens) for tokens in first_batch]
     assert activations.shape == (3, 3, max(lengths), 32)
+    assert activations.is_contiguous()  # AllenNLP's torch.cat; a transposed view refused .view(batch, -1)
     assert mask.dtype == torch.int64
     assert mask.sum(dim=1).tolist() == lengths
     assert torch.equal(mask, (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).long())

@@ -87,10 +87,11 @@ class ElmoEmbedder:
     @torch.no_grad()
     def batch_to_embeddings(self, batch: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(activations (batch, n_layers, T, 2P), mask (batch, T) int64)`` on the model's device, zeros at
-        padding. Tokens are cut to the model's ``max_characters_per_token`` (AllenNLP's models: 50)."""
+        padding. Tokens are cut to the model's ``max_characters_per_token`` (AllenNLP's models: 50). The activations
+        are contiguous, as AllenNLP's ``torch.cat`` made them, so ``view`` works on them as it did."""
         char_ids = batch_to_char_ids(batch, self.bilm.config.char_cnn.max_characters_per_token)
         output, _ = self.bilm(char_ids.to(self.device))
-        return output.layers.transpose(0, 1), output.mask.long()
+        return output.layers.transpose(0, 1).contiguous(), output.mask.long()
 
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One sentence's layers ``(n_layers, T, 2P)`` float32."""

@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from elmo.command_line import device, interruptible, positive_int
+from elmo.command_line import device, interruptible, non_negative_int, positive_int
 from elmo.config import BiLMConfig
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
@@ -70,6 +70,8 @@ def _model(args: argparse.Namespace, source: Source) -> _Model:
     from elmo.model_dir import MODEL_FILES, ModelDir
     from elmo.weights import load_bilm
 
+    # How long lines are cut into windows (docs/long-inputs.md): recorded in the output's settings by ``run``.
+    windows = {"max_window_tokens": args.max_window_tokens, "window_context": args.window_context}
     if args.options_file is not None or args.weight_file is not None:
         if args.model is not None:
             raise ValueError("give --model, or --options-file with --weight-file, not both")
@@ -78,8 +80,9 @@ def _model(args: argparse.Namespace, source: Source) -> _Model:
         if not Path(args.weight_file).is_file():
             raise FileNotFoundError(f"--weight-file {args.weight_file}: no such file")
         tokenizer = args.tokenizer or "whitespace"  # AllenNLP's elmo command splits lines on white space
-        return _Model(BiLMConfig.load(args.options_file), tokenizer, [Path(args.options_file), Path(args.weight_file)],
-                      lambda on: Embedder(load_bilm(args.options_file, args.weight_file), tokenizer, device=on))
+        files = [Path(args.options_file), Path(args.weight_file)]
+        return _Model(BiLMConfig.load(args.options_file), tokenizer, files,
+                      lambda on: Embedder(load_bilm(*files), tokenizer, device=on, **windows))
     model = args.model
     if model is None:
         check_input(source)  # an empty or binary file is named, not guessed English
@@ -91,7 +94,7 @@ def _model(args: argparse.Namespace, source: Source) -> _Model:
     others = [model_dir.path / name for name in sorted(MODEL_FILES) if (model_dir.path / name).is_file()]
     return _Model(BiLMConfig.load(model_dir.options_file), tokenizer,
                   list(dict.fromkeys([model_dir.options_file, model_dir.weight_file, *others])),
-                  lambda on: Embedder.load(model, tokenizer, device=on))
+                  lambda on: Embedder.load(model, tokenizer, device=on, **windows))
 
 
 def _embed(args: argparse.Namespace) -> int:
@@ -101,6 +104,9 @@ def _embed(args: argparse.Namespace) -> int:
     if args.output == "-":
         raise ValueError("OUTPUT - would be standard output, which elmo embed does not write (HDF5, Parquet and npy "
                          "are binary files, written whole under a partial name and then renamed): give a file name")
+    if args.max_window_tokens - 2 * args.window_context < 1:
+        raise ValueError(f"--max-window-tokens ({args.max_window_tokens}) must exceed 2 x --window-context "
+                         f"({args.window_context})")
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
@@ -177,6 +183,12 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                        help="I/N: only the lines whose number modulo N is I (default: RANK/WORLD_SIZE under "
                             "torchrun, SLURM_ARRAY_TASK_ID/COUNT in a Slurm array, else all)")
     embed.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once (default: 32)")
+    embed.add_argument("--max-window-tokens", type=positive_int, default=256,
+                       help="a line of more tokens is embedded in overlapping windows, not whole "
+                            "(docs/long-inputs.md); AllenNLP's elmo command ran every line whole: give more than the "
+                            "longest line's tokens for its vectors")
+    embed.add_argument("--window-context", type=non_negative_int, default=64,
+                       help="tokens of context each window adds on either side of its core")
     embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
     embed.add_argument("--device", type=device, default=None,
                        help="cpu, cuda, cuda:1, ... (default: cpu; cuda under torchrun: cuda:LOCAL_RANK)")
