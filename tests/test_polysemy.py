@@ -165,3 +165,18 @@ def test_a_sentence_whose_index_is_not_the_word_is_refused(index):
     """The measures read the vector at ``index``; token 0 of this sentence is another word, 5 is past its end."""
     with pytest.raises(ValueError, match="not the word 'bank'"):
         SenseSentence("bank", "river", "we sat by the bank", ("we", "sat", "by", "the", "bank"), index)
+
+
+def test_a_zero_vector_is_refused_not_read_as_cosine_zero():
+    """Read as cosine 0, a zero same-sense vector would beat every negative other-sense cosine."""
+    words = {"w": {"a": np.array([[1.0, 0.0], [0.0, 0.0]]), "b": np.array([[-1.0, 0.1]])}}
+    with pytest.raises(ValueError, match="all zeros"):
+        triplet_rate(words)
+
+
+def test_tiny_vectors_get_their_true_cosines():
+    """Cosine does not depend on length: vectors of norm ~1e-14 get the same rate as the same directions scaled up."""
+    rng = np.random.default_rng(5)
+    words = {"w": {"a": rng.normal(size=(4, 8)), "b": rng.normal(size=(4, 8))}}
+    tiny = {"w": {sense: vectors * 1e-14 for sense, vectors in words["w"].items()}}
+    assert triplet_rate(tiny) == triplet_rate(words)

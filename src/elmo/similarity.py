@@ -19,7 +19,9 @@ def find_occurrences(token_lists: Sequence[Sequence[str]], word: str, match_case
 def cosine_matrices(vectors: np.ndarray) -> np.ndarray:
     """``(n_layers, N, D)`` -> ``(n_layers, N, N)`` cosine similarity in float64 (zero vectors give 0)."""
     vectors = vectors.astype(np.float64)
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    # divide by the true norm (a floor of 1e-12 shrank the cosines of vectors shorter than that), zero rows stay 0
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
     return np.einsum("lid,ljd->lij", unit, unit)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from elmo.layer_choice import layer_weights
-from elmo.similarity import average_linkage_groups, find_occurrences
+from elmo.similarity import average_linkage_groups, cosine_matrices, find_occurrences
 
 SENTENCES = ["the bank of the river", ["She", "sat", "down"]]
 
@@ -98,3 +98,14 @@ def test_average_linkage_merges_the_closest_groups_first() -> None:
     similarity = np.array([[1.0, 0.9, 0.6, 0.0], [0.9, 1.0, 0.4, 0.1], [0.6, 0.4, 1.0, 0.45], [0.0, 0.1, 0.45, 1.0]])
     assert average_linkage_groups(similarity, 3) == [[0, 1], [2], [3]]
     assert average_linkage_groups(similarity, 2) == [[0, 1, 2], [3]]
+
+
+def test_cosine_matrices_divide_by_the_true_norm_and_leave_zero_rows_at_zero():
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(2, 3, 5))
+    vectors[1, 2] = 0.0
+    unit = vectors / np.where(np.linalg.norm(vectors, axis=-1, keepdims=True) > 0,
+                              np.linalg.norm(vectors, axis=-1, keepdims=True), 1.0)
+    expected = np.einsum("lid,ljd->lij", unit, unit)
+    np.testing.assert_allclose(cosine_matrices(vectors * 1e-14), expected, atol=1e-12)  # a floor of 1e-12 gave ~1e-4
+    assert (cosine_matrices(vectors)[1, 2] == 0).all()

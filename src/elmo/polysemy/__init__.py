@@ -82,7 +82,7 @@ def _cosines(vectors: np.ndarray) -> np.ndarray:
     at once would take N * N * D * 8 bytes (33 GB for 2,000 uses of 1,024 dimensions).
     """
     vectors = np.asarray(vectors, dtype=np.float64)
-    unit = vectors / np.maximum(np.sqrt((vectors * vectors).sum(axis=-1, keepdims=True)), 1e-12)
+    unit = vectors / np.sqrt((vectors * vectors).sum(axis=-1, keepdims=True))  # no zero rows: _stack refuses them
     return np.stack([(row * unit).sum(axis=-1) for row in unit]) if len(unit) else np.zeros((0, 0))
 
 
@@ -97,6 +97,9 @@ def _stack(senses: Mapping[str, np.ndarray], word: str | None) -> tuple[np.ndarr
             raise ValueError(f"{at} {sense!r}: vectors of shape {vectors.shape}; expected (occurrences, dim)")
         if not np.isfinite(vectors).all():
             raise ValueError(f"{at} {sense!r}: vectors hold NaN or infinite values")
+        if len(vectors) and not (vectors != 0).any(axis=-1).all():
+            # a zero vector has no cosine; read as 0 it would beat every negative cosine and pass triples
+            raise ValueError(f"{at} {sense!r}: a vector is all zeros (no cosine to compare)")
     labels = np.repeat(np.arange(len(arrays)), [len(vectors) for vectors in arrays])
     return np.concatenate(arrays), labels
 
