@@ -340,7 +340,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
             if directory_bytes(partial) + CARD_RESERVE_BYTES <= max_bytes:
                 break
             softmax_dtype = smaller
-            write_softmax(model, partial, softmax_dtype)
+            write_softmax(model, partial, softmax_dtype, vocab)
         over = directory_bytes(partial) + CARD_RESERVE_BYTES - max_bytes
         if over > 0:
             raise SystemExit(f"{name}: {_sizes(partial)} plus the card is {over:,} bytes over the bound of "
@@ -539,7 +539,10 @@ Training text as the run read it: {n_tokens:,} tokens in {n_sentences:,} sentenc
                          for h in held_out)
         sections.append(f"""## Held-out perplexity
 Full softmax over the vocabulary on text never trained on, computed from these files (the {softmax_name}
-softmax included); the add-one unigram is fitted on the training text with the same vocabulary:
+softmax included); *tokens* counts the targets, each word (out-of-vocabulary ones as `<UNK>`) and each sentence's
+end (`</S>` forward, `<S>` backward), the lines read as 32 streams that carry the LSTM state from line to line, as
+bilm-tf scores them; *average* is exp of the mean of both directions' losses. The add-one unigram is fitted on the
+training text with the same vocabulary:
 
 | text | tokens | forward | backward | average | add-one unigram |
 |---|---|---|---|---|---|

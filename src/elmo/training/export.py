@@ -11,13 +11,14 @@ holding that step; the bias float32); it is float32 once loaded. A shipped model
 directory; it can be evaluated or trained on once it holds a softmax.
 """
 
+import hashlib
 import json
 import math
 import shutil
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 
 from elmo.files import (
@@ -43,6 +44,15 @@ from elmo.weights import save_bilm
 
 SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.int8)  # the weight's; an int8 weight has a float32 scale
 INT8_STEPS = 127  # an int8 row holds -127..127 steps of its scale (-128 unused: the range stays symmetric)
+# softmax.safetensors metadata: the sha256 of the vocabulary its rows follow, so that a vocab.txt of the same size
+# in another order (or another run's) is refused rather than scored against the wrong rows. Files without it (the
+# shipped en and zh, any export before this) load as before.
+VOCAB_DIGEST_KEY = "vocab_sha256"
+
+
+def vocab_digest(vocab: Vocabulary) -> str:
+    """The sha256 of ``vocab``'s tokens in id order (one a line), whatever line ends or BOM its file had."""
+    return hashlib.sha256("".join(f"{token}\n" for token in vocab.tokens).encode("utf-8")).hexdigest()
 
 
 def check_export_target(out_dir: str | Path) -> Path:
@@ -82,7 +92,7 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
         vocab.save(partial / "vocab.txt")
         if tokenizer is not None:
             write_text_atomic(partial / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
-        write_softmax(model, partial, softmax_dtype)
+        write_softmax(model, partial, softmax_dtype, vocab)
         publish_directory(partial, out_dir)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -90,11 +100,13 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
     return out_dir
 
 
-def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32) -> Path:
+def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32,
+                  vocab: Vocabulary | None = None) -> Path:
     """``softmax.safetensors`` with its weight in ``dtype``: float32; float16, half the size (``ValueError`` when a
     value does not fit its range, +-65504, which would load back as infinite); or int8, a quarter of the size, each
     row's weights rounded to the nearest of 255 steps spanning its largest magnitude (error at most half a step).
-    The bias stays float32 (one number a word): its error would go into every logit of its word unweighted."""
+    The bias stays float32 (one number a word): its error would go into every logit of its word unweighted.
+    ``vocab``: the vocabulary the rows follow, whose digest the file records (``VOCAB_DIGEST_KEY``)."""
     if dtype not in SOFTMAX_DTYPES:
         raise ValueError(f"softmax dtype {dtype}; expected one of {', '.join(map(str, SOFTMAX_DTYPES))}")
     weight, bias = model.softmax_weight.detach().float(), model.softmax_bias.detach().float()
@@ -105,8 +117,11 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
             source = bias if name == "bias" else weight  # weight_scale is the weight's
             raise ValueError(f"the softmax {name} has values that {dtype} cannot hold (largest magnitude "
                              f"{source.abs().max().item():.4g}); write it as float32")
+    if vocab is not None and len(vocab) != weight.shape[0]:
+        raise ValueError(f"the vocabulary has {len(vocab)} tokens but the softmax has {weight.shape[0]} rows")
+    metadata = None if vocab is None else {VOCAB_DIGEST_KEY: vocab_digest(vocab)}
     path = Path(out_dir) / SOFTMAX_FILE
-    write_bytes_atomic(path, save(softmax))
+    write_bytes_atomic(path, save(softmax, metadata=metadata))
     return path
 
 
@@ -164,7 +179,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
                                   "bilm-tf model has no softmax, so it can be embedded with but not trained on)")
         vocab = Vocabulary.load(path / "vocab.txt")
         bilm = model_dir.load_bilm()
-        softmax = _read_softmax(path / SOFTMAX_FILE, len(vocab), bilm.config.lstm.projection_dim)
+        softmax = _read_softmax(path / SOFTMAX_FILE, len(vocab), bilm.config.lstm.projection_dim, vocab)
         model = LanguageModel(bilm.config, len(vocab))
         model.bilm.load_state_dict(bilm.state_dict())
         with torch.no_grad():
@@ -192,11 +207,15 @@ def language_model_with_new_softmax(path: str | Path, vocab: Vocabulary) -> Lang
     return model
 
 
-def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str, torch.Tensor]:
+def _read_softmax(path: Path, vocab_size: int, projection_dim: int,
+                  vocab: Vocabulary | None = None) -> dict[str, torch.Tensor]:
     """``weight`` and ``bias`` as float32, whichever of ``SOFTMAX_DTYPES`` the file holds; ``CheckpointError``
-    names what does not match vocab.txt and options.json."""
+    names what does not match vocab.txt and options.json (with ``vocab``: also a vocab.txt other than the one the
+    rows were written for, where the file records its digest)."""
     try:
         softmax = load_file(str(path))
+        with safe_open(str(path), "pt") as handle:
+            metadata = handle.metadata() or {}
     except (OSError, SafetensorError) as error:
         raise CheckpointError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
     expected = {"weight": (vocab_size, projection_dim), "bias": (vocab_size,)}
@@ -219,6 +238,11 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int) -> dict[str,
                                   f"{', '.join(str(dtype).removeprefix('torch.') for dtype in allowed)}")
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(f"{path} has NaN or infinite values in {name}")
+    recorded = metadata.get(VOCAB_DIGEST_KEY)
+    if vocab is not None and recorded is not None and recorded != vocab_digest(vocab):
+        raise CheckpointError(f"{path} was written for another vocabulary than {path.parent / 'vocab.txt'} (the same "
+                              f"{vocab_size:,} tokens in another order, or other tokens): its rows would score the "
+                              "wrong words; restore the vocab.txt exported with it")
     weight = softmax["weight"].float()
     if "weight_scale" in expected:
         scale = softmax["weight_scale"].float()
