@@ -21,7 +21,8 @@ from elmo.search.layout import partial_directory
 
 SPORTS_QUERY = "Chico Ruiz made a spectacular play on Alusik 's grounder"
 THEATRE_QUERY = "Olivia De Havilland signed to do a Broadway play for Garson Kanin"
-# Lines where "play" is a move or the action in a game or sport (read by hand; 16 of the 285 lines with "play").
+# Lines where "play" is a move or the action in a game or sport (read by hand; 16 of the index's 280 lines
+# that hold "play").
 SPORTS_USES = (
     "where the play of the game follows", "with each play beginning", "into the field of play",
     "timed play stops", "If regulation play expires", "at the end of play wins", "league or tournament play",

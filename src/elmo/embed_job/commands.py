@@ -115,8 +115,8 @@ def _embed(args: argparse.Namespace) -> int:
     # A name without "/" is a file, as without a launcher (the Ray engine, which a launcher must not start, says so)
     if launched is not None and not named_directory and args.engine != "ray":
         raise ValueError(f"this process is shard {launched} of a launcher (torchrun's RANK/"
-                         f"WORLD_SIZE or a Slurm array's SLURM_ARRAY_TASK_ID/COUNT), which would embed only every "
-                         f"{launched.count}th line of the input into a directory of parts, but {args.output} names "
+                         f"WORLD_SIZE or a Slurm array's SLURM_ARRAY_TASK_ID/COUNT), which would embed only one "
+                         f"line in {launched.count} of the input into a directory of parts, but {args.output} names "
                          f"a file: to embed the whole input here, give --shard 0/1; to share it out, give OUTPUT as "
                          f"a directory ({Path(args.output).with_suffix('')}/)")
     if launched is not None and args.input == "-":
