@@ -340,7 +340,7 @@ def ship_run(run_dir: Path, name: str, out_root: Path, tests: list[str] | None =
             if directory_bytes(partial) + CARD_RESERVE_BYTES <= max_bytes:
                 break
             softmax_dtype = smaller
-            write_softmax(model, partial, softmax_dtype, vocab)
+            write_softmax(model, vocab, partial, softmax_dtype)
         over = directory_bytes(partial) + CARD_RESERVE_BYTES - max_bytes
         if over > 0:
             raise SystemExit(f"{name}: {_sizes(partial)} plus the card is {over:,} bytes over the bound of "

@@ -103,8 +103,8 @@ def test_a_softmax_of_the_wrong_dtype_shape_or_values_is_refused_by_name(
 
 
 def test_a_float16_softmax_loads_as_float32_and_exports_back_as_float32(shipped_root: Path, tmp_path: Path):
-    model, _ = load_language_model(shipped_root / "mini")
-    write_softmax(model, shipped_root / "mini", torch.float16)
+    model, vocab = load_language_model(shipped_root / "mini")
+    write_softmax(model, vocab, shipped_root / "mini", torch.float16)
     halved, _ = load_language_model("mini")
     assert halved.softmax_weight.dtype == torch.float32
     assert torch.equal(halved.softmax_weight, model.softmax_weight.detach().half().float())
@@ -117,7 +117,7 @@ def test_an_int8_softmax_loads_within_half_a_step_of_each_rows_weights(shipped_r
     model, vocab = load_language_model(shipped_root / "mini")
     with torch.no_grad():
         model.softmax_weight[5] = 0.0  # a row of zeros stays zeros
-    write_softmax(model, shipped_root / "mini", torch.int8)
+    write_softmax(model, vocab, shipped_root / "mini", torch.int8)
     stored = load_file(str(shipped_root / "mini" / SOFTMAX_FILE))
     assert stored["weight"].dtype == torch.int8 and stored["bias"].dtype == torch.float32
     rounded, _ = load_language_model("mini")
@@ -134,15 +134,15 @@ def test_an_int8_softmax_loads_within_half_a_step_of_each_rows_weights(shipped_r
 
 def test_a_softmax_beyond_float16s_range_is_not_written_as_float16_nor_a_nan_one_as_int8(shipped_root: Path,
                                                                                            tmp_path: Path):
-    model, _ = load_language_model(shipped_root / "mini")
+    model, vocab = load_language_model(shipped_root / "mini")
     with torch.no_grad():
         model.softmax_weight[3, 0] = 1e5
     with pytest.raises(ValueError, match=r"the softmax weight has values that torch\.float16 cannot hold"):
-        write_softmax(model, tmp_path, torch.float16)
+        write_softmax(model, vocab, tmp_path, torch.float16)
     with torch.no_grad():
         model.softmax_weight[2, 1] = float("nan")
     with pytest.raises(ValueError, match="the softmax weight has NaN or infinite values, which int8 cannot hold"):
-        write_softmax(model, tmp_path, torch.int8)
+        write_softmax(model, vocab, tmp_path, torch.int8)
     assert not (tmp_path / SOFTMAX_FILE).exists()
 
 

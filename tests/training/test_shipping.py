@@ -50,14 +50,15 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict:
     test_text = write_synthetic_corpus(corpus_dir / "test.txt", 60, seed=1)
     run = train_micro_run(directory, train_text, config, "run", max_steps=6, checkpoint_every=3, log_every=2)
     model = _run_model(list_checkpoints(run)[-1])
-    float32_dir = export_model(model, load_checkpoint(list_checkpoints(run)[-1]).vocab, directory / "float32")
+    vocab = load_checkpoint(list_checkpoints(run)[-1]).vocab
+    float32_dir = export_model(model, vocab, directory / "float32")
     float32_bytes = sum(path.stat().st_size for path in float32_dir.iterdir())
     # Between the two: float32 plus the card's reserve is over it, float16 plus the reserve within it.
     max_bytes = float32_bytes + make_models.CARD_RESERVE_BYTES - _softmax_bytes(model, 2) // 2
     out_root = directory / "models"
     target = make_models.ship_run(run, "en", out_root, max_bytes=max_bytes)
     torch.set_num_threads(threads)
-    return {"run": run, "target": target, "root": out_root, "model": model, "max_bytes": max_bytes,
+    return {"run": run, "target": target, "root": out_root, "model": model, "vocab": vocab, "max_bytes": max_bytes,
             "test": test_text, "directory": directory, "config": config, "corpus": train_text}
 
 
@@ -145,7 +146,7 @@ def test_shipping_stores_the_softmax_as_int8_when_float16_would_pass_the_bound(s
     model = shipped["model"]
     softmax_bytes = {}
     for dtype in (torch.float32, torch.float16, torch.int8):
-        softmax_bytes[dtype] = write_softmax(model, tmp_path, dtype).stat().st_size
+        softmax_bytes[dtype] = write_softmax(model, shipped["vocab"], tmp_path, dtype).stat().st_size
     assert softmax_bytes[torch.int8] < softmax_bytes[torch.float16]
     float16_bytes = sum(path.stat().st_size for path in shipped["target"].iterdir() if path.name != "README.md")
     max_bytes = (float16_bytes - softmax_bytes[torch.float16] + softmax_bytes[torch.int8]

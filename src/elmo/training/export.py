@@ -92,7 +92,7 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
         vocab.save(partial / "vocab.txt")
         if tokenizer is not None:
             write_text_atomic(partial / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
-        write_softmax(model, partial, softmax_dtype, vocab)
+        write_softmax(model, vocab, partial, softmax_dtype)
         publish_directory(partial, out_dir)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -100,13 +100,13 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
     return out_dir
 
 
-def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype = torch.float32,
-                  vocab: Vocabulary | None = None) -> Path:
+def write_softmax(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path,
+                  dtype: torch.dtype = torch.float32) -> Path:
     """``softmax.safetensors`` with its weight in ``dtype``: float32; float16, half the size (``ValueError`` when a
     value does not fit its range, +-65504, which would load back as infinite); or int8, a quarter of the size, each
     row's weights rounded to the nearest of 255 steps spanning its largest magnitude (error at most half a step).
     The bias stays float32 (one number a word): its error would go into every logit of its word unweighted.
-    ``vocab``: the vocabulary the rows follow, whose digest the file records (``VOCAB_DIGEST_KEY``)."""
+    The file records the digest of ``vocab``, the vocabulary its rows follow (``VOCAB_DIGEST_KEY``)."""
     if dtype not in SOFTMAX_DTYPES:
         raise ValueError(f"softmax dtype {dtype}; expected one of {', '.join(map(str, SOFTMAX_DTYPES))}")
     weight, bias = model.softmax_weight.detach().float(), model.softmax_bias.detach().float()
@@ -117,11 +117,10 @@ def write_softmax(model: LanguageModel, out_dir: str | Path, dtype: torch.dtype 
             source = bias if name == "bias" else weight  # weight_scale is the weight's
             raise ValueError(f"the softmax {name} has values that {dtype} cannot hold (largest magnitude "
                              f"{source.abs().max().item():.4g}); write it as float32")
-    if vocab is not None and len(vocab) != weight.shape[0]:
+    if len(vocab) != weight.shape[0]:
         raise ValueError(f"the vocabulary has {len(vocab)} tokens but the softmax has {weight.shape[0]} rows")
-    metadata = None if vocab is None else {VOCAB_DIGEST_KEY: vocab_digest(vocab)}
     path = Path(out_dir) / SOFTMAX_FILE
-    write_bytes_atomic(path, save(softmax, metadata=metadata))
+    write_bytes_atomic(path, save(softmax, metadata={VOCAB_DIGEST_KEY: vocab_digest(vocab)}))
     return path
 
 
@@ -179,7 +178,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
                                   "bilm-tf model has no softmax, so it can be embedded with but not trained on)")
         vocab = Vocabulary.load(path / "vocab.txt")
         bilm = model_dir.load_bilm()
-        softmax = _read_softmax(path / SOFTMAX_FILE, len(vocab), bilm.config.lstm.projection_dim, vocab)
+        softmax = _read_softmax(path / SOFTMAX_FILE, vocab, bilm.config.lstm.projection_dim)
         model = LanguageModel(bilm.config, len(vocab))
         model.bilm.load_state_dict(bilm.state_dict())
         with torch.no_grad():
@@ -207,17 +206,17 @@ def language_model_with_new_softmax(path: str | Path, vocab: Vocabulary) -> Lang
     return model
 
 
-def _read_softmax(path: Path, vocab_size: int, projection_dim: int,
-                  vocab: Vocabulary | None = None) -> dict[str, torch.Tensor]:
+def _read_softmax(path: Path, vocab: Vocabulary, projection_dim: int) -> dict[str, torch.Tensor]:
     """``weight`` and ``bias`` as float32, whichever of ``SOFTMAX_DTYPES`` the file holds; ``CheckpointError``
-    names what does not match vocab.txt and options.json (with ``vocab``: also a vocab.txt other than the one the
-    rows were written for, where the file records its digest)."""
+    names what does not match vocab.txt and options.json (also a vocab.txt other than the one the rows were
+    written for, where the file records its digest)."""
     try:
         softmax = load_file(str(path))
         with safe_open(str(path), "pt") as handle:
             metadata = handle.metadata() or {}
     except (OSError, SafetensorError) as error:
         raise CheckpointError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
+    vocab_size = len(vocab)
     expected = {"weight": (vocab_size, projection_dim), "bias": (vocab_size,)}
     if "weight" in softmax and softmax["weight"].dtype == torch.int8:
         expected["weight_scale"] = (vocab_size,)
@@ -239,7 +238,7 @@ def _read_softmax(path: Path, vocab_size: int, projection_dim: int,
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(f"{path} has NaN or infinite values in {name}")
     recorded = metadata.get(VOCAB_DIGEST_KEY)
-    if vocab is not None and recorded is not None and recorded != vocab_digest(vocab):
+    if recorded is not None and recorded != vocab_digest(vocab):
         raise CheckpointError(f"{path} was written for another vocabulary than {path.parent / 'vocab.txt'} (the same "
                               f"{vocab_size:,} tokens in another order, or other tokens): its rows would score the "
                               "wrong words; restore the vocab.txt exported with it")
