@@ -16,6 +16,7 @@ import argparse
 import shutil
 from pathlib import Path
 
+from elmo import Embedder
 from elmo.search import ContextIndex, build_index, neighbors
 from elmo.search.layout import partial_directory
 
@@ -47,9 +48,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     subset, text = args.work / "play-lines.txt", "\n".join(lines) + "\n"
     # An index is reused only for the same lines (its hits name lines by number, and `sports` numbers these
-    # lines); an interrupted build of them is resumed.
+    # lines) and the same model (a later shipped en is another model); an interrupted build of them is resumed.
     index_dir = args.work / "index"
-    if not subset.is_file() or subset.read_text(encoding="utf-8") != text:
+    built_by_another_model = index_dir.is_dir() and \
+        ContextIndex.load(index_dir).meta["fingerprint"] != Embedder.load("en").fingerprint
+    if built_by_another_model or not subset.is_file() or subset.read_text(encoding="utf-8") != text:
         for stale in (index_dir, partial_directory(index_dir)):
             shutil.rmtree(stale, ignore_errors=True)
         subset.write_text(text, encoding="utf-8")
