@@ -46,7 +46,7 @@ SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.int8)  # the weight's; an 
 INT8_STEPS = 127  # an int8 row holds -127..127 steps of its scale (-128 unused: the range stays symmetric)
 # softmax.safetensors metadata: the sha256 of the vocabulary its rows follow, so that a vocab.txt of the same size
 # in another order (or another run's) is refused rather than scored against the wrong rows. Files without it (the
-# shipped en and zh, any export before this) load as before.
+# shipped zh, exports before 2026-12-06) load as before.
 VOCAB_DIGEST_KEY = "vocab_sha256"
 
 
