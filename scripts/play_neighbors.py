@@ -50,15 +50,15 @@ def main() -> None:
     # An index is reused only for the same lines (its hits name lines by number, and `sports` numbers these
     # lines) and the same model (a later shipped en is another model); an interrupted build of them is resumed.
     index_dir = args.work / "index"
-    built_by_another_model = index_dir.is_dir() and \
-        ContextIndex.load(index_dir).meta["fingerprint"] != Embedder.load("en").fingerprint
+    en = Embedder.load("en")
+    built_by_another_model = index_dir.is_dir() and ContextIndex.load(index_dir).meta["fingerprint"] != en.fingerprint
     if built_by_another_model or not subset.is_file() or subset.read_text(encoding="utf-8") != text:
         for stale in (index_dir, partial_directory(index_dir)):
             shutil.rmtree(stale, ignore_errors=True)
         subset.write_text(text, encoding="utf-8")
     if not index_dir.is_dir():
         build_index(subset, index_dir, "en", layers=[1, 2, "average"], resume=True, progress=False)
-    index = ContextIndex.load(index_dir)
+    index = ContextIndex.load(index_dir, embedder=en)  # the model loaded above answers the queries
     sports = {number for number, line in enumerate(lines) if any(use in line for use in SPORTS_USES)}
     queries = {"sports": next(line for line in lines if SPORTS_QUERY in line),
                "theatre": next(line for line in lines if THEATRE_QUERY in line)}
