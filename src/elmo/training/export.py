@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save
+from safetensors.torch import save
 
 from elmo.files import (
     check_not_a_link,
@@ -211,8 +211,8 @@ def _read_softmax(path: Path, vocab: Vocabulary, projection_dim: int) -> dict[st
     names what does not match vocab.txt and options.json (also a vocab.txt other than the one the rows were
     written for, where the file records its digest)."""
     try:
-        softmax = load_file(str(path))
-        with safe_open(str(path), "pt") as handle:
+        with safe_open(str(path), "pt") as handle:  # the tensors and the metadata in one opening
+            softmax = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 (not iterable)
             metadata = handle.metadata() or {}
     except (OSError, SafetensorError) as error:
         raise CheckpointError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
