@@ -1,12 +1,12 @@
 """What `elmo embed`'s writers add to a run, measured in one process: `elmo embed`'s own loop (read, tokenize,
-embed a chunk of lines at a time) with each format's writer (Parquet's chunks stored in line and on a thread),
-against the same loop with a writer that discards the lines, alternating so that a shared host's drift falls on
-all of them.
+embed a chunk of lines at a time) with each format's writer (HDF5's and Parquet's chunks stored in line and on a
+thread), against the same loop with a writer that discards the lines, alternating so that a shared host's drift
+falls on all of them.
 
     python benchmarks/writer_overhead.py --input data/en/train.txt --lines 20000 [--model en] [--repeats 2]
         [--writers hdf5 parquet] [--scratch /dev/shm]
 
-``--scratch`` puts the outputs (and Parquet's chunks) on another file system: in memory (tmpfs) the disk's
+``--scratch`` puts the outputs (and their chunks) on another file system: in memory (tmpfs) the disk's
 part of a writer's cost drops out. ``--chunks-in DIR`` adds a row, ``parquet, chunks in DIR``: Parquet with its
 chunk files (the copy that lets a killed run resume) in DIR and its output where the others' are, paired with the
 other rows in each repeat (an experiment: ``elmo embed`` keeps the chunks beside the output).
@@ -44,6 +44,7 @@ from elmo.embedder import Embedder
 
 # name: (output file, options, chunks stored on a thread)
 RUNS = {"hdf5": ("out.hdf5", EmbedOptions(), False),
+        "hdf5-thread": ("out.hdf5", EmbedOptions(), True),
         "parquet": ("out.parquet", EmbedOptions(), False),
         "parquet-thread": ("out.parquet", EmbedOptions(), True),
         "parquet-f16": ("f16.parquet", EmbedOptions(dtype="float16"), False),

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,15 @@ def _read(path) -> dict[str, np.ndarray]:
         arrays = {name: handle[name][...] for name in handle if name != "sentence_to_index"}
         arrays["sentence_to_index"] = json.loads(handle["sentence_to_index"][0])
     return arrays
+
+
+def _chunks_lines(partial) -> list[list[int]]:
+    """The line numbers each chunk of a partial HDF5 output holds, chunk by chunk."""
+    lines = []
+    for chunk in sorted(partial.glob("chunk-*.h5")):
+        with h5py.File(chunk, "r") as handle:
+            lines.append(sorted(map(int, handle)))
+    return lines
 
 
 def test_output_read_back_with_plain_h5py_equals_the_api(fixture_dir, tmp_path):
@@ -83,19 +93,21 @@ def test_killed_run_leaves_no_finished_file_and_resume_completes_it_identically(
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     command = [sys.executable, "-m", "elmo.cli", "embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"),
                "--model", str(fixture_dir), "--batch-size", "8", "--quiet"]
+    """Written in place, a kill inside HDF5's own writes could leave a file HDF5 cannot read, and the resumed run
+    started over (a CI run met it: "fractal heap object offset too large"): now only chunks written whole count."""
     process = subprocess.Popen(command)
-    partial = tmp_path / "out.hdf5.partial"
+    second_chunk = tmp_path / "out.hdf5.partial" / "chunk-000001.h5"  # lines 0-255: 2 chunks of 8 x 16 lines
     deadline = time.monotonic() + 60
-    while (not partial.exists() or partial.stat().st_size < 1_000_000) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
+    while not second_chunk.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)  # while the output is built from that chunk, or the next lines embedded
     process.wait()
     if process.returncode == 0:
         pytest.skip("the run finished before it could be killed")
     assert not (tmp_path / "out.hdf5").exists()  # nothing that looks complete
 
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, check=True)
-    assert "resumed: " in resumed.stdout
+    assert int(re.search(r"resumed: (\d+) lines already done", resumed.stdout)[1]) >= 256
     subprocess.run([*command[:5], str(tmp_path / "clean.hdf5"), *command[6:]], check=True)
     got, clean = _read(tmp_path / "out.hdf5"), _read(tmp_path / "clean.hdf5")
     assert sorted(got) == sorted(clean)
@@ -289,8 +301,7 @@ def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(sign
     assert error[-1] == (f"elmo embed: interrupted; {tmp_path / 'out.hdf5.partial'} holds the first 44 of 70 "
                          "lines; run the same command with --resume to continue")
     assert not (tmp_path / "out.hdf5").exists()
-    with h5py.File(tmp_path / "out.hdf5.partial", "r") as partial:
-        assert partial.attrs["lines_done"] == 44  # not 32, the last flush: no finished line is lost
+    assert _chunks_lines(tmp_path / "out.hdf5.partial") == [list(range(32)), list(range(32, 44))]
     assert main([*command, "--resume"]) == 0
     assert "resumed: 44 lines already done" in capsys.readouterr().out
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
@@ -334,71 +345,93 @@ def test_an_input_rewritten_during_the_run_leaves_the_output_unfinished(output, 
 KILL = """
 import os, signal, sys
 import h5py
+import elmo.embed_job.chunked as chunked
 import elmo.embed_job.hdf5 as hdf5
 from elmo.cli import main
-from elmo.embed_job.source import check_text_file
 
-point, lines = sys.argv[1], 0
-write_dataset, create_dataset = hdf5._write_dataset, h5py.Group.create_dataset
+point, chunks, copies = sys.argv[1], 0, 0
+write_chunk, copy, create_dataset = hdf5.Hdf5Writer._write_chunk, h5py.h5o.copy, h5py.Group.create_dataset
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-def write(out, name, *args):  # a line's dataset
-    global lines
-    lines += 1
-    if (point, lines) in (("opening", 1), ("mid-chunk", 40)):
+def write_whole_chunk(self, lines, path):  # a chunk's file, killed once written whole, before it is renamed
+    global chunks
+    chunks += 1
+    write_chunk(self, lines, path)
+    if (point, chunks) in (("opening", 1), ("mid-chunk", 2)):
         die()
-    return write_dataset(out, name, *args)
+
+def copy_into_output(*args):  # a line's dataset copied from its chunk into the output being built
+    global copies
+    copies += 1
+    if (point, copies) == ("building", 40):
+        die()
+    return copy(*args)
 
 def create(self, name, *args, **kwargs):  # the sentence index
     if (point, name) == ("finishing", "sentence_to_index"):
         die()
     return create_dataset(self, name, *args, **kwargs)
 
-hdf5._write_dataset, h5py.Group.create_dataset = write, create
-if point == "renaming":
-    os.replace = die
+hdf5.Hdf5Writer._write_chunk, h5py.h5o.copy, h5py.Group.create_dataset = write_whole_chunk, copy_into_output, create
+if point == "publishing":
+    chunked.publish_file = die
 main(sys.argv[2:])
 """
 
 
 @pytest.mark.parametrize(("point", "resumed"), [
-    ("opening", "starting over"),  # the partial file made, nothing flushed: 96 bytes HDF5 cannot open
-    ("mid-chunk", "resumed: 32 lines already done"),  # the first chunk flushed, 7 lines of the next written
-    ("finishing", "resumed: 70 lines already done"),  # every line flushed, the sentence index being written
-    ("renaming", "resumed: 70 lines already done"),  # the file closed whole, not yet renamed
+    ("opening", None),  # the first chunk written, not yet renamed: no chunk stored
+    ("mid-chunk", "resumed: 32 lines already done"),  # the first chunk stored, the second written, not renamed
+    ("building", "resumed: 64 lines already done"),  # inside HDF5's writes of the output, from the second chunk
+    ("finishing", "resumed: 70 lines already done"),  # every chunk stored, the sentence index being written
+    ("publishing", "resumed: 70 lines already done"),  # the output closed whole, not yet renamed
 ])
 def test_sigkill_at_any_point_then_resume_gives_the_fresh_result(point, resumed, fixture_dir, tmp_path, capsys,
-                                                                caplog, fresh_vectors):
+                                                                fresh_vectors):
     command = _embed_command(fixture_dir, tmp_path)
     killed = subprocess.run([sys.executable, "-c", KILL, point, *command], capture_output=True, text=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert (tmp_path / "out.hdf5.partial").exists() and not (tmp_path / "out.hdf5").exists()
+    assert list(tmp_path.glob(".out.hdf5.*.partial"))  # the output the killed run was building
     assert main([*command, "--resume"]) == 0
-    said = capsys.readouterr().out + " | ".join(record.getMessage() for record in caplog.records)
-    assert resumed in said
+    said = capsys.readouterr().out
+    if resumed is None:
+        assert "resumed:" not in said
+    else:
+        assert resumed in said
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
+    assert not list(tmp_path.glob(".out.hdf5.*"))
 
 
-@pytest.mark.parametrize("damage", ["empty", "garbage", "lacks a line", "no record"])
-def test_resume_from_a_damaged_partial_file_starts_over_and_says_so(damage, fixture_dir, tmp_path, capsys, caplog,
-                                                                   monkeypatch, fresh_vectors, interrupt_after):
+@pytest.mark.parametrize(("damage", "said"), [
+    ("a file", "is damaged"),  # as the in-place HDF5 file of an older version
+    ("a damaged chunk", "holds a damaged chunk"),
+    ("lacks a chunk", "lacks a chunk"),
+    ("no settings", "lacks settings.json"),
+])
+def test_resume_from_a_damaged_partial_output_starts_over_and_says_so(damage, said, fixture_dir, tmp_path, capsys,
+                                                                     caplog, monkeypatch, fresh_vectors,
+                                                                     interrupt_after):
     command = _embed_command(fixture_dir, tmp_path)
     partial = tmp_path / "out.hdf5.partial"
-    if damage in ("empty", "garbage"):
-        partial.write_bytes(b"" if damage == "empty" else os.urandom(4096))
+    if damage == "a file":
+        partial.write_bytes(os.urandom(4096))
     else:
         with monkeypatch.context() as patch:
             interrupt_after(patch, 40, signal.SIGINT)
             assert main(command) == 130
-        with h5py.File(partial, "a") as handle:
-            if damage == "lacks a line":
-                del handle["3"]
-            else:
-                del handle.attrs["lines_done"]
+        assert _chunks_lines(partial) == [list(range(32)), list(range(32, 40))]
+        if damage == "a damaged chunk":
+            (partial / "chunk-000001.h5").write_bytes(os.urandom(4096))
+        elif damage == "lacks a chunk":
+            (partial / "chunk-000000.h5").unlink()
+        else:
+            (partial / "settings.json").unlink()
     assert main([*command, "--resume"]) == 0
     assert "resumed:" not in capsys.readouterr().out
+    assert f"{said}" in " | ".join(record.getMessage() for record in caplog.records)
     assert "starting over" in " | ".join(record.getMessage() for record in caplog.records)
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
@@ -437,29 +470,6 @@ def test_an_input_where_the_output_is_built_is_refused_and_kept(input_name, outp
     assert "partial" in error and str(text) in error
     assert text.read_text() == "a b\nc d\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == [input_name]
-
-
-def test_ctrl_c_just_after_an_hdf5_line_is_written_keeps_the_lines_before_it_and_writes_it_again(
-        fixture_dir, tmp_path, capsys, monkeypatch, fresh_vectors):
-    command = _embed_command(fixture_dir, tmp_path)
-    write_dataset, calls = hdf5._write_dataset, []
-
-    def write(*args):
-        dataset = write_dataset(*args)
-        calls.append(1)
-        if len(calls) == 60:  # line 59, in the second chunk (lines 32-63), not at a flush: written, not yet counted
-            os.kill(os.getpid(), signal.SIGINT)
-        return dataset
-
-    monkeypatch.setattr(hdf5, "_write_dataset", write)
-    assert main(command) == 130
-    assert "holds the first 59 of 70 lines" in capsys.readouterr().err  # not 32, the chunk before
-    with h5py.File(tmp_path / "out.hdf5.partial", "r") as partial:
-        assert partial.attrs["lines_done"] == 59 and "59" in partial and "60" not in partial
-    monkeypatch.setattr(hdf5, "_write_dataset", write_dataset)
-    assert main([*command, "--resume"]) == 0
-    assert "resumed: 59 lines already done" in capsys.readouterr().out
-    _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
 
 def test_an_error_on_the_writers_thread_met_by_ctrl_c_still_closes_the_output_and_the_run_resumes(
@@ -524,7 +534,7 @@ def test_a_chunk_of_token_vectors_holds_no_more_tokens_than_the_embedder_however
     assert sum(tokens < 200 for tokens in chunks) <= 2, chunks
 
 
-def test_a_stop_met_while_waiting_for_the_writers_thread_leaves_its_chunk_to_be_counted_and_its_error_is_raised_once():
+def test_a_stop_met_while_waiting_leaves_the_chunk_to_the_writers_thread_and_its_error_is_raised_once():
     from concurrent.futures import Future
 
     from elmo.embed_job.npy import NpyWriter
@@ -539,11 +549,11 @@ def test_a_stop_met_while_waiting_for_the_writers_thread_leaves_its_chunk_to_be_
     storing.result = stopped
     with pytest.raises(SystemExit):
         writer._wait()
-    assert writer._in_hand is storing  # still the thread's: closing waits for it and counts its lines
+    assert writer._in_hand is storing  # still the thread's: closing waits for it, and the thread counts its lines
     del storing.result
-    storing.set_result(32)
+    storing.set_result(None)
     writer._wait()
-    assert (writer.done, writer._in_hand) == (32, None)
+    assert writer._in_hand is None
     failed = Future()
     failed.set_exception(OSError(28, "No space left on device"))
     writer._in_hand = failed
@@ -590,10 +600,10 @@ def test_a_stateful_embedder_is_refused_to_resume_or_embed_one_shard_before_any_
         interrupt_after(patch, 2, signal.SIGINT)
         embed_file(text, output, StatefulEmbedder(bilm), options, progress=False)
     partial = tmp_path / "out.hdf5.partial"  # the interrupted run's lines, kept for a resume
-    kept = partial.read_bytes()
+    kept = {path.name: path.read_bytes() for path in partial.iterdir()}
     with pytest.raises(ValueError, match="a StatefulEmbedder cannot resume an output"):
         embed_file(text, output, StatefulEmbedder(bilm), options, resume=True, progress=False)
-    assert partial.read_bytes() == kept and not output.exists()
+    assert {path.name: path.read_bytes() for path in partial.iterdir()} == kept and not output.exists()
     with pytest.raises(ValueError, match="a StatefulEmbedder cannot embed shard 1/2"):
         embed_file(text, tmp_path / "shard.hdf5", StatefulEmbedder(bilm), EmbedOptions(layers="top", shard=Shard(1, 2)),
                    progress=False)
@@ -602,25 +612,33 @@ def test_a_stateful_embedder_is_refused_to_resume_or_embed_one_shard_before_any_
     assert whole.resumed_from == 0 and (tmp_path / "whole.hdf5").exists()
 
 
-def test_a_full_disk_keeps_every_line_written_says_how_many_and_the_run_resumes(fixture_dir, tmp_path, capsys,
-                                                                                monkeypatch, fresh_vectors):
+@pytest.mark.parametrize("on_thread", [False, True], ids=["in-line", "on-a-thread"])
+def test_a_full_disk_keeps_every_stored_chunk_says_how_many_lines_and_the_run_resumes(on_thread, fixture_dir, tmp_path,
+                                                                                     capsys, monkeypatch,
+                                                                                     fresh_vectors):
+    """On the writer's thread the failed chunk's error met the next flush, and the handler's flush then stored the
+    lines after it as the next chunk: chunks 0 and 2 on disk, and the resumed run started over."""
+    monkeypatch.setattr(job, "spare_core", lambda embedder: on_thread)
     command = _embed_command(fixture_dir, tmp_path)
-    write_dataset, calls = hdf5._write_dataset, []
+    write_chunk, calls = hdf5.Hdf5Writer._write_chunk, []
 
-    def write(*args):
+    def write(self, lines, path):
         calls.append(1)
-        if len(calls) == 46:  # line 45, in the second chunk (lines 32-63)
+        if len(calls) == 2:  # the second chunk (lines 32-63), part written
+            path.write_bytes(b"\x89HDF")
             raise OSError(28, "No space left on device")
-        return write_dataset(*args)
+        write_chunk(self, lines, path)
 
-    monkeypatch.setattr(hdf5, "_write_dataset", write)
+    monkeypatch.setattr(hdf5.Hdf5Writer, "_write_chunk", write)
     assert main(command) == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"elmo embed: error: [Errno 28] No space left on device; {tmp_path / 'out.hdf5.partial'} holds the first 45 "
+        f"elmo embed: error: [Errno 28] No space left on device; {tmp_path / 'out.hdf5.partial'} holds the first 32 "
         "of 70 lines; run the same command with --resume to continue"]
-    monkeypatch.setattr(hdf5, "_write_dataset", write_dataset)
+    assert sorted(path.name for path in (tmp_path / "out.hdf5.partial").iterdir()) == [
+        "chunk-000000.h5", "settings.json"]  # the chunk that could not be stored leaves no half-written file
+    monkeypatch.setattr(hdf5.Hdf5Writer, "_write_chunk", write_chunk)
     assert main([*command, "--resume"]) == 0
-    assert "resumed: 45 lines already done" in capsys.readouterr().out  # not 32: the lines after the flush are kept
+    assert "resumed: 32 lines already done" in capsys.readouterr().out  # that chunk's lines are embedded again
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
 

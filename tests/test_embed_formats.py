@@ -172,15 +172,16 @@ def test_lines_to_table_round_trips_and_checks_shapes():
         lines_to_table(lines, shape._replace(dim=5))
 
 
-# --- resume: Parquet and npy keep every finished line across an interrupt, and finish as a fresh run would -------
+# --- resume: every format keeps every finished line across an interrupt, and finishes as a fresh run would -------
 
 RESUME_LINES = [f"line {i} : the bank of the river {'and more words ' * (i % 5)}" for i in range(70)]
 
 
 @pytest.mark.parametrize("on_thread", [False, True], ids=["in-line", "on-a-thread"])
-@pytest.mark.parametrize(("name", "options"), [("out.parquet", []), ("out.npy", ["--pooling", "last"])])
-def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, options, on_thread, tmp_path, fixture_dir,
-                                                                       capsys, monkeypatch, interrupt_after):
+@pytest.mark.parametrize(("name", "options"), [
+    ("out.hdf5", []), ("out.parquet", []), ("out.npy", ["--pooling", "last"])])
+def test_an_interrupted_run_resumes_to_the_fresh_result(name, options, on_thread, tmp_path, fixture_dir,
+                                                        capsys, monkeypatch, interrupt_after):
     monkeypatch.setattr(job, "spare_core", lambda embedder: on_thread)  # both ways the chunks can be stored
     (tmp_path / "in.txt").write_text("\n".join(RESUME_LINES) + "\n")
     command = ["embed", str(tmp_path / "in.txt"), str(tmp_path / name), "--model", str(fixture_dir), "--quiet",
@@ -190,7 +191,7 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
         assert main(command) == 130
     assert "holds the first 44 of 70 lines; run the same command with --resume" in capsys.readouterr().err
     assert not (tmp_path / name).exists()
-    chunk = {"out.parquet": "arrow", "out.npy": "npy"}[name]  # Parquet's chunks are Arrow IPC files
+    chunk = {"out.hdf5": "h5", "out.parquet": "arrow", "out.npy": "npy"}[name]  # Parquet's chunks are Arrow IPC
     assert sorted(path.name for path in (tmp_path / f"{name}.partial").iterdir()) == [
         f"chunk-000000.{chunk}", f"chunk-000001.{chunk}", "settings.json"]
     assert not list(tmp_path.glob(f".{name}.*"))  # the output being built beside it is dropped
@@ -204,6 +205,10 @@ def test_an_interrupted_parquet_or_npy_run_resumes_to_the_fresh_result(name, opt
     if name.endswith(".npy"):
         got = list(np.load(tmp_path / name))
         fresh = [pool(array, "last") for array in fresh]
+    elif name.endswith(".hdf5"):
+        with h5py.File(tmp_path / name, "r") as handle:
+            assert sorted(handle) == sorted([*map(str, range(70)), "sentence_to_index"])
+            got = [handle[str(k)][...] for k in range(70)]
     else:
         table = pq.read_table(tmp_path / name)
         assert table.column("index").to_pylist() == list(range(70))

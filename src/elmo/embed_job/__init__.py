@@ -6,7 +6,7 @@
 - ``settings.py``: what a run records with its output (the model by its fingerprint) and the one check of it;
 - ``layout.py``: formats, one embedded line, the writer's interface; ``arrow.py``: the Parquet schema and
   ``lines_to_table`` (the ``parquet`` extra);
-- ``hdf5.py``, ``parquet.py``, ``npy.py`` (the last two on ``chunked.py``): one writer per format;
+- ``hdf5.py``, ``parquet.py``, ``npy.py`` (all three on ``chunked.py``): one writer per format;
 - ``job.py``: ``plan`` (every check) and ``run``; ``commands.py``: the subcommand;
 - ``ray_data.py``: the same lines on Ray Data workers (``--engine ray``, the ``ray`` extra).
 

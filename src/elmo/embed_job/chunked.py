@@ -1,4 +1,5 @@
-"""Resumable writing for formats that cannot be appended to in place (Parquet, npy): the lines go into
+"""Resumable writing for every format (Parquet and npy cannot be appended to in place, and HDF5 appended to in
+place can be left unreadable by a kill: ``hdf5.py``): the lines go into
 ``OUTPUT.partial/``, a directory of chunk files, each written whole under a temporary name and renamed
 (``chunk-000000.EXT``, ...), beside ``settings.json``. The output is built from the chunks as they come, under a
 temporary name beside it, and renamed onto OUTPUT once every line is in, so a file at OUTPUT is always whole.
@@ -9,8 +10,8 @@ GPU, or on fewer threads than there are cores) and costs where it does not (docs
 same steps run one after another.
 
 A kill anywhere loses at most the chunk being written (and the output being built, which a resumed run builds
-again from the chunks). A resumed run keeps the chunks when the settings match (refuses when they do not, as
-for HDF5) and starts over, saying why, when a chunk cannot be read.
+again from the chunks). A resumed run keeps the chunks when the settings match (refuses when they do not) and
+starts over, saying why, when a chunk cannot be read.
 """
 
 import json
@@ -47,12 +48,17 @@ class ChunkedWriter(ABC):
         resumed = self._resumed() if resume else None
         if resumed is None:
             self._start_over()
-        self.done = resumed or 0  # lines in chunks on disk
+        # Lines in chunks on disk, whatever becomes of the output being built: a resumed run keeps them. Counted by
+        # the thread that stores them; read once ``_wait`` has seen that thread's work end.
+        self.done = resumed or 0
         self._pending: list[EmbeddedLine] = []
+        # Set once the thread failed to store a chunk (or to add it to the output): no chunk may follow, or the chunks
+        # on disk would skip that chunk's lines and a resumed run would take the lines after the gap for them.
+        self._failed = False
         remove_partial_files_of(target.output)  # an output a killed run was building
         self._building = new_partial_file(target.output)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-embed-writer")
-        self._in_hand: Future[int] | None = self._thread.submit(self._begin, list(self.chunks))
+        self._in_hand: Future[None] | None = self._thread.submit(self._begin, list(self.chunks))
         if not on_thread:
             self._wait()
 
@@ -76,19 +82,18 @@ class ChunkedWriter(ABC):
     def _close_output(self, complete: bool) -> None:
         """Close the output being built: whole when ``complete`` (every chunk appended), else only released."""
 
-    def _begin(self, chunks: list[Path]) -> int:
+    def _begin(self, chunks: list[Path]) -> None:
         self._open_output(self._building)
         for chunk in chunks:  # those of an interrupted run
             self._append(chunk)
-        return 0
 
-    def _store(self, lines: list[EmbeddedLine], chunk: Path) -> int:
+    def _store(self, lines: list[EmbeddedLine], chunk: Path) -> None:
         # Not synced to the disk, which would cost time on every chunk: a chunk a power loss left short is
         # found damaged on resume, which then starts over.
         with atomic_path(chunk, durable=False) as temporary:
             self._write_chunk(lines, temporary)
+        self.done += len(lines)
         self._append(chunk)
-        return len(lines)
 
     def _wait(self) -> None:
         """Until the thread's work is done; its lines are then on disk. The thread's error is raised here, once; an
@@ -97,13 +102,13 @@ class ChunkedWriter(ABC):
         if in_hand is None:
             return
         try:
-            stored = in_hand.result()
+            in_hand.result()
         except BaseException:
             if in_hand.done() and in_hand.exception() is not None:  # the thread's error, not one met while waiting
                 self._in_hand = None
+                self._failed = True
             raise
         self._in_hand = None
-        self.done += stored
 
     def _start_over(self) -> None:
         if self.partial.is_dir():
@@ -121,6 +126,8 @@ class ChunkedWriter(ABC):
         try:
             recorded = parse_recorded((self.partial / _SETTINGS).read_text(encoding="utf-8"))
         except FileNotFoundError:
+            if self.partial.exists():  # a run killed before it recorded them, or a file removed since
+                log.warning(f"{self.partial} lacks {_SETTINGS}; starting over")
             return None
         except (OSError, ValueError, TypeError) as error:
             log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
@@ -150,7 +157,10 @@ class ChunkedWriter(ABC):
 
     def flush(self) -> None:
         """Stores the lines added since the last flush, or with ``on_thread`` hands them to the thread once the
-        chunk before them is stored."""
+        chunk before them is stored. After a chunk failed to be stored, the lines are dropped (embedded again on
+        resume)."""
+        if self._failed:
+            self._pending = []
         if not self._pending:
             return
         self._wait()

@@ -4,27 +4,30 @@ One dataset per line, named by its 0-based line number (or, with ``sentence_keys
 ``allennlp elmo --use-sentence-keys``), with the line's tokens as its string attribute ``tokens`` (and its
 id as the string attribute ``id`` when the input's ids are kept); and,
 unless the names are sentences, ``sentence_to_index``: a one-element string dataset holding JSON
-``{sentence: "line number"}``.
+``{sentence: "line number"}``. The file's attribute ``settings`` holds the run's settings (with the sha256 of
+the input).
 
-The file is written as ``OUTPUT.partial`` and renamed when complete. It records the run's settings (with
-the sha256 of the input) and ``lines_done`` (set after each flushed chunk, and to the last whole line when
-Ctrl-C or SIGTERM stops the run). A resumed run continues from there when the settings match, refuses
-when they do not, and starts over, saying why, when a killed run left a file that HDF5 cannot read or that
-lacks a line it claims (a kill can land anywhere, also inside HDF5's own writes).
+HDF5 rewrites its own structures in place as a file grows, so a process killed inside HDF5's writes can leave a
+file HDF5 cannot read at all: written in place, a killed run could lose every line it had embedded. The lines
+therefore go through ``elmo.embed_job.chunked``: each chunk is a small HDF5 file in this layout (datasets named
+by line number), written whole and renamed, and the output is built beside them by copying their datasets in
+order (``H5Ocopy``: HDF5 copies the vectors and attributes itself; writing one array of the chunk's lines instead
+and cutting the datasets from it cost more). A kill loses at most the chunk in progress; a resumed run builds the
+output again from the chunks.
 """
 
-import itertools
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from elmo.embed_job.layout import EmbeddedLine, Target, partial_path
-from elmo.embed_job.settings import check_same, parse_recorded
-from elmo.embed_job.source import sentence_key
-from elmo.files import publish_file
+from elmo.embed_job.chunked import ChunkedWriter
+from elmo.embed_job.layout import EmbeddedLine
+from elmo.embed_job.settings import parse_recorded
+from elmo.embed_job.source import SourceLine, sentence_key
 
 log = logging.getLogger(__name__)
 
@@ -41,93 +44,48 @@ _DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
 _DATASET_CREATION.set_obj_track_times(False)
 
 
-class Hdf5Writer:
-    def __init__(self, target: Target, resume: bool) -> None:
-        self.target = target
-        self.partial = partial_path(target.output)
-        self.out, self.done = self._open(resume)
-        # The input lines still to come, read alongside: a dataset's name may be its sentence.
-        self._unwritten = itertools.islice(target.source_lines(), self.done, None)
+class Hdf5Writer(ChunkedWriter):
+    chunk_extension = "h5"
+    _output: h5py.File | None = None
+    _sources: Iterator[SourceLine]  # the input lines whose datasets are copied next, read alongside
 
-    def _key(self, index: int, sentence: str) -> str:
-        return sentence_key(sentence) if self.target.sentence_keys else str(index)
+    def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
+        with h5py.File(path, "w", libver=_LIBVER) as chunk:
+            for line in lines:
+                dataset = _write_dataset(chunk, str(line.index), line.vectors, line.tokens)
+                if line.id is not None:
+                    h5py.Dataset(dataset).attrs["id"] = line.id
 
-    def _open(self, resume: bool) -> tuple[h5py.File, int]:
-        """The partial file to continue and how many lines it holds, or a new one and 0."""
-        if resume and self.partial.exists():
-            try:
-                out = h5py.File(self.partial, "a", libver=_LIBVER)  # as it was made: long lines' tokens fit
-            except OSError as error:
-                log.warning(f"{self.partial} cannot be read (a run killed as it began leaves such a file: {error}); "
-                            "starting over")
-            else:
-                try:
-                    done = self._lines_to_keep(out)
-                except BaseException:
-                    out.close()
-                    raise
-                if done is not None:
-                    return out, done
-                out.close()
-        out = h5py.File(self.partial, "w", libver=_LIBVER)
-        out.attrs["settings"] = json.dumps(self.target.settings)
-        out.attrs["lines_done"] = 0
-        return out, 0
+    def _count(self, path: Path) -> int:
+        with h5py.File(path, "r") as chunk:
+            return len(chunk)
 
-    def _lines_to_keep(self, out: h5py.File) -> int | None:
-        """How many lines of ``out`` a resumed run keeps, after deleting any written past them; None when the
-        file is damaged. Raises ValueError when it was made from another input, with other options or by another
-        model."""
-        try:
-            recorded = parse_recorded(out.attrs["settings"])
-            done = int(out.attrs["lines_done"])
-            names = set(out)
-        except Exception as error:  # whatever HDF5 reports, the file is of no use
-            log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
-            return None
-        if "sha256" not in recorded:
-            raise ValueError(f"{self.partial} was begun by an older version that kept no hash of its input; run "
-                             "without --resume to start over")
-        check_same(recorded, self.target.settings, self.partial, "run without --resume to start over")
-        keep = {self._key(line.index, line.sentence)
-                for line in itertools.islice(self.target.source_lines(), max(done, 0))}
-        if not 0 <= done <= self.target.lines or not keep <= names:
-            log.warning(f"{self.partial} claims {done} lines done but lacks some of them; starting over")
-            return None
-        try:
-            for name in names - keep:  # lines written after the last recorded flush may be incomplete
-                del out[name]
-        except Exception as error:  # damage HDF5 finds only as it rewrites the group
-            log.warning(f"{self.partial} is damaged ({type(error).__name__}: {error}); starting over")
-            return None
-        return done
+    def _open_output(self, path: Path) -> None:
+        self._output = h5py.File(path, "w", libver=_LIBVER)
+        self._output.attrs["settings"] = json.dumps(self.target.settings)
+        self._sources = self.target.source_lines()
 
-    def add(self, line: EmbeddedLine) -> None:
-        source = next(self._unwritten)
-        if source.index != line.index:
-            raise ValueError(f"line {line.index} given where line {source.index} comes next")
-        dataset = _write_dataset(self.out, self._key(source.index, source.sentence), line.vectors, line.tokens)
-        if line.id is not None:
-            h5py.Dataset(dataset).attrs["id"] = line.id
-        self.done += 1  # only after the dataset is whole: an interrupt before this line redoes it
+    def _append(self, chunk: Path) -> None:
+        assert self._output is not None, "_open_output comes first"
+        with h5py.File(chunk, "r") as lines:
+            for _ in range(len(lines)):
+                source = next(self._sources)  # a dataset's name in the output may be its sentence
+                name = sentence_key(source.sentence) if self.target.sentence_keys else str(source.index)
+                h5py.h5o.copy(lines.id, str(source.index).encode(), self._output.id, name.encode())
 
-    def flush(self) -> None:
-        if not self.out:  # closed by ``finish``
+    def _close_output(self, complete: bool) -> None:
+        if self._output is None:
             return
-        self.out.attrs["lines_done"] = self.done
-        self.out.flush()
-
-    def finish(self) -> None:
-        if not self.target.sentence_keys:
-            # The layout's index of every sentence: the one part that grows with the input (text, not vectors).
-            sentence_to_index = {sentence_key(line.sentence): str(line.index) for line in self.target.source_lines()}
-            self.out.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
-                                    dtype=h5py.string_dtype())
-        self.out.close()
-        publish_file(self.partial, self.target.output)
-
-    def close(self) -> None:
-        self.out.close()
+        output, self._output = self._output, None
+        try:
+            if complete and not self.target.sentence_keys:
+                # The layout's index of every sentence: the one part that grows with the input (text, not vectors).
+                sentence_to_index = {sentence_key(line.sentence): str(line.index)
+                                     for line in self.target.source_lines()}
+                output.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)],
+                                      dtype=h5py.string_dtype())
+        finally:
+            output.close()
 
 
 def recorded_settings(path: Path) -> dict | None:

@@ -107,15 +107,12 @@ def plan(source: Source, output: str | Path, options: EmbedOptions, config: BiLM
 
 def writer_class(format: str, on_thread: bool = False) -> Callable[[Target, bool], Writer]:
     """The writer of ``format``; Parquet's (pyarrow, the ``parquet`` extra) is imported only when asked for.
-    ``on_thread``: Parquet and npy store their chunks on a thread (``elmo.embed_job.chunked``); HDF5 is written in
-    line (a thread did not pay: docs/scale.md)."""
+    ``on_thread``: the writer stores its chunks on a thread (``elmo.embed_job.chunked``)."""
     if format == "parquet":
         from elmo.embed_job.parquet import ParquetWriter
 
         return partial(ParquetWriter, on_thread=on_thread)
-    if format == "npy":
-        return partial(NpyWriter, on_thread=on_thread)
-    return hdf5.Hdf5Writer
+    return partial(NpyWriter if format == "npy" else hdf5.Hdf5Writer, on_thread=on_thread)
 
 
 def spare_core(embedder: Embedder) -> bool:
@@ -132,8 +129,7 @@ def spare_core(embedder: Embedder) -> bool:
 
 def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool = False) -> None:
     """Refuse an output that could not be written, before any work: a directory, a file in a folder that
-    does not exist or cannot be written (checked already for a directory of parts), or a directory in the
-    way of HDF5's partial file."""
+    does not exist or cannot be written (checked already for a directory of parts)."""
     output = Path(output)
     if output.is_dir():
         raise ValueError(f"{output} is a directory; expected the name of the {_FORMAT_NAMES[format]} file to write")
@@ -144,8 +140,6 @@ def check_output_path(output: str | Path, format: str = "hdf5", in_parts: bool =
         raise FileNotFoundError(f"{folder}: no such directory to write {output.name} in")
     if not in_parts and not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{folder} is not writable; cannot write {output.name} in it")
-    if format == "hdf5" and partial_path(output).is_dir():
-        raise ValueError(f"{partial_path(output)} is a directory in the way of the partial output; remove it")
 
 
 def _check_no_input_where_output_is_built(output: Path, inputs: list[Path]) -> None:

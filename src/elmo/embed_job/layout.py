@@ -53,7 +53,8 @@ def output_format(output: Path, given: str | None) -> Format:
 
 
 def partial_path(output: Path) -> Path:
-    """Where an output is written until it is whole (a file for HDF5, a directory of chunks otherwise)."""
+    """Where an output's chunks (``elmo.embed_job.chunked``) or Ray's part files are kept until it is whole: a
+    directory."""
     return output.with_name(output.name + ".partial")
 
 
