@@ -74,9 +74,11 @@ def test_a_choice_the_model_cannot_take_says_why(given, message):
 
 def test_search_stores_one_vector_per_token_so_it_takes_an_index_top_or_average():
     assert [stored_layer(given, 3) for given in ("top", -1, "layer1", 0, "-3", "average")] == [2, 2, 1, 0, 0, "average"]
-    for given in ("all", [0.2, 0.3, 0.5]):
-        with pytest.raises(LayerChoiceError, match="an index keeps one vector per token"):
+    for given in ("all", [0.2, 0.3, 0.5], "bottom", True, "nan,0,1"):  # the last three are no choice at all: the
+        with pytest.raises(LayerChoiceError) as refused:  # message named 'all' and mixing weights, which search refuses
             stored_layer(given, 3)
+        assert str(refused.value).endswith("an index keeps one vector per token: expected a layer index, 'top' or "
+                                           "'average'")
     with pytest.raises(LayerChoiceError, match=r"must be in -3\.\.2"):
         stored_layer(3, 3)
 

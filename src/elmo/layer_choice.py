@@ -114,15 +114,21 @@ def layer_weights(layers: object, n_layers: int) -> np.ndarray | None:
 def stored_layer(layers: object, n_layers: int) -> StoredLayer:
     """The choice as search stores it, one vector per token: a layer index in ``0..n_layers - 1`` (``"top"``
     and negative indexes resolved) or ``"average"``. LayerChoiceError for ``"all"`` and mixing weights."""
-    choice = _one_vector(parse_layers(layers))
+    choice = _one_vector(layers)
     return "average" if choice == "average" else _index(choice, n_layers)
 
 
-def _one_vector(choice: LayerChoice) -> Literal["top", "average"] | int:
+def _one_vector(layers: object) -> Literal["top", "average"] | int:
+    """``layers`` parsed, when it is a choice of one vector per token; the refusal names only those choices (what
+    search takes), also for text that is no choice at all."""
+    try:
+        choice: LayerChoice | None = parse_layers(layers)
+    except LayerChoiceError:  # no choice at all
+        choice = None
     if isinstance(choice, int) or choice == "top" or choice == "average":
         return choice
-    raise LayerChoiceError(f"layers is {choice!r}; an index keeps one vector per token: expected a layer index, "
-                           "'top' or 'average'")
+    raise LayerChoiceError(f"layers is {layers if choice is None else choice!r}; an index keeps one vector per token: "
+                           "expected a layer index, 'top' or 'average'")
 
 
 def _index(choice: Literal["top"] | int, n_layers: int) -> int:
@@ -156,6 +162,6 @@ def stored_layer_argument(text: str) -> LayerChoice:
     """An argparse type for search's ``--layer``: a choice of one vector per token (an index, ``top`` or
     ``average``); whether the model has that layer is checked once it is loaded."""
     try:
-        return _one_vector(parse_layers(text))
+        return _one_vector(text)
     except LayerChoiceError as error:
         raise argparse.ArgumentTypeError(str(error)) from None

@@ -220,7 +220,9 @@ def test_bad_inputs_are_named(topic_corpus, constructed_embedder, tmp_path):
     for sentence, word, options, message, code, field in [
         (SPORTS_LINES[0], "play", {"layer": 2}, "holds layer1, not layer2", "invalid_request", "layer"),
         (SPORTS_LINES[0], "play", {"layer": "top"}, "holds layer1, not layer2", "invalid_request", "layer"),
-        (SPORTS_LINES[0], "play", {"layer": "\uff11"}, "layers is '\uff11'; expected", "invalid_request", "layer"),
+        (SPORTS_LINES[0], "play", {"layer": "\uff11"},  # the refusal names only what search takes
+         "layers is '\uff11'; an index keeps one vector per token: expected a layer index, 'top' or 'average'$",
+         "invalid_request", "layer"),
         (SPORTS_LINES[0], "play", {"layer": [0, 1, 0]}, "one vector per token", "invalid_request", "layer"),
         (SPORTS_LINES[0], "tennis", {}, "'tennis' is not a token", "word_not_in_sentence", "word"),
         (SPORTS_LINES[0], "play", {"occurrence": 1}, "occurs 1 time", "invalid_request", "occurrence"),
