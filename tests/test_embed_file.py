@@ -343,7 +343,7 @@ def test_an_input_rewritten_during_the_run_leaves_the_output_unfinished(output, 
 
 
 KILL = """
-import os, signal, sys
+import os, shutil, signal, sys
 import h5py
 import elmo.embed_job.chunked as chunked
 import elmo.embed_job.hdf5 as hdf5
@@ -377,6 +377,8 @@ def create(self, name, *args, **kwargs):  # the sentence index
 hdf5.Hdf5Writer._write_chunk, h5py.h5o.copy, h5py.Group.create_dataset = write_whole_chunk, copy_into_output, create
 if point == "publishing":
     chunked.publish_file = die
+if point == "removing":  # the chunks' directory, once the output is whole
+    shutil.rmtree = die
 main(sys.argv[2:])
 """
 
@@ -406,8 +408,9 @@ def test_sigkill_at_any_point_then_resume_gives_the_fresh_result(point, resumed,
 
 
 @pytest.mark.parametrize(("damage", "said"), [
-    ("a file", "is damaged"),  # as the in-place HDF5 file of an older version
+    ("a file", "is a file, not a directory of chunks"),  # as the in-place HDF5 file of an older version
     ("a damaged chunk", "holds a damaged chunk"),
+    ("a damaged line", "holds a damaged chunk (chunk-000001.h5: line 35 cannot be read"),  # its header reads
     ("lacks a chunk", "lacks a chunk"),
     ("no settings", "lacks settings.json"),
 ])
@@ -425,6 +428,12 @@ def test_resume_from_a_damaged_partial_output_starts_over_and_says_so(damage, sa
         assert _chunks_lines(partial) == [list(range(32)), list(range(32, 40))]
         if damage == "a damaged chunk":
             (partial / "chunk-000001.h5").write_bytes(os.urandom(4096))
+        elif damage == "a damaged line":  # the file opens and counts its lines; one line's object header is zeros
+            with h5py.File(partial / "chunk-000001.h5", "r") as chunk:
+                header = h5py.h5o.get_info(chunk["35"].id).addr
+            with open(partial / "chunk-000001.h5", "r+b") as chunk_file:
+                chunk_file.seek(header)
+                chunk_file.write(bytes(64))
         elif damage == "lacks a chunk":
             (partial / "chunk-000000.h5").unlink()
         else:
@@ -669,3 +678,75 @@ def test_a_second_ctrl_c_while_the_first_ones_lines_are_recorded_still_closes_th
     assert main([*command, "--resume"]) == 0
     assert "resumed: 32 lines already done" in capsys.readouterr().out
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_a_full_disk_met_while_the_output_is_built_still_says_how_many_lines_are_kept(fixture_dir, tmp_path, capsys,
+                                                                                     monkeypatch, fresh_vectors):
+    """HDF5 reports a failed copy into the output as RuntimeError, and closing the unfinished output on a full disk
+    failed too, replacing the run's error: the stop message had no count."""
+    command = _embed_command(fixture_dir, tmp_path)
+    copy, copies = h5py.h5o.copy, []
+    close_output = hdf5.Hdf5Writer._close_output
+
+    def copy_into_a_full_disk(*args):
+        copies.append(1)
+        if len(copies) == 40:  # line 39, from the second chunk, which is on disk already
+            raise RuntimeError("Unable to synchronously copy object (file write failed: errno = 28)")
+        return copy(*args)
+
+    def close_on_a_full_disk(self, complete):
+        close_output(self, complete)
+        if not complete:
+            raise OSError(28, "Can't close file")
+
+    monkeypatch.setattr(h5py.h5o, "copy", copy_into_a_full_disk)
+    monkeypatch.setattr(hdf5.Hdf5Writer, "_close_output", close_on_a_full_disk)
+    assert main(command) == 1
+    error = capsys.readouterr().err
+    assert "line 39 could not be added to the output: Unable to synchronously copy object" in error
+    assert f"{tmp_path / 'out.hdf5.partial'} holds the first 64 of 70 lines; run the same command with --resume" \
+        in error
+    assert not list(tmp_path.glob(".out.hdf5.*"))  # the unfinished output is deleted all the same
+    monkeypatch.undo()
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 64 lines already done" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_ctrl_c_while_a_resumed_run_rebuilds_its_output_stops_it_and_leaves_only_the_chunks(fixture_dir, tmp_path,
+                                                                                           capsys, monkeypatch,
+                                                                                           interrupt_after,
+                                                                                           fresh_vectors):
+    """The rebuild ran on the writer's thread, outside the run's handling of Ctrl-C: the process went on until it
+    was done and left the output it was building beside the output."""
+    command = _embed_command(fixture_dir, tmp_path)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 44, signal.SIGINT)
+        assert main(command) == 130
+    append = hdf5.Hdf5Writer._append
+
+    def interrupted(self, chunk):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(hdf5.Hdf5Writer, "_append", interrupted)
+        assert main([*command, "--resume"]) == 130
+    assert "run the same command with --resume to continue" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".out.hdf5.*")) and not (tmp_path / "out.hdf5").exists()
+    assert _chunks_lines(tmp_path / "out.hdf5.partial") == [list(range(32)), list(range(32, 44))]
+    assert hdf5.Hdf5Writer._append is append
+    assert main([*command, "--resume"]) == 0
+    assert "resumed: 44 lines already done" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_a_kill_while_the_chunks_are_deleted_after_the_output_is_whole_leaves_the_output_whole(fixture_dir, tmp_path,
+                                                                                             capsys):
+    """The chunks' directory was deleted in place after the output was renamed: a kill part way left a directory
+    without settings.json under OUTPUT.partial, and --resume embedded every line again."""
+    command = _embed_command(fixture_dir, tmp_path)
+    killed = subprocess.run([sys.executable, "-c", KILL, "removing", *command], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5.partial").exists()
+    assert main([*command, "--resume"]) == 0
+    assert "out.hdf5 is already whole; skipped" in capsys.readouterr().out

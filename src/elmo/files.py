@@ -95,9 +95,11 @@ def partial_files_of(final: Path) -> list[Path]:
 
 
 def remove_partial_files_of(final: Path) -> None:
-    """The ``new_partial_file`` files of ``final`` that a killed run left beside it."""
+    """The ``new_partial_file`` files of ``final`` that a killed run left beside it (not directories:
+    ``remove_partial_directories_of``)."""
     for leftover in partial_files_of(final):
-        leftover.unlink(missing_ok=True)
+        if not leftover.is_dir():
+            leftover.unlink(missing_ok=True)
 
 
 def new_partial_directory(final: Path) -> Path:
@@ -157,6 +159,15 @@ def _replace_or_remove(source: Path, empty_directory: Path) -> None:
     except BaseException:
         empty_directory.rmdir()
         raise
+
+
+def remove_directory(directory: Path, beside: Path) -> None:
+    """Deletes ``directory`` so that no kill leaves it half deleted under its own name (where a resumed run would
+    take what is left for its work): it moves to a fresh ``.BESIDE.*.partial`` name first, for
+    ``remove_partial_directories_of`` to clear if the delete is killed."""
+    aside = new_partial_directory(beside)
+    _replace_or_remove(directory, aside)
+    shutil.rmtree(aside)
 
 
 def remove_partial_directories_of(final: Path) -> None:

@@ -10,8 +10,9 @@ GPU, or on fewer threads than there are cores) and costs where it does not (docs
 same steps run one after another.
 
 A kill anywhere loses at most the chunk being written (and the output being built, which a resumed run builds
-again from the chunks). A resumed run keeps the chunks when the settings match (refuses when they do not) and
-starts over, saying why, when a chunk cannot be read.
+again from the chunks before it embeds anything). A resumed run keeps the chunks when the settings match (refuses
+when they do not) and starts over, saying why, when a chunk cannot be read. Once the output is renamed into place
+the chunks' directory is moved aside and then deleted, so a kill cannot leave part of it under its own name.
 """
 
 import json
@@ -27,6 +28,8 @@ from elmo.files import (
     atomic_path,
     new_partial_file,
     publish_file,
+    remove_directory,
+    remove_partial_directories_of,
     remove_partial_files_of,
     remove_stale_partials,
     write_text_atomic,
@@ -35,6 +38,11 @@ from elmo.files import (
 log = logging.getLogger(__name__)
 
 _SETTINGS = "settings.json"
+
+
+class DamagedChunkError(Exception):
+    """A stored chunk that cannot be read back (a format's ``_append`` tells it from a failure to write the
+    output)."""
 
 
 class ChunkedWriter(ABC):
@@ -56,11 +64,11 @@ class ChunkedWriter(ABC):
         # on disk would skip that chunk's lines and a resumed run would take the lines after the gap for them.
         self._failed = False
         remove_partial_files_of(target.output)  # an output a killed run was building
+        remove_partial_directories_of(target.output)  # chunks a killed run was deleting after it finished
         self._building = new_partial_file(target.output)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-embed-writer")
-        self._in_hand: Future[None] | None = self._thread.submit(self._begin, list(self.chunks))
-        if not on_thread:
-            self._wait()
+        self._in_hand: Future[None] | None = None
+        self._rebuild()
 
     @abstractmethod
     def _write_chunk(self, lines: list[EmbeddedLine], path: Path) -> None:
@@ -82,10 +90,36 @@ class ChunkedWriter(ABC):
     def _close_output(self, complete: bool) -> None:
         """Close the output being built: whole when ``complete`` (every chunk appended), else only released."""
 
-    def _begin(self, chunks: list[Path]) -> None:
-        self._open_output(self._building)
-        for chunk in chunks:  # those of an interrupted run
-            self._append(chunk)
+    def _rebuild(self) -> None:
+        """Opens the output and adds the chunks of an interrupted run to it, on the calling thread, so that Ctrl-C
+        stops it at once and a chunk found damaged only now (its lines counted, one of them unreadable) means
+        starting over, as for any damaged chunk."""
+        try:
+            try:
+                self._open_output(self._building)
+                for chunk in self.chunks:
+                    self._append(chunk)
+            except DamagedChunkError as error:
+                log.warning(f"{self.partial} holds a damaged chunk ({error}); starting over")
+                self._drop_output()
+                self._start_over()
+                self.done = 0
+                self._building = new_partial_file(self.target.output)
+                self._open_output(self._building)
+        except BaseException:
+            self._thread.shutdown()
+            self._drop_output()
+            raise
+
+    def _drop_output(self) -> None:
+        """Closes and deletes the output being built (the chunks stay). An error closing it (a full disk) is only
+        reported: the output is dropped anyway, and the run's own error is the one to raise."""
+        try:
+            self._close_output(complete=False)
+        except Exception as error:
+            log.warning(f"closing the unfinished {self._building.name} failed ({type(error).__name__}: {error})")
+        finally:
+            self._building.unlink(missing_ok=True)
 
     def _store(self, lines: list[EmbeddedLine], chunk: Path) -> None:
         # Not synced to the disk, which would cost time on every chunk: a chunk a power loss left short is
@@ -123,6 +157,10 @@ class ChunkedWriter(ABC):
         """How many lines the chunks of an interrupted run hold; None to start over (no partial output, or a
         damaged one). Raises ValueError when it was made from another input, with other options or by another
         model."""
+        if self.partial.exists() and not self.partial.is_dir():
+            log.warning(f"{self.partial} is a file, not a directory of chunks (an older version wrote HDF5's partial "
+                        "output so); starting over")
+            return None
         try:
             recorded = parse_recorded((self.partial / _SETTINGS).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -179,7 +217,7 @@ class ChunkedWriter(ABC):
         self._thread.shutdown()
         self._close_output(complete=True)
         publish_file(self._building, self.target.output)  # on disk before the chunks it was built from go
-        shutil.rmtree(self.partial)
+        remove_directory(self.partial, self.target.output)
 
     def close(self) -> None:
         """Waits for the chunk in the thread's hands (so that ``done`` counts it), then drops the output being
@@ -191,7 +229,4 @@ class ChunkedWriter(ABC):
             log.warning(f"the last chunk of {self.partial} was not stored ({type(error).__name__}: {error})")
         finally:
             self._thread.shutdown()
-            try:
-                self._close_output(complete=False)
-            finally:
-                self._building.unlink(missing_ok=True)
+            self._drop_output()

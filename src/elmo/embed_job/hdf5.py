@@ -24,7 +24,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo.embed_job.chunked import ChunkedWriter
+from elmo.embed_job.chunked import ChunkedWriter, DamagedChunkError
 from elmo.embed_job.layout import EmbeddedLine
 from elmo.embed_job.settings import parse_recorded
 from elmo.embed_job.source import SourceLine, sentence_key
@@ -71,7 +71,14 @@ class Hdf5Writer(ChunkedWriter):
             for _ in range(len(lines)):
                 source = next(self._sources)  # a dataset's name in the output may be its sentence
                 name = sentence_key(source.sentence) if self.target.sentence_keys else str(source.index)
-                h5py.h5o.copy(lines.id, str(source.index).encode(), self._output.id, name.encode())
+                try:
+                    h5py.h5o.copy(lines.id, str(source.index).encode(), self._output.id, name.encode())
+                except RuntimeError as error:  # HDF5's error for a failed copy, whichever file it failed on
+                    if not _readable(lines, str(source.index)):
+                        raise DamagedChunkError(f"{chunk.name}: line {source.index} cannot be read: {error}") from error
+                    # The chunk is whole, so writing the output failed: a full disk, say. An OSError, as writing
+                    # the chunk would raise, so that the run says how many lines are kept.
+                    raise OSError(f"line {source.index} could not be added to the output: {error}") from error
 
     def _close_output(self, complete: bool) -> None:
         if self._output is None:
@@ -86,6 +93,17 @@ class Hdf5Writer(ChunkedWriter):
                                       dtype=h5py.string_dtype())
         finally:
             output.close()
+
+
+def _readable(chunk: h5py.File, name: str) -> bool:
+    """Whether line ``name``'s dataset and its attributes read back from ``chunk``."""
+    try:
+        dataset = chunk[name]
+        dataset[...]
+        dict(dataset.attrs)
+    except Exception:  # whatever HDF5 reports, the line cannot be read
+        return False
+    return True
 
 
 def recorded_settings(path: Path) -> dict | None:
