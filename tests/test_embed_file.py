@@ -440,7 +440,7 @@ def test_resume_from_a_damaged_partial_output_starts_over_and_says_so(damage, sa
             (partial / "settings.json").unlink()
     assert main([*command, "--resume"]) == 0
     assert "resumed:" not in capsys.readouterr().out
-    assert f"{said}" in " | ".join(record.getMessage() for record in caplog.records)
+    assert said in " | ".join(record.getMessage() for record in caplog.records)
     assert "starting over" in " | ".join(record.getMessage() for record in caplog.records)
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
