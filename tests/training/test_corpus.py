@@ -135,6 +135,16 @@ def test_a_file_two_patterns_name_is_read_once(tmp_path: Path):
     assert corpus.count_tokens() == Counter({"x": 1, "y": 1, "z": 1})
 
 
+def test_a_file_whose_name_holds_glob_characters_is_that_file_not_a_pattern(tmp_path: Path):
+    """`notes[1].txt` was read as a pattern: refused as matching nothing, or `notes1.txt` read in its place."""
+    (tmp_path / "notes[1].txt").write_text("the named file\n")
+    (tmp_path / "notes1.txt").write_text("another file\n")
+    corpus = Corpus([str(tmp_path / "notes[1].txt")])
+    assert corpus.paths == [tmp_path / "notes[1].txt"]
+    assert list(corpus.sentences()) == [["the", "named", "file"]]
+    assert Corpus([str(tmp_path / "notes[0-9].txt")]).paths == [tmp_path / "notes1.txt"]  # a pattern still globs
+
+
 def test_training_reads_a_line_as_the_embedder_does(tmp_path: Path):
     """A byte-order mark made a word of its own (``\\ufeffThe``), a control character joined two words."""
     (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbfThe cat\nthe\x01dog\n")

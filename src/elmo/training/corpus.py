@@ -56,17 +56,18 @@ def check_utf8_text(path: Path) -> None:
 
 
 class Corpus:
-    """Files named by paths or glob patterns, tokenized line by line with a named tokenizer. Opening one refuses,
-    before any work, a name that is not a regular file and, with ``check_utf8`` (off only for a resumed run: one
-    begun before the check read such bytes as U+FFFD and goes on as it began), a file that is not UTF-8 text
-    (``check_utf8_text``)."""
+    """Files named by paths or glob patterns (a name that exists is that file, whatever characters it holds),
+    tokenized line by line with a named tokenizer. Opening one refuses, before any work, a name that is not a
+    regular file and, with ``check_utf8`` (off only for a resumed run: one begun before the check read such bytes as
+    U+FFFD and goes on as it began), a file that is not UTF-8 text (``check_utf8_text``)."""
 
     def __init__(self, patterns: Sequence[str], tokenizer: str = "whitespace", check_utf8: bool = True) -> None:
         if not patterns:
             raise CorpusError("no corpus files given")
         paths: list[Path] = []
         for pattern in patterns:
-            if glob.has_magic(pattern):
+            # A name that exists is that file, even where it holds a glob character (`notes[1].txt`)
+            if glob.has_magic(pattern) and not Path(pattern).exists():
                 matches = sorted(glob.glob(pattern))
                 if not matches:
                     raise CorpusError(f"corpus pattern {pattern!r} matches no file")
