@@ -6,6 +6,7 @@ same corpus and tokenizer leaves out rare words by design, which on a small corp
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 from run_helpers import train_micro_run
 
@@ -163,3 +164,47 @@ def test_only_the_first_words_of_the_corpus_are_checked(
         train(options(), tmp_path / "refused", progress=False)
     monkeypatch.setattr(trainer, "CHECKED_WORDS", 10)
     assert train(options(), tmp_path / "run", progress=False) == 1
+
+
+def test_frequency_order_is_spearmans_correlation_of_ids_and_counts_ties_ranked_alike():
+    """Against scipy's Spearman correlation (mean ranks for ties) on a sample with tied counts; None where the
+    counts say nothing (all equal) or too few words are frequent."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(0)
+    words = [f"w{k}" for k in range(60)]
+    counts = {word: int(count) for word, count in zip(words, rng.integers(5, 15, size=60), strict=True)}
+    sentences = [[word] * count for word, count in counts.items()]
+    order = rng.permutation(60)
+    vocab = Vocabulary(["<S>", "</S>", "<UNK>", *(words[k] for k in order)])
+    expected = spearmanr([vocab.ids[word] for word in words], [-counts[word] for word in words]).statistic
+    assert vocab.frequency_order(sentences, 10_000, 5) == pytest.approx(expected, abs=1e-12)
+    by_frequency = Vocabulary(["<S>", "</S>", "<UNK>", *sorted(words, key=lambda word: -counts[word])])
+    assert by_frequency.frequency_order(sentences, 10_000, 5) > 0.97  # ties only keep it from 1
+    assert vocab.frequency_order([[word] * 5 for word in words], 10_000, 5) is None  # every count equal
+    assert vocab.frequency_order(sentences[:19], 10_000, 5) is None
+
+
+@pytest.mark.parametrize("order", ["frequency", "shuffled", "specials-last"])
+def test_a_vocabulary_not_in_frequency_order_is_warned_of(
+    tmp_path: Path, micro_options_file: Path, caplog: pytest.LogCaptureFixture, order: str
+):
+    """The sampler draws id k as the k-th most frequent word; a sorted vocabulary (or one with the specials last)
+    trained about 20 % worse after 100 steps with no sign. Word k of 40 is seen 45 - k times; shuffled, the ids
+    and counts correlate by 0.14."""
+    words = [f"w{k}" for k in range(40)]
+    lines = [" ".join(words[k] for k in range(40) if repeat < 45 - k) for repeat in range(45)]
+    corpus = _write_lines(tmp_path / "corpus.txt", lines)
+    shuffled = [words[k] for k in np.random.default_rng(0).permutation(40)]
+    tokens = {"frequency": ["<S>", "</S>", "<UNK>", *words], "shuffled": ["<S>", "</S>", "<UNK>", *shuffled],
+              "specials-last": [*words, "<S>", "</S>", "<UNK>"]}[order]
+    Vocabulary(tokens).save(tmp_path / "vocab.txt")
+    warnings = _warnings_of_a_run(tmp_path, corpus, tmp_path / "vocab.txt", micro_options_file, caplog)
+    if order == "frequency":
+        assert warnings == []
+    elif order == "shuffled":
+        assert len(warnings) == 1
+        assert "is not in frequency order: the ranks of its ids and of its words' counts" in warnings[0]
+    else:
+        assert len(warnings) == 1
+        assert "does not begin with <S>, </S>, <UNK>" in warnings[0]

@@ -84,6 +84,9 @@ CHECKED_WORDS = 50_000
 # than FREQUENT_JUDGED of the words (Chinese raw text split on whitespace: each line one word, seen once), among all.
 FREQUENT_COUNT = 5
 FREQUENT_JUDGED = 0.10
+# Below this rank correlation between a vocabulary's ids and the counts of its frequent words among those words, a
+# new run warns that the vocabulary is not in frequency order (Vocabulary.frequency_order).
+FREQUENCY_ORDER_WARNED = 0.2
 # Judged shares of <UNK> above which a new run warns, and above which it is refused.
 UNKNOWN_WARNED = 0.02
 UNKNOWN_REFUSED = 0.50
@@ -279,6 +282,7 @@ def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn:
     overall = counts.unknown / counts.words
     judged_by_frequent = counts.frequent >= FREQUENT_JUDGED * counts.words
     share = counts.frequent_unknown / counts.frequent if judged_by_frequent else overall
+    _check_vocabulary_order(vocab, corpus, source, warn)
     if share <= UNKNOWN_WARNED:
         return
     frequent = (f"{counts.frequent_unknown / counts.frequent:.1%} of the {counts.frequent:,} whose type occurs there "
@@ -293,6 +297,24 @@ def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn:
                               "split the vocabulary's text, or make the vocabulary from this corpus (`elmo vocab`)")
     if warn:
         logger.warning("%s Above %.0f%%, it would be refused.", problem, UNKNOWN_REFUSED * 100)
+
+
+def _check_vocabulary_order(vocab: Vocabulary, corpus: Corpus, source: str, warn: bool) -> None:
+    """A logged warning when ``vocab`` is not in bilm-tf's order (the specials first, then the words most frequent
+    first): the sampler draws id k as the k-th most frequent word, so a vocabulary in another order (sorted, say)
+    trains worse without any other sign (about 20 % higher validation perplexity after 100 steps in a test)."""
+    if not warn:
+        return
+    if not vocab.specials_first():
+        logger.warning("%s does not begin with <S>, </S>, <UNK>: the sampler takes id k for the k-th most frequent "
+                       "word, and these three are among the most frequent targets. Make the vocabulary with "
+                       "`elmo vocab`, or put them first.", source)
+    order = vocab.frequency_order(corpus.sentences(), CHECKED_WORDS, FREQUENT_COUNT)
+    if order is not None and order < FREQUENCY_ORDER_WARNED:
+        logger.warning("%s is not in frequency order: the ranks of its ids and of its words' counts among the first "
+                       "%s words of the corpus correlate by %.2f (about 0.5 or more for a vocabulary of similar text). "
+                       "The sampler takes id k for the k-th most frequent word, so training is slower; make the "
+                       "vocabulary with `elmo vocab`, which orders it.", source, f"{CHECKED_WORDS:,}", order)
 
 
 def _shaped(model: LanguageModel, options: TrainingOptions) -> LanguageModel:
