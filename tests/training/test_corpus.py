@@ -1,3 +1,4 @@
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -5,7 +6,7 @@ import pytest
 from training_helpers import write_synthetic_corpus
 
 from elmo.training.batches import NO_TARGET, Batcher
-from elmo.training.corpus import Corpus, CorpusError
+from elmo.training.corpus import Corpus, CorpusError, RowPosition
 from elmo.training.vocab import Vocabulary, VocabularyError
 
 
@@ -203,3 +204,42 @@ def test_a_vocabulary_file_reads_the_same_tokens_whatever_its_line_endings(tmp_p
     path = tmp_path / "vocab.txt"
     path.write_bytes(("\ufeff" + ending.join(tokens) + ending).encode("utf-8"))
     assert Vocabulary.load(path).tokens == tokens
+
+
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+def test_training_reads_sentences_at_every_line_end_the_embedder_reads(tmp_path: Path, ending: str):
+    """A lone carriage return (classic Mac OS) ends a sentence, as `elmo embed` and vocabulary files read it; it was
+    read as a space, so a whole file of them trained (and was scored) as one sentence."""
+    lines = ["the cat sat", "", "a dog ran far", "it rained"]
+    (tmp_path / "lf.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "other.txt").write_bytes((ending.join(lines) + ending).encode("utf-8"))
+    expected = [line.split() for line in lines if line]
+    assert list(Corpus([str(tmp_path / "other.txt")]).sentences()) == expected
+    vocab = Vocabulary.from_counts(Corpus([str(tmp_path / "lf.txt")]).count_tokens())
+
+    def stream(name: str) -> list[dict[str, list[str]]]:
+        return _row_streams(Batcher(Corpus([str(tmp_path / name)]), vocab, range(1), 1, 4, seed=0, max_epochs=2),
+                            vocab)
+
+    assert stream("other.txt") == stream("lf.txt")
+
+
+def test_a_row_saved_between_the_sentences_of_one_line_resumes_where_it_stood(tmp_path: Path):
+    """Sentences after a lone carriage return wait in the row's position (``queued``); a checkpoint's copy of it
+    (through JSON) resumes the stream exactly, and a copy is not changed by the reader going on."""
+    (tmp_path / "cr.txt").write_bytes(b"a b\rc d e\rf\ng h\n")
+    vocab = Vocabulary.from_counts(Corpus([str(tmp_path / "cr.txt")]).count_tokens())
+    whole = Batcher(Corpus([str(tmp_path / "cr.txt")]), vocab, range(1), 1, 3, seed=0, max_epochs=1)
+    first = whole.readers[0].take(4)  # <S> a b </S>: the row now feeds "c d e", "f" waits
+    assert first.forward_targets == ["a", "b", "</S>", "c"]
+    saved = whole.positions()
+    assert saved[0].queued == [["f"]]
+    rest = whole.readers[0].take(20)
+    assert saved[0].queued == [["f"]]  # the checkpoint's copy is its own
+    positions = [RowPosition.from_json(json.loads(json.dumps(position.to_json()))) for position in saved]
+    resumed = Batcher(Corpus([str(tmp_path / "cr.txt")]), vocab, range(1), 1, 3, seed=0, max_epochs=1,
+                      positions=positions)
+    assert resumed.readers[0].take(20) == rest
+    assert rest.forward_targets == ["d", "e", "</S>", "f", "</S>", "g", "h", "</S>"]
+    legacy = {key: value for key, value in saved[0].to_json().items() if key != "queued"}
+    assert RowPosition.from_json(legacy).queued == []  # a position saved before queued existed

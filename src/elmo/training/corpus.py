@@ -96,13 +96,15 @@ class Corpus:
         for path in self.paths:
             with path.open("rb") as handle:
                 for line in handle:
-                    if tokens := self.line_tokens(line):
-                        yield tokens
+                    yield from self.line_sentences(line)
 
-    def line_tokens(self, line: bytes) -> list[str]:
-        """A line's tokens, read as the embedder reads text (``clean_text``). The files were checked to be UTF-8
-        when the corpus was opened; a byte changed since becomes U+FFFD rather than stopping a run mid-way."""
-        return self.tokenize(clean_text(line.decode("utf-8", errors="replace")))
+    def line_sentences(self, line: bytes) -> list[list[str]]:
+        r"""The tokens of each non-empty sentence of a line read up to ``\n``, as the embedder reads text: a lone
+        ``\r`` ends a sentence too (classic Mac OS line ends, ``elmo.files.utf8_universal_lines``), and each is
+        cleaned (``clean_text``) and tokenized. The files were checked to be UTF-8 when the corpus was opened; a byte
+        changed since becomes U+FFFD rather than stopping a run mid-way."""
+        text = line.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
+        return [tokens for part in text.split("\r") if (tokens := self.tokenize(clean_text(part)))]
 
     def count_tokens(self) -> Counter[str]:
         counts: Counter[str] = Counter()
@@ -147,20 +149,24 @@ class RowPosition:
     """Where one row of the batch stands: the next line to read, and the sentence it is feeding.
 
     ``offset`` is a byte offset into the epoch's shards laid end to end in ``Corpus.file_order``;
-    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs.
+    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs; ``queued`` holds the sentences
+    after it of the line read last (a line holds several where a lone carriage return ends one).
     """
 
     epoch: int
     offset: int
     sentence: list[str] = field(default_factory=list)
     cursor: int = 0
+    queued: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "RowPosition":
-        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]))
+        """A saved position; one saved before ``queued`` existed has none."""
+        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]),
+                   [list(sentence) for sentence in data.get("queued", [])])
 
 
 @dataclass
@@ -235,6 +241,8 @@ class RowReader:
 
     def _next_sentence(self) -> list[str] | None:
         position = self.position
+        if position.queued:
+            return position.queued.pop(0)
         while True:
             if self.max_epochs is not None and position.epoch >= self.max_epochs:
                 return None
@@ -254,10 +262,11 @@ class RowReader:
                 continue
             line = self._read_line(position.epoch, position.offset)
             position.offset += len(line)
-            tokens = self.corpus.line_tokens(line)
-            if tokens:
+            sentences = self.corpus.line_sentences(line)
+            if sentences:
                 self._text_this_pass = True
-                return tokens
+                position.queued = sentences[1:]
+                return sentences[0]
 
     def _layout(self, epoch: int) -> None:
         if epoch != self._order_epoch:
