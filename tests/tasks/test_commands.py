@@ -213,8 +213,15 @@ def test_predict_reads_labels_only_where_every_line_starts_with_one_of_the_model
         return [text for _, text in read_labelled(tmp_path / "predicted.tsv")]
 
     assert predicted_texts("pos\ta good film\nneg\tnot good\n") == ["a good film", "not good"]
-    # a tab in every line of plain text is part of the text, not a label's end
-    assert predicted_texts("film\ta good one\nscore\tnot good\n") == ["film\ta good one", "score\tnot good"]
+    # a tab after a word that is no label of the model: a tagger's CoNLL file, or another model's labels, whose
+    # fields were classified as one text
+    for content in ("film\ta good one\nscore\tnot good\n", "@playavolta\tO\nwins\tO\n", "1\ta good film\n"):
+        given = tmp_path / "tabbed.txt"
+        given.write_text(content, encoding="utf-8")
+        assert main(["task", "predict", str(static_classifier), "--input", str(given)]) == 2
+        first = content.partition("\t")[0]
+        assert (f"line 1 holds a tab, but {first!r} before it is no label of the model (neg, pos)"
+                in " ".join(capsys.readouterr().err.split()))
     given = tmp_path / "mixed.txt"
     given.write_text("pos\ta good film\nnot good at all\n", encoding="utf-8")
     assert main(["task", "predict", str(static_classifier), "--input", str(given)]) == 2

@@ -39,6 +39,30 @@ def test_read_tagged_accepts_tabs_spaces_and_bmes(tmp_path: Path):
         read_tagged(path)
 
 
+@pytest.mark.parametrize(("content", "message"), [
+    ("pos\tIt's a charming film\nneg\tdull\n", r"given\.txt:1: the field \"It's a charming film\" holds spaces"),
+    ("It rained today .\nThe end .\n", r"given\.txt:2: 3 fields where line 1 has 4"),
+    ('{"id": "q1", "question": "who ?"}\n{"id": "q2", "question": "where is it ?"}\n',
+     r"given\.txt:2: 7 fields where line 1 has 5"),
+], ids=["classifier-file", "running-text", "json-lines"])
+def test_text_to_tag_that_is_not_one_token_a_line_is_refused_naming_its_line(tmp_path: Path, content: str,
+                                                                             message: str):
+    """A tagger's input read a first field a line: a classifier's file became one sentence of its labels, and
+    running text or JSON lines one of first words, with no error."""
+    path = tmp_path / "given.txt"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        read_tagged(path, require_tags=False)
+
+
+def test_text_to_tag_in_columns_or_one_token_a_line_is_read_a_token_a_line(tmp_path: Path):
+    path = tmp_path / "given.txt"
+    path.write_text("EU NNP B-NP\nrejects VBZ B-VP\n\nOK UH O\n", encoding="utf-8")
+    assert read_tagged(path, require_tags=False) == [(["EU", "rejects"], ["O", "O"]), (["OK"], ["O"])]
+    path.write_text("mr\nbob\n\nran\n", encoding="utf-8")
+    assert read_tagged(path, require_tags=False) == [(["mr", "bob"], ["O", "O"]), (["ran"], ["O"])]
+
+
 def test_a_byte_order_mark_is_not_part_of_the_first_token_label_or_row(tmp_path: Path):
     """Editors on Windows save UTF-8 with one; it would make a class of its own or a token of no vector."""
     tagged, labelled, qa = tmp_path / "a.bio", tmp_path / "a.tsv", tmp_path / "a.jsonl"

@@ -306,15 +306,22 @@ def _write_predictions(kind: str, examples: list, guesses: list, texts: list[str
 
 def _texts_to_classify(path: str, labels: Sequence[str]) -> list[str]:
     """The text of each line, "" for a blank one, of ``label TAB text`` lines (every non-blank line starts with
-    one of the model's ``labels`` and a tab; the labels are ignored) or of plain text lines (none does; a tab is
-    then part of the text). A file of both is refused, naming a line of each kind, rather than read with labels
-    inside the texts."""
+    one of the model's ``labels`` and a tab; the labels are ignored) or of plain text lines (none does, and none
+    holds a tab). A file of both is refused, naming a line of each kind, rather than read with labels inside the
+    texts, and so is a plain line with a tab (a tagger's CoNLL file, or labels of another model: their fields
+    would be classified as one text)."""
     lines = text_lines(check_input_file(path, "text"))
     numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     known = set(labels)
     labelled = [number for number, line in numbered
                 if "\t" in line and line.partition("\t")[0].strip() in known]
     if not labelled:
+        tabbed = next(((number, line) for number, line in numbered if "\t" in line), None)
+        if tabbed is not None:
+            number, line = tabbed
+            raise ValueError(f"{path}: line {number} holds a tab, but {line.partition(chr(9))[0].strip()[:40]!r} "
+                             f"before it is no label of the model ({', '.join(sorted(known))}): give plain text "
+                             "lines, or 'label<TAB>text' with the model's labels (a tagger's CoNLL file?)")
         return [line.strip() for line in lines]
     if len(labelled) == len(numbered):
         texts = iter(text for _, text in read_labelled(path))  # its rows: the non-blank lines
@@ -393,11 +400,12 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     predict = task_commands.add_parser("predict", help="tag, classify or answer a file with a trained task "
                                                        "model")
     predict.add_argument("task_model", help="directory written by `elmo task train`")
-    predict.add_argument("--input", required=True, help="tagger: CoNLL file (tags optional, ignored); "
-                                                        "classifier: text lines or label<TAB>text lines (read "
-                                                        "as labelled when every line starts with one of the "
-                                                        "model's labels and a tab), answered line for line (a "
-                                                        "blank line with an empty label); "
+    predict.add_argument("--input", required=True, help="tagger: CoNLL file, one token a line (other columns "
+                                                        "optional, ignored); "
+                                                        "classifier: text lines without tabs, or label<TAB>text "
+                                                        "lines (read as labelled when every line starts with one "
+                                                        "of the model's labels and a tab), answered line for line "
+                                                        "(a blank line with an empty label); "
                                                         "qa: JSON lines of id, question, passage (answers "
                                                         "ignored), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="file to write the predictions to (default, or -: "

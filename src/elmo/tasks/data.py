@@ -124,11 +124,13 @@ def text_lines(path: Path) -> list[str]:
 def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[str], list[str]]]:
     """A CoNLL-style file: ``token TAB tag`` (or whitespace-separated, last field the tag) per line, a blank
     line between sentences. Tags come back in BIO. Without ``require_tags`` (text to be tagged) the token is
-    the first field and any other field is ignored, not parsed (a POS column is no error); tags read ``O``."""
+    the first field and any other field is ignored, not parsed (a POS column is no error); tags read ``O``, and a
+    file that is not in columns is refused (``_check_columns``) rather than read a first word a line."""
     path = check_input_file(path, "tagging")
     sentences: list[tuple[list[str], list[str]]] = []
     tokens: list[str] = []
     tags: list[str] = []
+    columns: tuple[int, int] | None = None  # the first line of more than one field: its number and count
     for number, line in enumerate([*text_lines(path), ""], start=1):
         fields = line.split("\t") if "\t" in line else line.split()
         if not line.strip():
@@ -138,9 +140,31 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
             continue
         if (require_tags and len(fields) < 2) or not fields[0].strip():
             raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+        if not require_tags:
+            if columns is None and len(fields) > 1:
+                columns = (number, len(fields))
+            _check_columns(fields, columns, f"{path}:{number}")
         tokens.append(fields[0].strip())
         tags.append(_checked_tag(fields[-1].strip(), f"{path}:{number}") if require_tags else "O")
     return sentences
+
+
+def _check_columns(fields: list[str], first: tuple[int, int] | None, where: str) -> None:
+    """ValueError naming ``where`` (file:line) for a line of text to tag that is not one token in CoNLL columns:
+    a field holding spaces (a classifier's ``label<TAB>text`` line) or more than one field but another count than
+    the first such line's (``first``: its number and count; running text, one sentence a line, or JSON lines),
+    which would be read as their first word each. A token alone (its other columns left out) always passes."""
+    spaced = next((field for field in fields if len(field.split()) > 1), None)
+    if spaced is not None:
+        raise ValueError(f"{where}: the field {spaced[:60]!r} holds spaces; a tagger reads one token a line (CoNLL: "
+                         "the token, then any other columns, a blank line between sentences). A classifier's "
+                         "label<TAB>text file?")
+    if first is None or len(fields) == 1:
+        return
+    line, count = first
+    if len(fields) != count:
+        raise ValueError(f"{where}: {len(fields)} fields where line {line} has {count}; a tagger reads one token a "
+                         "line in CoNLL columns (a blank line between sentences), not running text or JSON lines")
 
 
 def _checked_tag(tag: str, where: str) -> str:
