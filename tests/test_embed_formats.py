@@ -141,6 +141,19 @@ def test_a_json_escaped_nul_in_text_is_a_space_and_in_a_token_or_id_is_refused_b
     assert not (tmp_path / "out.hdf5").exists()
 
 
+def test_a_token_without_text_is_refused_naming_its_line_before_the_model_loads(tmp_path, fixture_dir, capsys,
+                                                                               no_model_load):
+    """An empty or blank token was embedded as the empty word (the character CNN's start and end marks alone)."""
+    lines = ['{"text": ["a", "b"]}\n', '{"text": ["a", ""]}\n', '{"text": [" ", "b"]}\n']
+    (tmp_path / "in.jsonl").write_text("".join(lines))
+    assert main(["embed", str(tmp_path / "in.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "text",
+                 "--model", str(fixture_dir), "--quiet"]) == 2
+    message = capsys.readouterr().err
+    assert "line 1: field 'text': token 1 is empty or only white space; a token must hold text" in message
+    assert "line 2: field 'text': token 0 is empty or only white space" in message
+    assert not (tmp_path / "out.hdf5").exists()
+
+
 def test_use_sentence_keys_names_the_datasets_by_their_sentences_stripped_as_allennlp_did(tmp_path, fixture_dir,
                                                                                             expected):
     (tmp_path / "in.txt").write_text(f"{LINES[0]}\n  {LINES[2]} \n")

@@ -92,9 +92,24 @@ def test_normalizing_vectors_whose_float32_squares_overflow_still_gives_unit_vec
 
 
 def test_flags_that_are_not_booleans_are_refused_not_read_as_true(embedder):
-    for flag in ("normalize", "return_tokens"):
+    for flag in ("normalize", "return_tokens", "show_progress_bar"):
         with pytest.raises(TypeError, match=f"{flag} is 'no'; expected True or False"):
             embedder.encode(["a b"], **{flag: "no"})
+
+
+@pytest.mark.parametrize(("sentences", "message"), [
+    ([["a", ""]], r"token 1 \(''\) of the sentence \['a', ''\] is empty or only white space"),
+    ([["a", "b"], [" \t", "b"]], r"token 0 \(' \\t'\) of the sentence .* is empty or only white space"),
+    ([["a", "x\ud800"]], r"token 1 \('x\\ud800'\) .* holds the lone surrogate U\+D800"),
+    ("a \ud800 b", r"token 1 \('\\ud800'\) .* holds the lone surrogate U\+D800"),
+])
+def test_a_token_without_text_is_refused_not_embedded_as_the_empty_word(embedder, sentences, message):
+    """A blank token, or one whose lone surrogate UTF-8 cannot hold (it was dropped), got the vector of the
+    empty word (the character CNN's start and end marks alone), silently."""
+    for call in (embedder.encode, embedder.embed, lambda given: list(embedder.iter_embed(given))):
+        with pytest.raises(ValueError, match=message):
+            call(sentences if not isinstance(sentences, str) else [sentences])
+    assert len(embedder.encode([["New York", "b"]])[0]) == 2  # a token may hold spaces inside its text
 
 
 def test_iter_embed_checks_its_arguments_when_called_not_at_the_first_vector(embedder):

@@ -53,7 +53,7 @@ from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
-from elmo.tokenizers import clean_text, get_tokenizer
+from elmo.tokenizers import clean_text, get_tokenizer, token_problem
 
 Sentence = str | Sequence[str]
 Output = Literal["numpy", "torch"]
@@ -183,11 +183,16 @@ class Embedder:
         """Raw text cleaned as every reader cleans it (``clean_text``) and split by the model's tokenizer; a
         tokenized sentence as it is."""
         if isinstance(sentence, str):
-            return self.tokenize_text(clean_text(sentence))
-        _refuse_non_sentences(sentence, "a sentence", "a str or a list of tokens")
-        tokens = list(sentence)  # once: an iterator is used up by reading it
-        if not all(isinstance(token, str) for token in tokens):
-            raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
+            tokens = self.tokenize_text(clean_text(sentence))
+        else:
+            _refuse_non_sentences(sentence, "a sentence", "a str or a list of tokens")
+            tokens = list(sentence)  # once: an iterator is used up by reading it
+            if not all(isinstance(token, str) for token in tokens):
+                raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
+        for position, token in enumerate(tokens):  # raw text: a lone surrogate survives the tokenizers
+            if problem := token_problem(token):
+                raise ValueError(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a "
+                                 "token must hold text")
         return tokens
 
     # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
@@ -266,9 +271,10 @@ class Embedder:
         check_pooling(pooling)
         if output not in ("numpy", "torch"):
             raise ValueError(f"output is {output!r}; expected 'numpy' or 'torch'")
-        for name, flag in (("normalize", normalize), ("return_tokens", return_tokens)):
-            if not isinstance(flag, bool | np.bool_):  # "no" is true: it would normalize
-                raise TypeError(f"{name} is {flag!r}; expected True or False")
+        flags = (("normalize", normalize), ("return_tokens", return_tokens), ("show_progress_bar", show_progress_bar))
+        for name, flag in flags:
+            if not isinstance(flag, bool | np.bool_) and not (name == "show_progress_bar" and flag is None):
+                raise TypeError(f"{name} is {flag!r}; expected True or False")  # "no" is true: it would normalize
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
         batch_size = checked_batch_size(batch_size)

@@ -44,6 +44,20 @@ def clean_text(text: str) -> str:
 
 
 
+def token_problem(token: str) -> str | None:
+    """Why a token given as it is (a tokenized sentence) cannot be embedded, or None: empty or only white space
+    (the character CNN would see only a word's start and end marks, the empty word's vector, for a token no
+    tokenizer makes), or holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and
+    the token embedded as the empty word)."""
+    if not token.strip():
+        return "is empty or only white space"
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"holds the lone surrogate U+{ord(token[error.start]):04X} (half a character)"
+    return None
+
+
 def word_key(word: str, match_case: bool = False) -> str:
     """``word`` as it is compared with a token (search, ``/v1/similarity``, the demo): cleaned as a sentence is
     before it is split (``clean_text``), without the spaces around it, and casefolded unless ``match_case``. A

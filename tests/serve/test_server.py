@@ -188,6 +188,8 @@ def test_metrics_count_requests_latency_batches_and_queue(server) -> None:
     ({"model": "en", "sentences": []}, 422, "sentences"),
     ({"model": "en"}, 422, "sentences"),
     ({"model": "en", "sentences": ["   "]}, 422, "sentences[0]"),
+    ({"model": "en", "sentences": [["a", ""]]}, 422, "sentences[0][1]"),  # a token without text
+    ({"model": "en", "sentences": ["b", ["a", " \t"]]}, 422, "sentences[1][1]"),
     ({"model": "ru", "sentences": ["a"]}, 404, "model"),
     ({"model": 3, "sentences": ["a"]}, 422, "model"),
     ({"sentences": ["a"]}, 422, "model"),  # two models served: which one?
