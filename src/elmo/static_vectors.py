@@ -120,7 +120,15 @@ class StaticVectors:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such vector file (expected an .npz written by StaticVectors.save)")
-        with np.load(path, allow_pickle=False) as data:
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (ValueError, OSError):  # numpy's errors for a file that is no .npy/.npz (text, a pickle...), whose
+            # message offers to unpickle it: no advice to give about a file that names no format
+            raise ValueError(f"{path} is not an .npz of StaticVectors.save; vectors in word2vec's or GloVe's text "
+                             "format: read them into StaticVectors(words, matrix) and save() that") from None
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path} holds one array, not an .npz of StaticVectors.save (words, matrix)")
+        with data:
             missing = {"words", "matrix"} - set(data.files)
             if missing:
                 raise ValueError(f"{path} lacks {', '.join(sorted(missing))}; is it a StaticVectors file?")

@@ -203,6 +203,23 @@ def test_static_vectors_are_recorded_by_absolute_path_and_sha256_and_another_fil
     assert f"{vectors.resolve()}: no such file" in capsys.readouterr().err
 
 
+def test_a_biLM_given_by_a_relative_path_is_recorded_absolute_and_a_shipped_one_by_name(
+        tmp_path: Path, fixture_dir: Path, monkeypatch):
+    """task.json kept --model as typed, so predict run from another directory could not find a relative one (or
+    found another biLM of that name)."""
+    from elmo.tasks.commands import _recorded_model
+
+    splits = _files(tmp_path, write_labelled, TEXTS, "tsv")  # absolute: tmp_path is
+    monkeypatch.chdir(fixture_dir.parent)
+    assert main(["task", "train", "classifier", "--train", splits[1], "--dev", splits[3], "--test", splits[5],
+                 "--model", fixture_dir.name, "--out", str(tmp_path / "out"), "--epochs", "1", "--quiet"]) == 0
+    assert json.loads((tmp_path / "out" / "task.json").read_text())["model"] == str(fixture_dir.resolve())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("a good film\n", encoding="utf-8")
+    assert main(["task", "predict", str(tmp_path / "out"), "--input", "texts.txt", "--output", "p.tsv"]) == 0
+    assert _recorded_model("en") == "en"  # a shipped model keeps its name
+
+
 def test_predict_reads_labels_only_where_every_line_starts_with_one_of_the_models(tmp_path: Path,
                                                                                     static_classifier: Path, capsys):
     def predicted_texts(content: str) -> list[str]:

@@ -192,6 +192,30 @@ def test_feature_cache_is_rebuilt_for_another_model_of_the_same_shape(tmp_path: 
     assert not np.allclose(load_layers(path)[1], Embedder(fixture_bilm).embed(sentences)[1], atol=1e-2)
 
 
+def test_a_damaged_feature_cache_is_made_again_and_one_that_cannot_be_loaded_is_named(tmp_path: Path, fixture_bilm,
+                                                                                     caplog):
+    """A truncated cache file stopped `elmo task train` with HDF5's message, naming no file; it is a cache."""
+    import logging
+
+    import torch
+
+    from elmo.embedder import Embedder
+
+    torch.set_num_threads(1)
+    embedder = Embedder(fixture_bilm)
+    sentences = [["The", "cat"], ["A", "dog", "ran"]]
+    path = cache_layers(embedder, sentences, tmp_path / "f.h5")
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    with caplog.at_level(logging.WARNING, logger="elmo.tasks.features"):
+        assert cache_layers(embedder, sentences, path) == path
+    assert f"{path} cannot be read as a feature cache" in caplog.text
+    np.testing.assert_allclose(load_layers(path, 2)[1], embedder.embed(sentences)[1], atol=2e-3, rtol=2e-3)
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=f"{path}: the feature cache cannot be read"):
+        load_layers(path, 2)
+
+
 @pytest.mark.slow
 def test_packaged_sets_have_their_documented_sizes():
     assert len(data.wnut16()) == 2394

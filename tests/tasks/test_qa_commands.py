@@ -47,3 +47,21 @@ def test_qa_refuses_fine_tuning_in_one_line(tmp_path: Path, fixture_dir: Path, c
     assert main(["task", "train", "qa", "--train", path, "--dev", path, "--test", path, "--model", str(fixture_dir),
                  "--out", str(tmp_path / "x"), "--fine-tune"]) == 2
     assert "--fine-tune is not available for qa" in capsys.readouterr().err
+
+
+def test_a_question_without_an_answer_span_is_refused_naming_its_file_before_any_embedding(
+        tmp_path: Path, fixture_dir: Path, capsys, no_model_load):
+    """It was refused only after every split's layers were cached (minutes on a real set), naming no file, and
+    said 'no answer inside their passage' of a row that had no answers at all."""
+    rows = toy_rows(6, 0)
+    del rows[-1]["answers"]
+    write_qa(tmp_path / "test.jsonl", rows)
+    write_qa(tmp_path / "train.jsonl", toy_rows(6, 1))
+    splits = ["--train", str(tmp_path / "train.jsonl"), "--dev", str(tmp_path / "train.jsonl"),
+              "--test", str(tmp_path / "test.jsonl")]
+    assert main(["task", "train", "qa", *splits, "--model", str(fixture_dir), "--out", str(tmp_path / "qa"),
+                 "--cache", str(tmp_path / "cache"), "--quiet"]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert (f"{tmp_path / 'test.jsonl'}: 1 question(s) without an answer span, first {rows[-1]['id']!r}: it has no "
+            "answers") in error
+    assert not (tmp_path / "cache").exists()

@@ -1,6 +1,7 @@
 """StaticVectors: lookups, cosine neighbours, files, the GloVe wheel layout, and word2vec training."""
 
 import io
+import re
 import zipfile
 from pathlib import Path
 
@@ -53,6 +54,19 @@ def test_errors_name_the_bad_input():
     for k in (0, -1):  # the whole vocabulary came back
         with pytest.raises(ValueError, match=f"k is {k}; expected at least 1"):
             _vectors().nearest("cat", k=k)
+
+
+def test_a_file_that_is_no_static_vectors_npz_is_refused_naming_it_without_numpys_advice(tmp_path: Path):
+    """A text vector file got numpy's message, which named no file and offered to unpickle it."""
+    text = tmp_path / "vec.txt"
+    text.write_text("the 0.1 0.2\ncat 0.3 0.4\n", encoding="utf-8")
+    expected = f"{text} is not an .npz of StaticVectors.save; vectors in word2vec's"
+    with pytest.raises(ValueError, match="^" + re.escape(expected)) as info:
+        StaticVectors.load(text)
+    assert "pickle" not in str(info.value)
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    with pytest.raises(ValueError, match=r"one\.npy holds one array, not an \.npz"):
+        StaticVectors.load(tmp_path / "one.npy")
 
 
 def test_save_and_load_round_trip(tmp_path: Path):

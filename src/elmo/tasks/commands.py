@@ -44,6 +44,7 @@ from elmo.tasks.data import (
 
 if TYPE_CHECKING:
     from elmo.tasks.data import Example
+    from elmo.tasks.qa_data import QAExample
     from elmo.tasks.spec import TaskSpec
 
 # The largest sizes `task train` takes: past them a run fails late (torch cannot allocate the encoder, numpy takes
@@ -93,7 +94,7 @@ def _train(args: argparse.Namespace) -> int:
         embedder = features_embedder(args.model)
         layers = embed_examples(embedder, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"][0].shape
-    spec = TaskSpec(args.kind, labels, elmo, args.model, n_layers, elmo_dim,
+    spec = TaskSpec(args.kind, labels, elmo, _recorded_model(args.model), n_layers, elmo_dim,
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
@@ -196,6 +197,8 @@ def _train_qa(args: argparse.Namespace) -> int:
     tokenize = model_tokenizer(args.model)
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
+    for name, examples in splits.items():  # before any embedding, which takes minutes on a real set
+        _require_answer_spans(getattr(args, name), examples)
     static = load_static(static_name)
     warn_of_low_static_coverage(static, args.static, (word for example in splits["train"]
                                                       for word in (*example.question_words, *example.passage_words)))
@@ -205,8 +208,9 @@ def _train_qa(args: argparse.Namespace) -> int:
         embedder = features_embedder(args.model)
         layers = embed_qa(embedder, splits, args.cache or Path(args.out) / "features", progress=not args.quiet)
         n_layers, _, elmo_dim = layers["train"]["passage"][0].shape
-    spec = TaskSpec("qa", (), elmo, args.model, n_layers, elmo_dim, static_name, static.dim if static is not None
-                    else 0, hidden=args.hidden, dropout=args.dropout, mix_l2=args.mix_l2,
+    spec = TaskSpec("qa", (), elmo, _recorded_model(args.model), n_layers, elmo_dim, static_name,
+                    static.dim if static is not None else 0, hidden=args.hidden, dropout=args.dropout,
+                    mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
                     encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
                     bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256)
@@ -217,6 +221,26 @@ def _train_qa(args: argparse.Namespace) -> int:
           f"{summary['test_exact_match']:.2f} (best epoch {summary['best_epoch']} of {summary['epochs_run']}, "
           f"{summary['seconds']:.0f} s); model in {args.out}")
     return 0
+
+
+def _recorded_model(model: str) -> str:
+    """``--model`` as ``task.json`` records it for predict: a shipped model by its name, a directory by its absolute
+    path (as typed, a relative one named another directory, or none, when predict ran elsewhere)."""
+    from elmo.model_dir import locate_model
+
+    return model if locate_model(model) != Path(model) else str(Path(model).resolve())
+
+
+def _require_answer_spans(path: str, examples: Sequence["QAExample"]) -> None:
+    """ValueError naming ``path`` and the first question whose gold span is unknown: one without answers, or whose
+    first answer in its passage covers no token (each training and scored question needs one)."""
+    missing = [example for example in examples if example.span is None]
+    if missing:
+        first = missing[0]
+        why = (f"its answer {first.answers[0]!r} covers no token of its passage" if first.answers
+               else "it has no answers")
+        raise ValueError(f"{path}: {len(missing)} question(s) without an answer span, first {first.key!r}: {why}; "
+                         "every question of train, dev and test needs 'answers' [{text, start}] within its passage")
 
 
 def _predict_qa(spec: "TaskSpec", args: argparse.Namespace) -> int:
@@ -384,7 +408,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--encoder-heads", type=whole_number(1, MAX_ENCODER_HEADS), default=4,
                        help=f"transformer: attention heads, at most {MAX_ENCODER_HEADS:,} (2 * HIDDEN must be "
                             "divisible by them)")
-    train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and encoder")
+    train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and on the encoder's "
+                       "output (a Transformer encoder keeps PyTorch's 0.1 inside its blocks)")
     train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper's 0.001, read on the softmax weights; bilm-tf "
                             "puts it on the raw s)")

@@ -12,6 +12,7 @@ usable one. float16 keeps 3 significant digits, far below the noise a task model
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,8 @@ import numpy as np
 
 from elmo.embedder import Embedder
 from elmo.files import atomic_path
+
+log = logging.getLogger(__name__)
 
 
 def sentences_sha256(sentences: Sequence[Sequence[str]]) -> str:
@@ -39,10 +42,8 @@ def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: s
     path = Path(path)
     expected = {"model_fingerprint": embedder.fingerprint, **embedder.reading,
                 "sentences_sha256": sentences_sha256(sentences)}
-    if path.is_file() and not embedder.carries_state:
-        with h5py.File(path, "r") as existing:
-            if all(existing.attrs.get(key) == value for key, value in expected.items()):
-                return path
+    if path.is_file() and not embedder.carries_state and _holds(path, expected):
+        return path
     empty = [i for i, words in enumerate(sentences) if not words]
     if empty:
         raise ValueError(f"sentence {empty[0]} (of {len(sentences)}) has no words; the biLM needs at least one")
@@ -56,13 +57,28 @@ def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: s
     return path
 
 
+def _holds(path: Path, expected: dict) -> bool:
+    """Whether the cache file ``path`` records ``expected``; a file HDF5 cannot read (damaged, or not HDF5) holds
+    nothing and is made again, with a warning naming it (it is a cache: nothing is lost)."""
+    try:
+        with h5py.File(path, "r") as existing:
+            return all(existing.attrs.get(key) == value for key, value in expected.items())
+    except OSError as error:  # h5py's error for a file it cannot open
+        log.warning("%s cannot be read as a feature cache (%s); embedding its sentences again", path, error)
+        return False
+
+
 def load_layers(path: str | Path, n_sentences: int | None = None) -> list[np.ndarray]:
     """The stored arrays, float16 ``(n_layers, n_words, dim)``, in sentence order."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such feature file (make it with cache_layers)")
-    with h5py.File(path, "r") as stored:
-        count = int(stored.attrs.get("n_sentences", -1))
-        if n_sentences is not None and count != n_sentences:
-            raise ValueError(f"{path} holds {count} sentences; expected {n_sentences} (a cache of other data?)")
-        return [stored[str(i)][()] for i in range(count)]
+    try:
+        with h5py.File(path, "r") as stored:
+            count = int(stored.attrs.get("n_sentences", -1))
+            if n_sentences is not None and count != n_sentences:
+                raise ValueError(f"{path} holds {count} sentences; expected {n_sentences} (a cache of other data?)")
+            return [stored[str(i)][()] for i in range(count)]
+    except (OSError, KeyError) as error:  # what h5py raises for a damaged file or a missing sentence
+        raise ValueError(f"{path}: the feature cache cannot be read ({error}); delete it, and it is made again") \
+            from None
