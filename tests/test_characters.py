@@ -49,6 +49,16 @@ def test_batch_of_strings_is_refused():
         batch_to_char_ids(["not tokenized"])
 
 
+def test_iterators_of_sentences_or_tokens_are_refused_by_name_before_any_is_read():
+    """A generator gave 'object of type generator has no len()' after the checks had used it up."""
+    sentences = (sentence for sentence in [["a"], ["b"]])
+    with pytest.raises(TypeError, match="sentences is a generator; expected a list"):
+        batch_to_char_ids(sentences)
+    assert next(sentences) == ["a"]  # not read
+    with pytest.raises(TypeError, match="sentence 1 is a list_iterator; expected a list"):
+        batch_to_char_ids([["a"], iter(["b", "c"])])
+
+
 @pytest.mark.parametrize(("token", "shown"), [(b"ab", "b'ab'"), (None, "None"), (3, "3")])
 def test_non_string_token_is_a_type_error_naming_its_sentence_and_position(token, shown):
     with pytest.raises(TypeError, match=rf"sentence 1, token 2 is {re.escape(shown)}; expected a string"):

@@ -169,6 +169,16 @@ def test_bad_arguments_are_named(bilm):
         Embedder(bilm, max_window_tokens=10, window_context=-1)
     with pytest.raises(ValueError, match="bucket_batches is 0"):  # it read the whole input before a first answer
         Embedder(bilm, bucket_batches=0)
+    # Numbers that are not whole failed only at a long sentence (or a full cache), or were taken (True as 1)
+    for name, value in (("max_window_tokens", 2.5), ("window_context", 1.5), ("bucket_batches", 1.5),
+                        ("token_cache_size", 1.5), ("max_window_tokens", "256"), ("max_window_tokens", True)):
+        with pytest.raises(TypeError, match=f"{name} is {value!r}; expected a whole number"):
+            Embedder(bilm, **{name: value})
+    with pytest.raises(ValueError, match="token_cache_size is -1; expected 0 \\(no cache\\) or more"):
+        Embedder(bilm, token_cache_size=-1)
+    assert Embedder(bilm, max_window_tokens=np.int64(20), window_context=np.int32(5)).max_window_tokens == 20
+    with pytest.raises(TypeError, match="device is None; name one"):  # PyTorch read it as the CPU
+        Embedder(bilm).to(None)
     with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):
         Embedder.load("no-such-model")
 

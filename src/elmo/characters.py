@@ -6,7 +6,7 @@ in the middle of a multi-byte character, wrapped in begin-of-word / end-of-word 
 "no token here" and the mask of a batch is simply ``(char_ids > 0).any(-1)``.
 """
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 
 import torch
 
@@ -60,11 +60,16 @@ def batch_to_char_ids(
 
     A sentence is any sequence of str tokens (a list, a tuple, a NumPy array of str). No sentence-boundary tokens
     are added here: the biLM adds them itself. Every token is checked before any is encoded, so a bytes, None or
-    number token is a TypeError naming its sentence and position, not an AttributeError from deep inside.
+    number token is a TypeError naming its sentence and position, not an AttributeError from deep inside; and so is
+    an iterator (a generator) of sentences or of tokens, which cannot be read twice.
     """
+    if not isinstance(sentences, Sized):
+        raise TypeError(f"sentences is a {type(sentences).__name__}; expected a list (a sequence) of token lists")
     for row, sentence in enumerate(sentences):
         if isinstance(sentence, str):
             raise TypeError(f"sentence {row} is a string; expected a list of tokens")
+        if not isinstance(sentence, Sized):
+            raise TypeError(f"sentence {row} is a {type(sentence).__name__}; expected a list (a sequence) of tokens")
         for position, token in enumerate(sentence):
             if not isinstance(token, str):
                 raise TypeError(f"sentence {row}, token {position} is {token!r}; expected a string")

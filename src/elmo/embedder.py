@@ -109,6 +109,12 @@ class Embedder:
                             f"Embedder.load({os.fspath(bilm)!r})")
         if not isinstance(bilm, BiLM):
             raise TypeError(f"Embedder takes a BiLM; got a {type(bilm).__name__}")
+        for name, value in (("max_window_tokens", max_window_tokens), ("window_context", window_context),
+                            ("bucket_batches", bucket_batches), ("token_cache_size", token_cache_size)):
+            if not isinstance(value, int | np.integer) or isinstance(value, bool):  # 1.5 failed mid-run, True was 1
+                raise TypeError(f"{name} is {value!r}; expected a whole number")
+        if token_cache_size < 0:
+            raise ValueError(f"token_cache_size is {token_cache_size}; expected 0 (no cache) or more")
         if window_context < 0 or max_window_tokens - 2 * window_context < 1:
             raise ValueError(f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context "
                              f"({window_context}), and window_context be 0 or more")
@@ -480,7 +486,10 @@ def _copy_to(bilm: BiLM, device: torch.device) -> BiLM:
 
 
 def _available(device: str | torch.device) -> torch.device:
-    """``device`` as PyTorch names it once used (``cuda`` -> ``cuda:0``); ValueError if it is not here."""
+    """``device`` as PyTorch names it once used (``cuda`` -> ``cuda:0``); ValueError if it is not here. None is
+    refused (PyTorch reads it as the CPU): ``to`` needs a device named."""
+    if device is None:
+        raise TypeError("device is None; name one ('cpu', 'cuda', 'cuda:1')")
     try:
         return torch.empty(0, device=device).device
     except (RuntimeError, AssertionError) as error:  # an unknown name, or CUDA missing (torch asserts)
