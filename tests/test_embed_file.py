@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 import re
 import signal
@@ -304,6 +305,20 @@ def test_ctrl_c_or_sigterm_keeps_every_finished_line_and_says_how_to_resume(sign
     assert _chunks_lines(tmp_path / "out.hdf5.partial") == [list(range(32)), list(range(32, 44))]
     assert main([*command, "--resume"]) == 0
     assert "resumed: 44 lines already done" in capsys.readouterr().out
+    _assert_complete_and_fresh(tmp_path, fresh_vectors)
+
+
+def test_a_run_without_resume_says_it_drops_an_interrupted_runs_chunks(fixture_dir, tmp_path, caplog, monkeypatch,
+                                                                         fresh_vectors, interrupt_after):
+    """A retry that forgot --resume embedded everything again without a word about the lines it threw away."""
+    command = _embed_command(fixture_dir, tmp_path)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 44, signal.SIGINT)
+        assert main(command) == 130
+    with caplog.at_level(logging.WARNING, logger="elmo.embed_job.chunked"):
+        assert main(command) == 0
+    assert (f"{tmp_path / 'out.hdf5.partial'} holds 2 chunk(s) of an interrupted run; starting over without them, "
+            "as --resume was not given (with it, they are kept)") in caplog.text
     _assert_complete_and_fresh(tmp_path, fresh_vectors)
 
 

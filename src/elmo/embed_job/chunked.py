@@ -55,6 +55,8 @@ class ChunkedWriter(ABC):
         self.chunks: list[Path] = []
         resumed = self._resumed() if resume else None
         if resumed is None:
+            if not resume:
+                self._warn_of_chunks_dropped()
             self._start_over()
         # Lines in chunks on disk, whatever becomes of the output being built: a resumed run keeps them. Counted by
         # the thread that stores them; read once ``_wait`` has seen that thread's work end.
@@ -143,6 +145,13 @@ class ChunkedWriter(ABC):
                 self._failed = True
             raise
         self._in_hand = None
+
+    def _warn_of_chunks_dropped(self) -> None:
+        """A warning when a run without ``--resume`` finds an interrupted run's chunks, which it deletes: a retry
+        that forgot the flag embedded everything again without a word."""
+        if self.partial.is_dir() and (chunks := list(self.partial.glob(f"chunk-*.{self.chunk_extension}"))):
+            log.warning(f"{self.partial} holds {len(chunks)} chunk(s) of an interrupted run; starting over without "
+                        "them, as --resume was not given (with it, they are kept)")
 
     def _start_over(self) -> None:
         if self.partial.is_dir():
