@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from run_helpers import train_micro_run
+from run_helpers import micro_options, train_micro_run
 from safetensors.torch import load_file
 
 from elmo.cli import main
@@ -111,3 +111,14 @@ def test_resume_refuses_a_run_whose_checkpoints_are_all_damaged_and_deletes_noth
     assert "step-00000002/optimizer.safetensors fails its sha256 check" in error
     assert "Traceback" not in error
     assert _names(run) == ["step-00000002", "step-00000004"]
+
+
+def test_a_resume_whose_limit_the_run_has_passed_says_there_is_nothing_to_train(
+        tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path, caplog: pytest.LogCaptureFixture):
+    """`--resume RUN --max-steps 2` on a run at step 3 printed "stopped after step 3" and nothing else."""
+    run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=3)
+    with caplog.at_level(logging.WARNING, logger="elmo.training.trainer"):
+        assert train(micro_options(tmp_path, synthetic_corpus, micro_options_file, max_steps=2), run, resume=True,
+                     progress=False) == 3
+    assert "the run is at step 3, at or past its limit of 2 steps (--max-steps or --epochs): nothing to train" \
+        in caplog.text

@@ -243,3 +243,13 @@ def test_a_row_saved_between_the_sentences_of_one_line_resumes_where_it_stood(tm
     assert rest.forward_targets == ["d", "e", "</S>", "f", "</S>", "g", "h", "</S>"]
     legacy = {key: value for key, value in saved[0].to_json().items() if key != "queued"}
     assert RowPosition.from_json(legacy).queued == []  # a position saved before queued existed
+
+
+def test_a_vocabulary_given_as_a_pipe_is_named_as_one(tmp_path: Path):
+    """`--vocab <(cat vocab.txt)` said '/dev/fd/63: no such vocabulary file', as if the name were wrong."""
+    import os
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(VocabularyError, match=r"pipe is not a regular file \(a pipe, as <\(\.\.\.\) gives\?\)"):
+        Vocabulary.load(pipe)

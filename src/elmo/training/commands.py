@@ -9,6 +9,7 @@ handlers import the library when they run, so ``elmo --help`` does not import Py
 """
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -84,7 +85,8 @@ def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -
     except KeyboardInterrupt:  # before the loop takes over SIGINT: loading the corpus or the model
         print("elmo train: interrupted before the first step; nothing new was saved", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(f"stopped after step {steps}; run in {run_dir}")
+    if int(os.environ.get("RANK", "0")) == 0:  # once under torchrun, not once a process
+        print(f"stopped after step {steps}; run in {run_dir}")
     return 0
 
 

@@ -352,6 +352,9 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     if checkpoint is not None:
         _check_same_corpus(checkpoint, corpus, out_dir)
     step_limit = options.step_limit(corpus)  # refuses --epochs too few for one step before the model is built
+    if checkpoint is not None and checkpoint.step >= step_limit and processes.is_writer:
+        logger.warning("the run is at step %d, at or past its limit of %d steps (--max-steps or --epochs): nothing "
+                       "to train; give a larger limit to go on", checkpoint.step, step_limit)
     if processes.is_writer and (out_dir / CHECKPOINTS_DIRECTORY).is_dir():
         # a killed run's; only the writer may: readers list runs live
         remove_stale_partials(out_dir / CHECKPOINTS_DIRECTORY)

@@ -112,6 +112,9 @@ class Vocabulary:
         path = Path(path)
         if path.is_dir():
             raise VocabularyError(f"{path} is a directory; expected a vocabulary file (vocab.txt), one token a line")
+        if path.exists() and not path.is_file():
+            raise VocabularyError(f"{path} is not a regular file (a pipe, as <(...) gives?); write the vocabulary to "
+                                  "a file first, as a run reads it again on resume")
         if not path.is_file():
             raise VocabularyError(f"{path}: no such vocabulary file")
         lines = [(number, line.strip()) for number, line in _decoded_lines(path) if line.strip()]
