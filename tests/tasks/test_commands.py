@@ -308,6 +308,22 @@ def test_a_label_only_dev_or_test_holds_is_refused_naming_its_line_before_anythi
     assert not out.exists()
 
 
+def test_a_dev_or_test_split_that_is_the_train_file_is_warned_of(tmp_path: Path, caplog):
+    """The same file as --train, --dev and --test scored the training data as if it were new, without a word."""
+    import logging
+
+    from elmo.tasks.pipeline import require_examples
+
+    splits = {"train": [1], "dev": [1], "test": [1]}
+    (tmp_path / "train.tsv").write_text("pos\ta\n")
+    (tmp_path / "test.tsv").write_text("pos\tb\n")
+    with caplog.at_level(logging.WARNING, logger="elmo.tasks.pipeline"):
+        require_examples(splits, {"train": tmp_path / "train.tsv", "dev": tmp_path / "." / "train.tsv",
+                                  "test": tmp_path / "test.tsv"})
+    assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
+        "the dev split is the train file"]
+
+
 @pytest.mark.parametrize("kind, write, rows", [("tagger", write_tagged, SENTENCES),
                                               ("classifier", write_labelled, TEXTS),
                                               ("qa", write_qa, toy_rows(4, 0))])

@@ -147,6 +147,11 @@ def require_examples(splits: Mapping[str, Sequence], files: Mapping[str, str | P
              else f"the {name} split holds no examples" for name in ("train", "dev", "test") if not splits.get(name)]
     if empty:
         raise ValueError("; ".join(empty) + " (a task model trains on train, stops on dev and is scored on test)")
+    train_file = Path(files["train"]).resolve() if "train" in files else None
+    for name in ("dev", "test"):
+        if train_file is not None and name in files and Path(files[name]).resolve() == train_file:
+            log.warning("the %s split is the train file (%s): its score then measures the data the model was "
+                        "trained on, not new data", name, files[name])
 
 
 def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,
