@@ -1,4 +1,5 @@
 import copy
+import json
 import threading
 import time
 from pathlib import Path
@@ -176,7 +177,8 @@ def test_bad_arguments_are_named(bilm):
             Embedder(bilm, **{name: value})
     with pytest.raises(ValueError, match="token_cache_size is -1; expected 0 \\(no cache\\) or more"):
         Embedder(bilm, token_cache_size=-1)
-    assert Embedder(bilm, max_window_tokens=np.int64(20), window_context=np.int32(5)).max_window_tokens == 20
+    numpy_numbers = Embedder(bilm, max_window_tokens=np.int64(20), window_context=np.int32(5))
+    assert json.loads(json.dumps(numpy_numbers.reading))["max_window_tokens"] == 20  # kept as int: JSON records it
     with pytest.raises(TypeError, match="device is None; name one"):  # PyTorch read it as the CPU
         Embedder(bilm).to(None)
     with pytest.raises(FileNotFoundError, match="neither a directory nor a shipped model"):

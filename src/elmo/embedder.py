@@ -109,10 +109,10 @@ class Embedder:
                             f"Embedder.load({os.fspath(bilm)!r})")
         if not isinstance(bilm, BiLM):
             raise TypeError(f"Embedder takes a BiLM; got a {type(bilm).__name__}")
-        for name, value in (("max_window_tokens", max_window_tokens), ("window_context", window_context),
-                            ("bucket_batches", bucket_batches), ("token_cache_size", token_cache_size)):
-            if not isinstance(value, int | np.integer) or isinstance(value, bool):  # 1.5 failed mid-run, True was 1
-                raise TypeError(f"{name} is {value!r}; expected a whole number")
+        max_window_tokens, window_context, bucket_batches, token_cache_size = (
+            _whole_number(name, value) for name, value in (
+                ("max_window_tokens", max_window_tokens), ("window_context", window_context),
+                ("bucket_batches", bucket_batches), ("token_cache_size", token_cache_size)))
         if token_cache_size < 0:
             raise ValueError(f"token_cache_size is {token_cache_size}; expected 0 (no cache) or more")
         if window_context < 0 or max_window_tokens - 2 * window_context < 1:
@@ -190,15 +190,14 @@ class Embedder:
         tokenized sentence as it is."""
         if isinstance(sentence, str):
             tokens = self.tokenize_text(clean_text(sentence))
-        else:
-            _refuse_non_sentences(sentence, "a sentence", "a str or a list of tokens")
-            tokens = list(sentence)  # once: an iterator is used up by reading it
-            if not all(isinstance(token, str) for token in tokens):
-                raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
-        for position, token in enumerate(tokens):  # raw text: a lone surrogate survives the tokenizers
-            if problem := token_problem(token):
-                raise ValueError(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a "
-                                 "token must hold text")
+            if not sentence.isascii():  # a lone surrogate survives the tokenizers (which make no blank token)
+                _refuse_tokens_without_text(tokens)
+            return tokens
+        _refuse_non_sentences(sentence, "a sentence", "a str or a list of tokens")
+        tokens = list(sentence)  # once: an iterator is used up by reading it
+        if not all(isinstance(token, str) for token in tokens):
+            raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
+        _refuse_tokens_without_text(tokens)
         return tokens
 
     # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
@@ -494,6 +493,23 @@ def _available(device: str | torch.device) -> torch.device:
         return torch.empty(0, device=device).device
     except (RuntimeError, AssertionError) as error:  # an unknown name, or CUDA missing (torch asserts)
         raise ValueError(f"device {device!r} is not available here: {error}") from None
+
+
+def _refuse_tokens_without_text(tokens: list[str]) -> None:
+    """ValueError naming the first token ``elmo.tokenizers.token_problem`` finds one in: it would be embedded as the
+    empty word."""
+    for position, token in enumerate(tokens):
+        if problem := token_problem(token):
+            raise ValueError(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token must "
+                             "hold text")
+
+
+def _whole_number(name: str, value: int) -> int:
+    """``value`` as an int (NumPy's whole numbers too, which JSON records could not hold); TypeError for a float, a
+    str or a bool (2.5 failed only at the first long sentence; True was read as 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} is {value!r}; expected a whole number")
+    return int(value)
 
 
 def checked_batch_size(batch_size: int) -> int:

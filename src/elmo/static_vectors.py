@@ -122,8 +122,10 @@ class StaticVectors:
             raise FileNotFoundError(f"{path}: no such vector file (expected an .npz written by StaticVectors.save)")
         try:
             data = np.load(path, allow_pickle=False)
-        except (ValueError, OSError):  # numpy's errors for a file that is no .npy/.npz (text, a pickle...), whose
-            # message offers to unpickle it: no advice to give about a file that names no format
+        except PermissionError:
+            raise
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):  # numpy's errors for a file that is no
+            # .npy/.npz (text, a pickle, empty, cut short), whose message may offer to unpickle it
             raise ValueError(f"{path} is not an .npz of StaticVectors.save; vectors in word2vec's or GloVe's text "
                              "format: read them into StaticVectors(words, matrix) and save() that") from None
         if not isinstance(data, np.lib.npyio.NpzFile):

@@ -61,6 +61,8 @@ def test_text_to_tag_in_columns_or_one_token_a_line_is_read_a_token_a_line(tmp_p
     assert read_tagged(path, require_tags=False) == [(["EU", "rejects"], ["O", "O"]), (["OK"], ["O"])]
     path.write_text("mr\nbob\n\nran\n", encoding="utf-8")
     assert read_tagged(path, require_tags=False) == [(["mr", "bob"], ["O", "O"]), (["ran"], ["O"])]
+    path.write_text("New York\tB-LOC\nis\tO\n", encoding="utf-8")  # a token may hold a space, as training reads it
+    assert read_tagged(path, require_tags=False) == [(["New York", "is"], ["O", "O"])]
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_token_label_or_row(tmp_path: Path):

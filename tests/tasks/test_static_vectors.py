@@ -64,6 +64,13 @@ def test_a_file_that_is_no_static_vectors_npz_is_refused_naming_it_without_numpy
     with pytest.raises(ValueError, match="^" + re.escape(expected)) as info:
         StaticVectors.load(text)
     assert "pickle" not in str(info.value)
+    for name, content in (("empty.npz", b""), ("cut.npz", None)):  # empty, or an .npz cut short
+        if content is None:
+            _vectors().save(tmp_path / "whole.npz")
+            content = (tmp_path / "whole.npz").read_bytes()[:200]
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=re.escape(f"{tmp_path / name} is not an .npz of StaticVectors.save")):
+            StaticVectors.load(tmp_path / name)
     np.save(tmp_path / "one.npy", np.zeros(3))
     with pytest.raises(ValueError, match=r"one\.npy holds one array, not an \.npz"):
         StaticVectors.load(tmp_path / "one.npy")

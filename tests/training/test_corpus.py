@@ -224,25 +224,25 @@ def test_training_reads_sentences_at_every_line_end_the_embedder_reads(tmp_path:
     assert stream("other.txt") == stream("lf.txt")
 
 
-def test_a_row_saved_between_the_sentences_of_one_line_resumes_where_it_stood(tmp_path: Path):
-    """Sentences after a lone carriage return wait in the row's position (``queued``); a checkpoint's copy of it
-    (through JSON) resumes the stream exactly, and a copy is not changed by the reader going on."""
-    (tmp_path / "cr.txt").write_bytes(b"a b\rc d e\rf\ng h\n")
-    vocab = Vocabulary.from_counts(Corpus([str(tmp_path / "cr.txt")]).count_tokens())
-    whole = Batcher(Corpus([str(tmp_path / "cr.txt")]), vocab, range(1), 1, 3, seed=0, max_epochs=1)
-    first = whole.readers[0].take(4)  # <S> a b </S>: the row now feeds "c d e", "f" waits
-    assert first.forward_targets == ["a", "b", "</S>", "c"]
-    saved = whole.positions()
-    assert saved[0].queued == [["f"]]
-    rest = whole.readers[0].take(20)
-    assert saved[0].queued == [["f"]]  # the checkpoint's copy is its own
-    positions = [RowPosition.from_json(json.loads(json.dumps(position.to_json()))) for position in saved]
-    resumed = Batcher(Corpus([str(tmp_path / "cr.txt")]), vocab, range(1), 1, 3, seed=0, max_epochs=1,
-                      positions=positions)
-    assert resumed.readers[0].take(20) == rest
-    assert rest.forward_targets == ["d", "e", "</S>", "f", "</S>", "g", "h", "</S>"]
-    legacy = {key: value for key, value in saved[0].to_json().items() if key != "queued"}
-    assert RowPosition.from_json(legacy).queued == []  # a position saved before queued existed
+def test_rows_share_a_text_of_lone_carriage_returns_as_one_of_newlines_and_resume_in_it(tmp_path: Path):
+    """With a lone carriage return a line end, a classic Mac OS file (the same bytes but for the line ends) is cut
+    into the same rows as its newline twin: it was one line that row 0 read whole while the other rows were refused
+    as empty. A row saved at a carriage return's line start resumes there."""
+    lines = [" ".join(f"w{(7 * k + j) % 23}" for j in range(1 + k % 5)) for k in range(40)]
+    (tmp_path / "lf.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "cr.txt").write_text("\r".join(lines) + "\r", encoding="utf-8")
+    vocab = Vocabulary.from_counts(Corpus([str(tmp_path / "lf.txt")]).count_tokens())
+
+    def batcher(name: str, positions: list[RowPosition] | None = None) -> Batcher:
+        return Batcher(Corpus([str(tmp_path / name)]), vocab, range(3), 3, 5, seed=0, max_epochs=2,
+                       positions=positions)
+
+    assert _row_streams(batcher("cr.txt"), vocab) == _row_streams(batcher("lf.txt"), vocab)
+    whole = batcher("cr.txt")
+    for _ in range(4):
+        whole.next_batch()
+    saved = [RowPosition.from_json(json.loads(json.dumps(position.to_json()))) for position in whole.positions()]
+    assert _row_streams(batcher("cr.txt", saved), vocab) == _row_streams(whole, vocab)
 
 
 def test_a_vocabulary_given_as_a_pipe_is_named_as_one(tmp_path: Path):

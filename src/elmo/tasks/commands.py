@@ -232,13 +232,12 @@ def _recorded_model(model: str) -> str:
 
 
 def _require_answer_spans(path: str, examples: Sequence["QAExample"]) -> None:
-    """ValueError naming ``path`` and the first question whose gold span is unknown: one without answers, or whose
-    first answer in its passage covers no token (each training and scored question needs one)."""
+    """ValueError naming ``path`` and the first question whose gold span is unknown: one without answers, or none
+    of whose answers covers a token of its passage (each training and scored question needs one)."""
     missing = [example for example in examples if example.span is None]
     if missing:
         first = missing[0]
-        why = (f"its answer {first.answers[0]!r} covers no token of its passage" if first.answers
-               else "it has no answers")
+        why = "none of its answers covers a token of its passage" if first.answers else "it has no answers"
         raise ValueError(f"{path}: {len(missing)} question(s) without an answer span, first {first.key!r}: {why}; "
                          "every question of train, dev and test needs 'answers' [{text, start}] within its passage")
 

@@ -151,10 +151,11 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
 
 def _check_columns(fields: list[str], first: tuple[int, int] | None, where: str) -> None:
     """ValueError naming ``where`` (file:line) for a line of text to tag that is not one token in CoNLL columns:
-    a field holding spaces (a classifier's ``label<TAB>text`` line) or more than one field but another count than
-    the first such line's (``first``: its number and count; running text, one sentence a line, or JSON lines),
-    which would be read as their first word each. A token alone (its other columns left out) always passes."""
-    spaced = next((field for field in fields if len(field.split()) > 1), None)
+    a field after the token holding spaces (a classifier's ``label<TAB>text`` line; a token may hold them, as
+    training reads ``New York<TAB>B-LOC``) or more than one field but another count than the first such line's
+    (``first``: its number and count; running text, one sentence a line, or JSON lines), which would be read as
+    their first word each. A token alone (its other columns left out) always passes."""
+    spaced = next((field for field in fields[1:] if len(field.split()) > 1), None)
     if spaced is not None:
         raise ValueError(f"{where}: the field {spaced[:60]!r} holds spaces; a tagger reads one token a line (CoNLL: "
                          "the token, then any other columns, a blank line between sentences). A classifier's "

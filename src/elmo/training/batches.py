@@ -80,8 +80,7 @@ class Batcher:
 
     def positions(self) -> list[RowPosition]:
         """Where every row stands now, as copies (a checkpoint's record)."""
-        return [replace(reader.position, sentence=list(reader.position.sentence),
-                        queued=[list(sentence) for sentence in reader.position.queued]) for reader in self.readers]
+        return [replace(reader.position, sentence=list(reader.position.sentence)) for reader in self.readers]
 
     def close(self) -> None:
         self.files.close()

@@ -85,7 +85,7 @@ def _run(options: "TrainingOptions", run_dir: Path, resume: bool, quiet: bool) -
     except KeyboardInterrupt:  # before the loop takes over SIGINT: loading the corpus or the model
         print("elmo train: interrupted before the first step; nothing new was saved", file=sys.stderr)
         return 128 + signal.SIGINT
-    if int(os.environ.get("RANK", "0")) == 0:  # once under torchrun, not once a process
+    if os.environ.get("RANK", "0") in ("", "0"):  # once under torchrun (rank 0 prints), not once a process
         print(f"stopped after step {steps}; run in {run_dir}")
     return 0
 

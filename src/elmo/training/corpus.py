@@ -149,24 +149,20 @@ class RowPosition:
     """Where one row of the batch stands: the next line to read, and the sentence it is feeding.
 
     ``offset`` is a byte offset into the epoch's shards laid end to end in ``Corpus.file_order``;
-    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs; ``queued`` holds the sentences
-    after it of the line read last (a line holds several where a lone carriage return ends one).
+    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs.
     """
 
     epoch: int
     offset: int
     sentence: list[str] = field(default_factory=list)
     cursor: int = 0
-    queued: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "RowPosition":
-        """A saved position; one saved before ``queued`` existed has none."""
-        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]),
-                   [list(sentence) for sentence in data.get("queued", [])])
+        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]))
 
 
 @dataclass
@@ -216,7 +212,8 @@ class RowReader:
             return True
         handle = self.files.get(file_index)
         handle.seek(local - 1)
-        return handle.read(1) == b"\n"
+        around = handle.read(2)  # the byte before it ends a line: \n, or a \r that no \n follows
+        return around[:1] == b"\n" or (around[:1] == b"\r" and around[1:2] != b"\n")
 
     def take(self, n_steps: int) -> RowTokens:
         """The next ``n_steps`` steps, fewer only when the last epoch has run out."""
@@ -241,8 +238,6 @@ class RowReader:
 
     def _next_sentence(self) -> list[str] | None:
         position = self.position
-        if position.queued:
-            return position.queued.pop(0)
         while True:
             if self.max_epochs is not None and position.epoch >= self.max_epochs:
                 return None
@@ -262,10 +257,9 @@ class RowReader:
                 continue
             line = self._read_line(position.epoch, position.offset)
             position.offset += len(line)
-            sentences = self.corpus.line_sentences(line)
+            sentences = self.corpus.line_sentences(line)  # one at most: the line ends at its first line end
             if sentences:
                 self._text_this_pass = True
-                position.queued = sentences[1:]
                 return sentences[0]
 
     def _layout(self, epoch: int) -> None:
@@ -282,11 +276,9 @@ class RowReader:
         return self._order[slot], offset - self._bases[slot]
 
     def _read_line(self, epoch: int, offset: int) -> bytes:
+        """The line that starts at ``offset``, its line end included: ``\\n``, ``\\r\\n`` or a lone ``\\r``."""
         file_index, local = self._locate(epoch, offset)
-        handle = self.files.get(file_index)
-        if handle.tell() != local:
-            handle.seek(local)
-        return handle.readline()
+        return _read_line_at(self.files.get(file_index), local)
 
     def _segment_end(self) -> int:
         return (self.row + 1) * self.corpus.n_bytes // self.n_rows
@@ -299,7 +291,21 @@ class RowReader:
         file_index, local = self._locate(epoch, start)
         if local == 0:
             return start
-        handle = self.files.get(file_index)
-        handle.seek(local - 1)
-        handle.readline()
-        return start - local + handle.tell()
+        line = _read_line_at(self.files.get(file_index), local - 1)  # to the end of the line holding byte local-1
+        return start - 1 + len(line)
+
+
+def _read_line_at(handle: BinaryIO, offset: int) -> bytes:
+    r"""The line of ``handle`` that starts at byte ``offset``, up to and including its end: ``\n``, ``\r\n``, or a
+    lone ``\r`` (classic Mac OS), as ``elmo.files.utf8_universal_lines`` ends lines for the embedder; the handle is
+    left just after it."""
+    if handle.tell() != offset:
+        handle.seek(offset)
+    line = handle.readline()
+    carriage_return = line.find(b"\r")
+    while carriage_return != -1 and line[carriage_return + 1 : carriage_return + 2] == b"\n":
+        carriage_return = line.find(b"\r", carriage_return + 1)
+    if carriage_return == -1 or carriage_return == len(line) - 1:
+        return line
+    handle.seek(offset + carriage_return + 1)
+    return line[: carriage_return + 1]

@@ -273,8 +273,9 @@ def _new_model(options: TrainingOptions, corpus: Corpus, warn: bool) -> tuple[La
 
 
 def _check_vocabulary_fits(vocab: Vocabulary, corpus: Corpus, source: str, warn: bool) -> None:
-    """VocabularyError when ``vocab`` maps more than ``UNKNOWN_REFUSED`` of the frequent words among the corpus's
-    first ``CHECKED_WORDS`` to ``<UNK>`` (of all of them where few are frequent), a logged warning above
+    """``_check_vocabulary_order``, then: VocabularyError when ``vocab`` maps more than ``UNKNOWN_REFUSED`` of the
+    frequent words among the corpus's first ``CHECKED_WORDS`` to ``<UNK>`` (of all of them where few are frequent), a
+    logged warning above
     ``UNKNOWN_WARNED``: a vocabulary made from text split by another tokenizer (``--tokenizer`` defaults to
     whitespace whatever split the vocabulary's text) or from other text trains on ``<UNK>`` targets, and nothing
     else in a run would say so."""
@@ -306,9 +307,9 @@ def _check_vocabulary_order(vocab: Vocabulary, corpus: Corpus, source: str, warn
     if not warn:
         return
     if not vocab.specials_first():
-        logger.warning("%s does not begin with <S>, </S>, <UNK>: the sampler takes id k for the k-th most frequent "
-                       "word, and these three are among the most frequent targets. Make the vocabulary with "
-                       "`elmo vocab`, or put them first.", source)
+        logger.warning("%s does not begin with <S>, </S> and <UNK>: the sampler takes id k for the k-th most "
+                       "frequent word, and these three are among the most frequent targets. Make the vocabulary "
+                       "with `elmo vocab`, or put them first.", source)
     order = vocab.frequency_order(corpus.sentences(), CHECKED_WORDS, FREQUENT_COUNT)
     if order is not None and order < FREQUENCY_ORDER_WARNED:
         logger.warning("%s is not in frequency order: the ranks of its ids and of its words' counts among the first "

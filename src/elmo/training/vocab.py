@@ -101,9 +101,10 @@ class Vocabulary:
         return float(np.corrcoef(_ranks(ids), _ranks(-word_counts))[0, 1])
 
     def specials_first(self) -> bool:
-        """Whether ``<S>``, ``</S>``, ``<UNK>`` are ids 0, 1, 2, as bilm-tf's layout and ``from_counts`` put them:
-        the sampler then counts ``</S>``, a target of every sentence, among the most frequent."""
-        return tuple(self.tokens[: len(SPECIAL_TOKENS)]) == SPECIAL_TOKENS
+        """Whether ``<S>``, ``</S>``, ``<UNK>`` are ids 0, 1, 2 in some order (``from_counts`` writes them in that
+        order, bilm-tf's published vocabulary starts ``</S>``, ``<S>``, ``<UNK>``): the sampler then counts ``</S>``,
+        a target of every sentence, among the most frequent."""
+        return set(self.tokens[: len(SPECIAL_TOKENS)]) == set(SPECIAL_TOKENS)
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
