@@ -861,3 +861,29 @@ def test_chinese_sentences_are_split_at_line_breaks_too_and_none_is_lost():
 
     assert split_chinese_sentences("第一句没有句号\n第二句有。第三句……第四句！") == [
         "第一句没有句号", "第二句有。", "第三句……", "第四句！"]
+
+
+@pytest.mark.parametrize(("signum", "status"), [(2, 130), (15, 143)])
+def test_an_interrupted_prepare_leaves_no_partial_files_and_says_so_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, signum: int, status: int):
+    """SIGTERM skipped the build's cleanup (no handler: no `finally` ran), leaving its hidden partial files (100 MB
+    for en-large); Ctrl-C printed a traceback."""
+    import time
+
+    import elmo.datasets.__main__ as command
+    from elmo.datasets.prepare import _partial_files
+
+    def interrupted_build(model: str, out_dir: Path, *args, **kwargs) -> dict:
+        out_dir.mkdir()
+        with _partial_files(out_dir, ("train",)) as partial:
+            partial["train.txt"].write_text("half a corpus\n", encoding="utf-8")
+            os.kill(os.getpid(), signum)
+            time.sleep(1.0)  # the signal lands here
+        raise AssertionError("the signal did not stop the build")
+
+    monkeypatch.setattr(command, "prepare", interrupted_build)
+    assert command.main(["prepare", "en", "--out", str(tmp_path / "out")]) == status
+    assert list((tmp_path / "out").iterdir()) == []
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [f"python -m elmo.datasets prepare: interrupted; the build's partial files are removed and "
+                     f"{tmp_path / 'out'} is as it was"]

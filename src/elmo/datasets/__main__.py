@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from elmo.command_line import positive_int
+from elmo.command_line import exit_status, interruptible, positive_int
 from elmo.datasets.archives import ArchiveError, cache_dir, fetch
 from elmo.datasets.prepare import CORPORA, SPLITS, prepare
 from elmo.datasets.sources import SOURCES
@@ -18,9 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     prepare_parser = commands.add_parser("prepare", help="write train.txt, valid.txt, test.txt (a large corpus: also "
                                                           "test-new.txt), SOURCES.md, sources.json")
-    prepare_parser.add_argument("model", choices=sorted(CORPORA))
-    prepare_parser.add_argument("--out", type=Path, required=True)
-    prepare_parser.add_argument("--tokenizer", help="zh: jieba (default) or chars")
+    prepare_parser.add_argument("model", choices=sorted(CORPORA), help="which corpus to build (docs/data.md)")
+    prepare_parser.add_argument("--out", type=Path, required=True,
+                                help="folder for the split files and their tables (made if missing; a build "
+                                     "replaces them only once it is whole)")
+    prepare_parser.add_argument("--tokenizer", help="Chinese corpora (zh, zh-large, zh-law): jieba (default) or "
+                                                    "chars; English ones: english (Moses, the only choice)")
     prepare_parser.add_argument("--limit", type=positive_int,
                                 help="only the first N passages of each source (smoke runs)")
     prepare_parser.add_argument("--with", dest="extra", default="", metavar="SOURCE[,SOURCE]",
@@ -35,8 +38,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of {', '.join(sorted(SOURCES))}")
             return _fetch_all(args.sources or sorted(SOURCES), args.cache)
         check_output_directory(args.out, "--out")  # before any archive is fetched or read
-        report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
-                         [name for name in args.extra.split(",") if name])
+        with interruptible():  # SIGTERM too unwinds the build, which removes its partial files
+            report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
+                             [name for name in args.extra.split(",") if name])
+    except KeyboardInterrupt as interrupt:
+        print(f"python -m elmo.datasets {args.command}: interrupted; the build's partial files are removed and "
+              f"{args.out} is as it was", file=sys.stderr)
+        return exit_status(interrupt)
     except (ArchiveError, ValueError, FileNotFoundError) as error:
         print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -192,13 +192,21 @@ def law_articles(archive_path: Path) -> list[LawArticle]:
     return [LawArticle(law, branch or "", status or "", text or "") for law, branch, status, text in rows]
 
 
+# What the database's articles hold besides text: Pandoc's tables (rows with ``|``, rules of ``-`` and ``+``) and
+# image tags (``!24427{width="3.2in"`` and the next line's ``height="3.5in"}``), in 13 laws' schedules (tax
+# rates, the flag's and the emblem's drawings).
+_TABLE_OR_IMAGE = re.compile(r'\||^[\s+\-=:]*-{3}[\s+\-=:]*$|\{width="|height="[\d.]+in"\}')
+
+
 def read_china_law(archive_path: Path) -> Iterator[Passage]:
-    """One passage per law (all its versions, keyed ``law_key``), its articles' lines split into sentences;
-    a sentence repeated across versions or laws kept once per split (``unique_per_split``)."""
+    """One passage per law (all its versions, keyed ``law_key``), its articles' lines of text (not of a table or an
+    image tag, ``_TABLE_OR_IMAGE``) split into sentences; a sentence repeated across versions or laws kept once per
+    split (``unique_per_split``)."""
     laws: dict[str, list[str]] = {}
     for article in law_articles(archive_path):
         laws.setdefault(article.law, []).extend(
-            sentence for line in article.text.splitlines() for sentence in split_chinese_sentences(line))
+            sentence for line in article.text.splitlines() if not _TABLE_OR_IMAGE.search(line)
+            for sentence in split_chinese_sentences(line))
     yield from unique_per_split(((law_key(law), tuple(sentences)) for law, sentences in laws.items()),
                                 LAW_DEDUPE_MIN_CHARS)
 
