@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from elmo.bilm import BiLMState
+from elmo.command_line import positive_int
 from elmo.embedder import Embedder
 from elmo.files import sha256_of
 from elmo.fingerprint import model_fingerprint
@@ -323,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--senses-general", required=True, help="general held-out text for the same-word measures")
     run.add_argument("--per-side", type=uses_per_side, default=20,
                      help=f"uses of each word taken from each text (at least {MIN_PER_SIDE})")
-    run.add_argument("--pool-lines", type=int, default=1000, help="lines of each text searched for nearest words")
-    run.add_argument("--k", type=int, default=5, help="nearest words shown")
+    run.add_argument("--pool-lines", type=positive_int, default=1000,
+                     help="lines of each text searched for nearest words")
+    run.add_argument("--k", type=positive_int, default=5, help="nearest words shown")
     run.add_argument("--out", type=Path, required=True)
     show = commands.add_parser("table", help="Markdown before -> after")
     show.add_argument("before", type=Path)
@@ -337,7 +339,11 @@ def main(argv: list[str] | None = None) -> int:
             run.error(f"--text label {', '.join(repeated)} given more than once")
         measure(args)
     else:
-        print(table(json.loads(args.before.read_text()), json.loads(args.after.read_text())))
+        reports = [json.loads(path.read_text()) for path in (args.before, args.after)]
+        for path, report in zip((args.before, args.after), reports, strict=True):
+            if "domain_vs_general" not in report:  # a KeyError deep in the table otherwise
+                show.error(f"{path} is a --perplexity-only measurement; the table needs two full ones")
+        print(table(*reports))
     return 0
 
 

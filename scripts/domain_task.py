@@ -28,6 +28,7 @@ from pathlib import Path
 
 from run_tasks import INPUTS_DIGEST, TRAIN_FLAGS, inputs_digest, mean_std, percent  # a script beside this one
 
+from elmo.command_line import positive_int
 from elmo.embedder import Embedder
 from elmo.tasks.data import law_branches, license_categories, read_labelled, split, write_labelled
 
@@ -108,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", action="append", required=True, type=labelled_model, metavar="LABEL=MODEL",
                         help="a model to compare (shipped name or model directory), repeatable, each label once")
     parser.add_argument("--work", type=Path, required=True, help="data, features, runs and results.json")
-    parser.add_argument("--train-size", type=int, default=3000)
-    parser.add_argument("--dev-size", type=int, default=500)
+    parser.add_argument("--train-size", type=positive_int, default=3000, help="training examples drawn")
+    parser.add_argument("--dev-size", type=positive_int, default=500, help="development examples drawn")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="each once")
     args = parser.parse_args(argv)
     # A label given twice would keep only its last model; a seed given twice would count one run twice (and

@@ -192,3 +192,17 @@ def test_texts_in_which_no_sense_word_has_enough_uses_are_refused_before_a_model
     assert measured == []
     general.write_text("the party was late .\n" * 5)
     assert [s.word for s in adapt_domain.sense_sentences(domain, general, ["party"], 20)] == ["party"] * 10
+
+
+def test_table_of_a_perplexity_only_measurement_is_refused_naming_the_file(tmp_path: Path, capsys):
+    """It ended in a KeyError traceback ('domain_vs_general')."""
+    report = tmp_path / "step-3.json"
+    report.write_text(json.dumps({"vocabulary": 10, "perplexity": {}}))
+    with pytest.raises(SystemExit) as exit_info:
+        adapt_domain.main(["table", str(report), str(report)])
+    assert exit_info.value.code == 2
+    assert f"{report} is a --perplexity-only measurement; the table needs two full ones" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --k 0 listed every word of the pool
+        adapt_domain.main(["measure", "--model", "en", "--text", f"a={report}", "--senses-domain", str(report),
+                           "--senses-general", str(report), "--k", "0", "--out", str(tmp_path / "o.json")])
+    assert "--k: " in capsys.readouterr().err
