@@ -88,6 +88,15 @@ def html_paragraphs(html: str) -> list[str]:
     return parser.paragraphs
 
 
+# groff's named characters (groff_char(7)) that stand for a character of text: ``\(bv\(bv`` is ``||`` in bash's
+# page; dropped, 13 sentences of manpages-zh lost an operator or a sign.
+_ROFF_NAMED = {"bv": "|", "ba": "|", "aq": "'", "dq": '"', "co": "\u00a9", "rg": "\u00ae", "tm": "\u2122",
+               "+-": "\u00b1", "mu": "\u00d7", "di": "\u00f7", "de": "\u00b0", "bu": "\u2022", "ha": "^", "ti": "~",
+               "sl": "/", "hy": "-", "at": "@", "sh": "#", "Do": "$", "Eu": "\u20ac", "Po": "\u00a3",
+               "ct": "\u00a2", "lB": "[", "rB": "]", "lC": "{", "rC": "}", "la": "<", "ra": ">", "<=": "\u2264",
+               ">=": "\u2265", "!=": "\u2260", "->": "\u2192", "<-": "\u2190", "ss": "\u00df", "ga": "`",
+               "aa": "\u00b4"}
+
 # roff: font and size changes, named characters, and the few escapes that stand for a character.
 _ROFF_ESCAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\\f(?:\[[^\]]*\]|\(..|.)"), ""),  # \fB \fI \fR \fP \f(CW \f[B]
@@ -95,7 +104,8 @@ _ROFF_ESCAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
     (re.compile(r"\\\*(?:\[[^\]]*\]|\(..|.)"), ""),  # strings: \*(lq \*R
     (re.compile(r"\\\((?:lq|rq|oq|cq)"), '"'),
     (re.compile(r"\\\((?:em|en)"), "-"),
-    (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""),  # other named characters
+    # other named characters: groff's for characters of text (groff_char(7)) as those characters, the rest dropped
+    (re.compile(r"\\\((..)|\\\[([^\]]*)\]"), lambda match: _ROFF_NAMED.get(match.group(1) or match.group(2), "")),
     # Marks that are no text, where the backslash is not itself escaped (psql's page writes its command \d as
     # \\d): footnote numbers raised and lowered (\u[1]\d, DocBook's links), half-line moves (\u \d), colours
     # (\m[blue] \m[] \m(xx \mx, \M for the background) and the italic corrections \, and \/.

@@ -114,12 +114,14 @@ def _english_nonbreaking_prefixes() -> frozenset[str]:
 
 
 _ENGLISH_END = re.compile(r"(.*?)([.?!]+)[\"')\]\u2019\u201d]*")
-_ENGLISH_START = re.compile(r"[\"'(\[\u2018\u201c]*[A-Z]")
+_OPENING = "\"'([\u2018\u201c"  # quotes and brackets that open, before a word
+_ENGLISH_START = re.compile(f"[{re.escape(_OPENING)}]*[A-Z]")
 
 
 def split_english_sentences(text: str) -> list[str]:
     """Moses' split-sentences rule, simplified: a break after ``.?!`` (and closing quotes) before a
-    capitalized word, unless the word before the period is an abbreviation (``Dr.``, ``U.S.``, an initial)."""
+    capitalized word, unless the word before the period is an abbreviation (``Dr.``, ``U.S.``, an initial), read
+    without the opening quotes and brackets before it (``"Mr. Hockey"``), as Moses reads it."""
     words = text.split()
     sentences: list[str] = []
     start = 0
@@ -128,6 +130,7 @@ def split_english_sentences(text: str) -> list[str]:
         if end is None or not _ENGLISH_START.match(words[i + 1]):
             continue
         before, marks = end.groups()
+        before = before.lstrip(_OPENING)
         if marks == "." and (before in _english_nonbreaking_prefixes() or ("." in before and before[-1:].isalpha())):
             continue
         sentences.append(" ".join(words[start:i + 1]))
