@@ -263,6 +263,11 @@ def measure(args: argparse.Namespace) -> None:
         save()
 
 
+# What a measurement holds that the table reads: ``measure`` saves after each stage, so a killed run's report, or
+# a --perplexity-only one, lacks some.
+TABLE_PARTS = ("perplexity", "domain_vs_general", "polysemy", "nearest_words")
+
+
 def table(before: dict[str, Any], after: dict[str, Any]) -> str:
     rows = ["| figure | before | after |", "|---|---|---|",
             f"| vocabulary | {before['vocabulary']:,} | {after['vocabulary']:,} "
@@ -341,8 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         reports = [json.loads(path.read_text()) for path in (args.before, args.after)]
         for path, report in zip((args.before, args.after), reports, strict=True):
-            if "domain_vs_general" not in report:  # a KeyError deep in the table otherwise
-                show.error(f"{path} is a --perplexity-only measurement; the table needs two full ones")
+            missing = [key for key in TABLE_PARTS if key not in report]  # a KeyError deep in the table otherwise
+            if missing:
+                show.error(f"{path} lacks {', '.join(missing)} (a --perplexity-only or unfinished measurement); the "
+                           "table needs two full ones")
         print(table(*reports))
     return 0
 

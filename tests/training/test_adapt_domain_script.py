@@ -201,7 +201,8 @@ def test_table_of_a_perplexity_only_measurement_is_refused_naming_the_file(tmp_p
     with pytest.raises(SystemExit) as exit_info:
         adapt_domain.main(["table", str(report), str(report)])
     assert exit_info.value.code == 2
-    assert f"{report} is a --perplexity-only measurement; the table needs two full ones" in capsys.readouterr().err
+    assert (f"{report} lacks domain_vs_general, polysemy, nearest_words (a --perplexity-only or unfinished "
+            "measurement); the table needs two full ones") in capsys.readouterr().err
     with pytest.raises(SystemExit):  # --k 0 listed every word of the pool
         adapt_domain.main(["measure", "--model", "en", "--text", f"a={report}", "--senses-domain", str(report),
                            "--senses-general", str(report), "--k", "0", "--out", str(tmp_path / "o.json")])

@@ -253,3 +253,26 @@ def test_a_vocabulary_given_as_a_pipe_is_named_as_one(tmp_path: Path):
     os.mkfifo(pipe)
     with pytest.raises(VocabularyError, match=r"pipe is not a regular file \(a pipe, as <\(\.\.\.\) gives\?\)"):
         Vocabulary.load(pipe)
+
+
+@pytest.mark.parametrize("first_block", [1, 2, 3, 512])
+def test_a_line_read_at_its_start_ends_at_a_newline_crlf_or_lone_carriage_return(monkeypatch, first_block: int):
+    """Against a regular expression over random bytes, with blocks so small that a block often ends on a carriage
+    return (its meaning is the next byte's) and a line spans several blocks."""
+    import io
+    import random
+    import re
+
+    from elmo.training import corpus
+
+    monkeypatch.setattr(corpus, "_FIRST_BLOCK", first_block)
+    rng = random.Random(first_block)
+    for _ in range(500):
+        data = bytes(rng.choice(b"ab\r\n ") for _ in range(rng.randint(0, 60)))
+        ends = [match.end() for match in re.finditer(rb"\r\n|\n|\r", data)]
+        handle = io.BufferedReader(io.BytesIO(data))
+        for start in [0, *ends]:
+            if start < len(data):
+                end = next((end for end in ends if end > start), len(data))
+                assert corpus._read_line_at(handle, start) == data[start:end]
+                assert handle.tell() == end

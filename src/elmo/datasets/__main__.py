@@ -32,18 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     fetch_parser.add_argument("sources", nargs="*", help=f"default: all ({', '.join(sorted(SOURCES))})")
     args = parser.parse_args(argv)
     try:
-        if args.command == "fetch":
-            unknown = sorted(set(args.sources) - set(SOURCES))
-            if unknown:
-                raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of {', '.join(sorted(SOURCES))}")
-            return _fetch_all(args.sources or sorted(SOURCES), args.cache)
-        check_output_directory(args.out, "--out")  # before any archive is fetched or read
-        with interruptible():  # SIGTERM too unwinds the build, which removes its partial files
+        # SIGTERM too unwinds the work: a build removes its partial files, a fetch its partial download
+        with interruptible():
+            if args.command == "fetch":
+                unknown = sorted(set(args.sources) - set(SOURCES))
+                if unknown:
+                    raise ValueError(f"unknown sources {', '.join(unknown)}; expected some of "
+                                     f"{', '.join(sorted(SOURCES))}")
+                return _fetch_all(args.sources or sorted(SOURCES), args.cache)
+            check_output_directory(args.out, "--out")  # before any archive is fetched or read
             report = prepare(args.model, args.out, args.cache, args.tokenizer, args.limit,
                              [name for name in args.extra.split(",") if name])
     except KeyboardInterrupt as interrupt:
-        print(f"python -m elmo.datasets {args.command}: interrupted; the build's partial files are removed and "
-              f"{args.out} is as it was", file=sys.stderr)
+        print(f"python -m elmo.datasets {args.command}: interrupted", file=sys.stderr)
         return exit_status(interrupt)
     except (ArchiveError, ValueError, FileNotFoundError) as error:
         print(f"python -m elmo.datasets {args.command}: error: {error}", file=sys.stderr)

@@ -95,7 +95,9 @@ _ROFF_NAMED = {"bv": "|", "ba": "|", "aq": "'", "dq": '"', "co": "\u00a9", "rg":
                "sl": "/", "hy": "-", "at": "@", "sh": "#", "Do": "$", "Eu": "\u20ac", "Po": "\u00a3",
                "ct": "\u00a2", "lB": "[", "rB": "]", "lC": "{", "rC": "}", "la": "<", "ra": ">", "<=": "\u2264",
                ">=": "\u2265", "!=": "\u2260", "->": "\u2192", "<-": "\u2190", "ss": "\u00df", "ga": "`",
-               "aa": "\u00b4"}
+               "aa": "\u00b4", "ru": "_", "ul": "_",
+               # the bracket forms of the quotes and dashes that the rules below read in their \(xx form
+               "lq": '"', "rq": '"', "oq": '"', "cq": '"', "em": "-", "en": "-"}
 
 # roff: font and size changes, named characters, and the few escapes that stand for a character.
 _ROFF_ESCAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [

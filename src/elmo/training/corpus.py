@@ -298,14 +298,40 @@ class RowReader:
 def _read_line_at(handle: BinaryIO, offset: int) -> bytes:
     r"""The line of ``handle`` that starts at byte ``offset``, up to and including its end: ``\n``, ``\r\n``, or a
     lone ``\r`` (classic Mac OS), as ``elmo.files.utf8_universal_lines`` ends lines for the embedder; the handle is
-    left just after it."""
+    left just after it. Read in blocks that double from ``_FIRST_BLOCK`` bytes: a file of lone ``\r`` has no
+    ``\n`` to stop ``readline`` before its end (reading it whole for every line took hours for 100 MB), and a
+    line costs about its own length."""
     if handle.tell() != offset:
         handle.seek(offset)
-    line = handle.readline()
-    carriage_return = line.find(b"\r")
-    while carriage_return != -1 and line[carriage_return + 1 : carriage_return + 2] == b"\n":
-        carriage_return = line.find(b"\r", carriage_return + 1)
-    if carriage_return == -1 or carriage_return == len(line) - 1:
-        return line
-    handle.seek(offset + carriage_return + 1)
-    return line[: carriage_return + 1]
+    blocks: list[bytes] = []
+    size = _FIRST_BLOCK
+    while True:
+        block = handle.readline(size)
+        end = _lone_carriage_return(block, handle)
+        if end != -1:
+            blocks.append(block[: end + 1])
+            line = b"".join(blocks)
+            handle.seek(offset + len(line))
+            return line
+        blocks.append(block)
+        if len(block) < size or block.endswith(b"\n"):
+            return b"".join(blocks)
+        size *= 2
+
+
+_FIRST_BLOCK = 512  # bytes: most lines of text are shorter
+
+
+def _lone_carriage_return(block: bytes, handle: BinaryIO) -> int:
+    """Where ``block`` (just read from ``handle``) holds its first ``\\r`` that no ``\\n`` follows, or -1; a
+    ``\\r`` that ends the block is judged by the file's next byte, the handle left where it was."""
+    position = block.find(b"\r")
+    while position != -1:
+        following = block[position + 1 : position + 2]
+        if not following:
+            following = handle.read(1)
+            handle.seek(-len(following), os.SEEK_CUR)
+        if following != b"\n":
+            return position
+        position = block.find(b"\r", position + 1)
+    return -1
