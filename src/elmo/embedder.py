@@ -53,7 +53,7 @@ from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
-from elmo.tokenizers import clean_text, get_tokenizer, token_problem
+from elmo.tokenizers import TokenWithoutText, clean_text, get_tokenizer, token_problem
 
 Sentence = str | Sequence[str]
 Output = Literal["numpy", "torch"]
@@ -276,10 +276,12 @@ class Embedder:
         check_pooling(pooling)
         if output not in ("numpy", "torch"):
             raise ValueError(f"output is {output!r}; expected 'numpy' or 'torch'")
-        flags = (("normalize", normalize), ("return_tokens", return_tokens), ("show_progress_bar", show_progress_bar))
-        for name, flag in flags:
-            if not isinstance(flag, bool | np.bool_) and not (name == "show_progress_bar" and flag is None):
-                raise TypeError(f"{name} is {flag!r}; expected True or False")  # "no" is true: it would normalize
+        flags = {"normalize": normalize, "return_tokens": return_tokens}
+        if show_progress_bar is not None:  # None: decided by the input's length
+            flags["show_progress_bar"] = show_progress_bar
+        for name, flag in flags.items():
+            if not isinstance(flag, bool | np.bool_):  # "no" is true: it would normalize
+                raise TypeError(f"{name} is {flag!r}; expected True or False")
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
         batch_size = checked_batch_size(batch_size)
@@ -496,12 +498,12 @@ def _available(device: str | torch.device) -> torch.device:
 
 
 def _refuse_tokens_without_text(tokens: list[str]) -> None:
-    """ValueError naming the first token ``elmo.tokenizers.token_problem`` finds one in: it would be embedded as the
-    empty word."""
+    """TokenWithoutText (a ValueError) naming the first token ``elmo.tokenizers.token_problem`` finds one in: it
+    would be embedded as the empty word."""
     for position, token in enumerate(tokens):
         if problem := token_problem(token):
-            raise ValueError(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token must "
-                             "hold text")
+            raise TokenWithoutText(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token "
+                                   "must hold text", position)
 
 
 def _whole_number(name: str, value: int) -> int:

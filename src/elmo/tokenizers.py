@@ -58,6 +58,14 @@ def token_problem(token: str) -> str | None:
     return None
 
 
+class TokenWithoutText(ValueError):
+    """A given token that ``token_problem`` refuses, at ``position`` in its sentence (the service names it so)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 def word_key(word: str, match_case: bool = False) -> str:
     """``word`` as it is compared with a token (search, ``/v1/similarity``, the demo): cleaned as a sentence is
     before it is split (``clean_text``), without the spaces around it, and casefolded unless ``match_case``. A

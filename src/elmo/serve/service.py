@@ -17,7 +17,7 @@ from elmo.serve.config import ServeConfig
 from elmo.serve.errors import ApiError, ClientGone
 from elmo.serve.metrics import Metrics
 from elmo.serve.search import SearchRunner, ServedIndex
-from elmo.tokenizers import token_problem
+from elmo.tokenizers import TokenWithoutText
 
 _T = TypeVar("_T")
 
@@ -86,11 +86,10 @@ class Service:
 
     def _tokenize(self, model: ServedModel, sentence: Any, field: str, tokens_before: int = 0) -> list[str]:
         config = self.config
-        if isinstance(sentence, list):  # tokens as given: each must hold text, named by its place
-            for position, token in enumerate(sentence):
-                if isinstance(token, str) and (problem := token_problem(token)):
-                    raise ApiError(422, "invalid_request", f"the token {problem}", f"{field}[{position}]")
-        tokens = model.embedder.tokenize(sentence)
+        try:
+            tokens = model.embedder.tokenize(sentence)
+        except TokenWithoutText as error:  # given tokens (raw text's lone surrogates were refused on reading)
+            raise ApiError(422, "invalid_request", str(error), f"{field}[{error.position}]") from None
         if not tokens:
             raise ApiError(422, "invalid_request", "the sentence has no tokens", field)
         if config.long_sentences == "refuse" and len(tokens) > config.max_sentence_tokens:
