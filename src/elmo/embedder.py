@@ -509,20 +509,17 @@ def _refuse_tokens_without_text(tokens: list[str]) -> None:
 def _whole_number(name: str, value: int) -> int:
     """``value`` as an int (NumPy's whole numbers too, which JSON records could not hold); TypeError for a float, a
     str or a bool (2.5 failed only at the first long sentence; True was read as 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool):
         raise TypeError(f"{name} is {value!r}; expected a whole number")
-    return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} is {value!r}; expected a whole number") from None
 
 
 def checked_batch_size(batch_size: int) -> int:
-    """``batch_size`` as an int: a whole number (NumPy's too), at least 1. A float or a str is refused here rather
-    than failing deep inside, and a bool, which Python counts as 0 or 1, is refused as a mistake."""
-    if isinstance(batch_size, bool):
-        raise TypeError(f"batch_size is {batch_size!r}; expected a whole number of sentences")
-    try:
-        whole = operator.index(batch_size)
-    except TypeError:
-        raise TypeError(f"batch_size is {batch_size!r}; expected a whole number of sentences") from None
+    """``batch_size`` as a whole number (``_whole_number``) of at least 1, refused here rather than deep inside."""
+    whole = _whole_number("batch_size", batch_size)
     if whole < 1:
         raise ValueError(f"batch_size is {whole}; expected at least 1")
     return whole
