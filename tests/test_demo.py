@@ -102,6 +102,8 @@ def test_a_heat_map_write_stopped_midway_leaves_the_old_png_whole_and_no_partial
     ("emptydir", "emptydir: the map is a PNG"),  # matplotlib wrote emptydir.png
     ("dir.png", "--out dir.png is a directory; expected the name of a file to write"),
     ("afile/demo.png", "--out afile/demo.png: afile is a file, not a directory to write in"),
+    pytest.param("/proc/elmo/demo.png", "--out /proc/elmo/demo.png: cannot create a file in /proc (",
+                 marks=pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")),  # root too
 ])
 def test_an_out_the_heat_map_cannot_be_written_to_is_refused_before_any_model_loads(out, expected, tmp_path,
                                                                                    monkeypatch, capsys, no_model_load):

@@ -268,11 +268,18 @@ def check_output_directory(path: str | Path, option: str = "the output") -> None
 
 
 def _check_folders(path: Path, option: str) -> None:
-    """The nearest of ``path``'s folders that exists must be a directory (the missing ones are made in it)."""
+    """The nearest of ``path``'s folders that exists must be a directory (the missing ones are made in it) that
+    takes a new file: tried with a temporary file, as permission bits do not tell for root, a read-only mount or
+    a system folder such as /proc (found otherwise when the output is written, after the work)."""
     for folder in path.parents:
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(f"{option} {path}: {folder} is a file, not a directory to write in")
+            try:
+                with tempfile.TemporaryFile(dir=folder):
+                    pass
+            except OSError as error:
+                raise ValueError(f"{option} {path}: cannot create a file in {folder} ({error.strerror or error})") from None
             return
 
 
