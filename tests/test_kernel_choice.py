@@ -43,6 +43,7 @@ def test_cpu_autocast_bfloat16_gives_the_float32_layers_and_gradients(clip, want
 
     with torch.set_grad_enabled(wants_grad), torch.autocast("cpu", dtype=torch.bfloat16):
         output, _ = bilm(char_ids)
+    assert output.layers.dtype == torch.bfloat16  # with autograd or not: oneDNN's products skipped autocast's casts
     largest = float(expected.layers.detach().abs().max())
     torch.testing.assert_close(output.layers.float(), expected.layers, atol=4 * BFLOAT16_EPS * largest, rtol=0)
     if wants_grad:

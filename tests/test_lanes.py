@@ -117,3 +117,15 @@ def test_a_model_without_clipping_runs_each_sentence_on_its_own_fused_row(monkey
     with torch.no_grad():
         _lanes_equal_each_alone(bilm, token_vectors, lengths, n_lanes=2)
     assert len(fused_calls) == 2 * 2 * (1 + len(lengths))  # directions x layers x (the lanes, then each alone)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float32])
+def test_contextualize_refuses_a_mask_that_is_not_bool_naming_its_dtype(dtype):
+    """A 0/1 integer mask indexes positions instead of selecting them (it failed with a shape mismatch)."""
+    bilm = BiLM(BiLMConfig.preset("small")).eval()
+    token_vectors = torch.zeros(2, 3, bilm.config.lstm.projection_dim)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=dtype)
+    with pytest.raises(TypeError, match=f"mask has dtype {dtype}; expected torch.bool"):
+        bilm.contextualize(token_vectors, mask)
+    output, _ = bilm.contextualize(token_vectors, mask.bool())
+    assert output.layers.shape[:3] == (3, 2, 3)

@@ -209,7 +209,7 @@ class BiLM(nn.Module):
                 f"char_ids has shape {tuple(char_ids.shape)}; expected (batch, tokens, {max_characters})"
             )
         if char_ids.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer tensor")
+            raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected torch.int64 or torch.int32")
         if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() > 261):
             raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
         return (char_ids > 0).any(dim=-1)
@@ -229,7 +229,10 @@ def _unpack_layers(token_vectors: torch.Tensor, indices: torch.Tensor, lstm_laye
 
 
 def _check_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Each row's lengths; its real tokens must come first, then padding."""
+    """Each row's lengths; its real tokens must come first, then padding. A mask of another dtype is refused: a
+    0/1 integer mask indexes positions rather than selecting them, which failed with an unrelated error."""
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask has dtype {mask.dtype}; expected torch.bool (mask.bool() of a 0/1 mask)")
     lengths = mask.sum(dim=1)
     positions = torch.arange(mask.shape[1], device=mask.device)
     if not torch.equal(mask, positions[None, :] < lengths[:, None]):

@@ -65,9 +65,10 @@ class PrepackedWeight:
 
 def may_run(inputs: torch.Tensor, parameters: list[torch.Tensor]) -> bool:
     """Whether a product of ``inputs`` and weights made from ``parameters`` may run on oneDNN's reordered copy:
-    CPU float32, and no gradient wanted through it."""
+    CPU float32, no gradient wanted through it, and no ``torch.autocast`` for the CPU (oneDNN's operators have no
+    autocast rule: under it the output stayed float32 without autograd and followed the casts with it)."""
     tensors = [inputs, *parameters]
-    if not all(can_reorder(tensor) for tensor in tensors):
+    if not all(can_reorder(tensor) for tensor in tensors) or torch.is_autocast_enabled("cpu"):
         return False
     if torch.compiler.is_compiling():  # not while exporting
         return False
