@@ -279,7 +279,8 @@ def _check_folders(path: Path, option: str) -> None:
                 with tempfile.TemporaryFile(dir=folder):
                     pass
             except OSError as error:
-                raise ValueError(f"{option} {path}: cannot create a file in {folder} ({error.strerror or error})") from None
+                reason = error.strerror or error
+                raise ValueError(f"{option} {path}: cannot create a file in {folder} ({reason})") from None
             return
 
 

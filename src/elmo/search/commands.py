@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, non_negative_int, positive_int, whole_number
 from elmo.search.ann import MAX_NPROBE  # numpy only: faiss loads at the first index built or read
-from elmo.tokenizers import TOKENIZERS
+from elmo.tokenizers import TOKENIZERS, clean_text
 
 if TYPE_CHECKING:
     from elmo.layer_choice import LayerChoice
@@ -100,12 +100,12 @@ def _neighbors(args: argparse.Namespace) -> int:
         from elmo.static_vectors import StaticVectors
 
         glove = StaticVectors.glove()
-        if args.word in glove:
-            lines = _table(f"nearest words to {args.word!r} under GloVe 6B 50d:",
-                           glove.nearest(args.word, args.static_k))
+        word = clean_text(args.word).strip()  # as the corpus and the index read it (GloVe lowercases it)
+        if word in glove:
+            lines = _table(f"nearest words to {word!r} under GloVe 6B 50d:", glove.nearest(word, args.static_k))
             print("\n".join(["", *lines]))
         else:
-            print(f"\nGloVe 6B 50d has no vector for {args.word!r}")
+            print(f"\nGloVe 6B 50d has no vector for {word!r}")
     return 0
 
 
@@ -124,8 +124,9 @@ def _senses(args: argparse.Namespace) -> int:
     plot_senses(result, args.out)
     print(f"{args.word!r}: {occurrences_text(result)}, {len(result.sizes)} clusters "
           f"({silhouette_text(result)}) -> {args.out}; corpus lines counted from 0")
+    start, end = ("\033[1;4m", "\033[0m") if sys.stdout.isatty() else ("[", "]")  # which use, where a line has two
     for cluster, (size, example) in enumerate(zip(result.sizes, result.examples, strict=True)):
-        print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.sentence}")
+        print(f"  sense {cluster + 1} ({size}): line {example.line}: {example.highlighted(start, end)}")
     return 0
 
 

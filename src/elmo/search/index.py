@@ -50,6 +50,15 @@ class Occurrence:
     def token(self) -> str:
         return self.tokens[self.token_index]
 
+    def highlighted(self, start: str = "[", end: str = "]") -> str:
+        return highlighted(self.tokens, self.token_index, start, end)
+
+
+def highlighted(tokens: list[str], token_index: int, start: str = "[", end: str = "]") -> str:
+    """The tokens joined by spaces with the one at ``token_index`` between ``start`` and ``end``: which use of a
+    word is meant, where a line has two."""
+    return " ".join(f"{start}{token}{end}" if i == token_index else token for i, token in enumerate(tokens))
+
 
 class ContextIndex:
     """An index directory written by ``build_index``, memory-mapped; the ANN indexes load on first use."""

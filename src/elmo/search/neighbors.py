@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from elmo.layer_choice import LayerChoice, stored_layer
 from elmo.search.errors import SearchError
-from elmo.search.index import ContextIndex, query_key
+from elmo.search.index import ContextIndex, highlighted, query_key
 from elmo.tokenizers import clean_text, word_key
 
 
@@ -27,9 +27,7 @@ class Neighbor:
                                                                               "score")}
 
     def highlighted(self, start: str = "[", end: str = "]") -> str:
-        """The sentence's tokens with the matched one between ``start`` and ``end``."""
-        return " ".join(f"{start}{token}{end}" if i == self.token_index else token
-                        for i, token in enumerate(self.tokens))
+        return highlighted(self.tokens, self.token_index, start, end)
 
 
 def locate(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
