@@ -81,6 +81,9 @@ def test_sense_1nn_follows_the_nearest_instance_of_the_lemma():
     # Leave one out with 2 river and 4 money instances: the other instances' majority is money for every one,
     # right for the 4 money ones only.
     assert probes.most_frequent_sense_accuracy(six, probes.scored_instances(six)) == pytest.approx(4 / 6)
+    # 2 river and 3 money: leaving out a money instance ties the others 2 to 2, so it scores 1/2 (the first synset
+    # in order, river, would give 0); a river one leaves 1 river against 3 money: 0.
+    assert probes.most_frequent_sense_accuracy(instances, scored) == pytest.approx(3 * (1 / 2) / 5)
 
 
 def test_an_example_wordnet_quotes_under_two_senses_of_a_lemma_is_left_out():

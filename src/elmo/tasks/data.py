@@ -410,13 +410,18 @@ def near_copy(first: set[str], second: set[str], threshold: float = 0.9) -> bool
 
 
 def _conll_blocks(lines: Sequence[str]) -> Iterator[tuple[list[str], list[str]]]:
+    """Sentences of a source's CoNLL lines (token, tag: the first and last fields), ended by blank lines. A line
+    without both is refused, naming it: it ended the sentence and lost its token, silently."""
     tokens: list[str] = []
     tags: list[str] = []
-    for line in [*lines, ""]:
+    for number, line in enumerate([*lines, ""], start=1):
+        if not line.strip():
+            if tokens:
+                yield tokens, to_bio(tags)
+                tokens, tags = [], []
+            continue
         fields = line.split("\t") if "\t" in line else line.split()
-        if len(fields) >= 2 and fields[0].strip():
-            tokens.append(fields[0].strip())
-            tags.append(fields[-1].strip())
-        elif tokens:
-            yield tokens, to_bio(tags)
-            tokens, tags = [], []
+        if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
+            raise ValueError(f"line {number} ({line[:60]!r}) is not a token and its tag")
+        tokens.append(fields[0].strip())
+        tags.append(fields[-1].strip())

@@ -252,12 +252,16 @@ def sense_1nn_accuracy(instances: Sequence[SenseInstance], vectors: np.ndarray, 
 
 
 def most_frequent_sense_accuracy(instances: Sequence[SenseInstance], scored: Sequence[int]) -> float:
-    """The baseline: the synset with most other instances of the lemma (ties: the first in WordNet order)."""
+    """The baseline: the synset with most other instances of the lemma. Synsets that tie share the credit, as tied
+    neighbours do in ``sense_1nn_accuracy`` (taking the first in WordNet order made 2,553 of 5,812 instances'
+    answers arbitrary, 35.55 % against 36.30 %)."""
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for n, instance in enumerate(instances):
         groups[instance.lemma, instance.pos].append(n)
-    right = 0
+    right = 0.0
     for n in scored:
         counts = Counter(instances[m].synset for m in groups[instances[n].lemma, instances[n].pos] if m != n)
-        right += counts.most_common(1)[0][0] == instances[n].synset
+        most = max(counts.values())
+        tied = [synset for synset, count in counts.items() if count == most]
+        right += (instances[n].synset in tied) / len(tied)
     return right / len(scored)
