@@ -337,3 +337,17 @@ def test_the_error_survives_pickling_with_its_facts():
     assert (error.name, error.offset, error.line, error.byte, error.reason) == ("a.txt", 9, 3, 0xFF,
                                                                                 "invalid start byte")
     assert str(error).startswith("a.txt is not UTF-8 text: byte 9 (line 3, counting from 1) is 0xff")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")
+def test_an_output_where_no_file_can_be_made_is_refused_before_any_work_even_for_root(tmp_path):
+    """Permission bits do not tell for root, so the check makes (and removes) a temporary file."""
+    from elmo.files import check_output_directory, check_output_file
+
+    with pytest.raises(ValueError, match=r"--out /proc/elmo/x.txt: cannot create a file in /proc \("):
+        check_output_file("/proc/elmo/x.txt", "--out")
+    with pytest.raises(ValueError, match=r"--out /proc: cannot create a file in /proc \("):
+        check_output_directory("/proc", "--out")  # an existing directory: tried itself, not its parent
+    check_output_directory(tmp_path, "--out")
+    check_output_file(tmp_path / "new" / "x.txt", "--out")
+    assert list(tmp_path.iterdir()) == []  # the trial file is gone, and no folder was made

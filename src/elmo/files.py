@@ -264,24 +264,33 @@ def check_output_directory(path: str | Path, option: str = "the output") -> None
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{option} {path} is a file; expected a directory (a new path, or one to write in)")
-    _check_folders(path, option)
+    if path.is_dir():
+        _check_takes_a_file(path, path, option)
+    else:
+        _check_folders(path, option)
 
 
 def _check_folders(path: Path, option: str) -> None:
     """The nearest of ``path``'s folders that exists must be a directory (the missing ones are made in it) that
-    takes a new file: tried with a temporary file, as permission bits do not tell for root, a read-only mount or
-    a system folder such as /proc (found otherwise when the output is written, after the work)."""
+    takes a new file."""
     for folder in path.parents:
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(f"{option} {path}: {folder} is a file, not a directory to write in")
-            try:
-                with tempfile.TemporaryFile(dir=folder):
-                    pass
-            except OSError as error:
-                reason = error.strerror or error
-                raise ValueError(f"{option} {path}: cannot create a file in {folder} ({reason})") from None
+            _check_takes_a_file(folder, path, option)
             return
+
+
+def _check_takes_a_file(folder: Path, path: Path, option: str) -> None:
+    """ValueError unless a file can be made in ``folder``: tried with a temporary file, as permission bits do not
+    tell for root, a read-only mount or a system folder such as /proc (found otherwise when the output is
+    written, after the work)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = error.strerror or error
+        raise ValueError(f"{option} {path}: cannot create a file in {folder} ({reason})") from None
 
 
 # Bytes ``utf8_blocks`` reads at a time: large enough that decoding, not Python, sets its pace, small enough that a
