@@ -58,8 +58,6 @@ from elmo.tokenizers import TokenWithoutText, clean_text, get_tokenizer, token_p
 Sentence = str | Sequence[str]
 Output = Literal["numpy", "torch"]
 
-TFHUB_OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default")
-
 
 @dataclass(frozen=True)
 class Piece:

@@ -21,8 +21,9 @@ numbers; here every row runs over all ``max_tokens + 2`` steps (boundaries inclu
   lacks it, ``export_onnx`` says so and which PyTorch it was tested with, and the rest of the package works.
 
 ``_ExportableBiLM`` holds the BiLM's own modules, not copies of their weights, and reads the LSTM cell's
-constants (forget bias, clips) from them; only the cell's arithmetic is written again here, in the form
-``scan`` needs. Tokens go through the BiLM's own ``TokenEncoder``, each distinct one once (ONNX
+constants (forget bias, clips) from them and steps with the shared ``lstm_cell``; what is written again here, in
+the form ``scan`` needs, is the step around the cell (the recurrent product, the projection and its clip) and the
+layer stack's skip connections. Tokens go through the BiLM's own ``TokenEncoder``, each distinct one once (ONNX
 ``Unique``), as ``BiLM.encode_tokens`` does.
 """
 

@@ -214,7 +214,7 @@ def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> 
 
     ``n_characters`` is written as 262 whatever was read: bilm-tf trains with 261 and refuses to embed with a
     count other than 262 ("Set n_characters=262 after training"); both name one model (``char_embed`` keeps 261
-    rows, the padding row is added on load)."""
+    rows; ``TokenEncoder`` puts the zero padding row in front at each forward)."""
     datasets = _state_dict_to_file(bilm.state_dict(), bilm.config)
     with atomic_path(Path(weight_file)) as temporary, h5py.File(temporary, "w") as handle:
         for name, array in datasets.items():

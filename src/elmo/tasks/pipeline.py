@@ -129,15 +129,6 @@ def embed_examples(embedder: "Embedder", splits: Mapping[str, Sequence[Example]]
     return layers
 
 
-def bilm_fingerprint(model: str) -> str:
-    """``elmo.fingerprint`` of the biLM ``model`` names (a directory or a shipped name) now: what a task spec
-    records of the biLM its frozen features came from."""
-    from elmo.fingerprint import model_fingerprint
-    from elmo.model_dir import ModelDir
-
-    return model_fingerprint(ModelDir.find(model).load_bilm())
-
-
 def require_examples(splits: Mapping[str, Sequence], files: Mapping[str, str | Path] | None = None) -> None:
     """ValueError naming each of ``train``, ``dev`` and ``test`` that holds no examples (and its file, from
     ``files``): checked before any embedding or training, as an empty test split is otherwise found only

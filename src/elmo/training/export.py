@@ -70,15 +70,15 @@ def check_export_target(out_dir: str | Path) -> Path:
     return out_dir
 
 
-def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None,
-                 softmax_dtype: torch.dtype = torch.float32) -> Path:
-    """Write the model directory; ``tokenizer`` (how the training text was split) goes to ``tokenizer.json``,
-    which the embedder and ``elmo perplexity`` then use by default. ValueError, before any file is written, when
-    ``vocab`` is not the softmax's (one row per token) or ``tokenizer`` is not one of ``TOKENIZERS``: either would
-    replace a model with one that does not load. The files are written beside ``out_dir`` and the directory
-    replaced whole (``publish_directory``): a failed export leaves the old model, and a killed one the old model
-    or the new one (where the system cannot swap two directories in one step, possibly neither, the old one
-    beside it as ``.NAME.*.partial``), never one's weights with the other's softmax or vocabulary."""
+def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, tokenizer: str | None = None) -> Path:
+    """Write the model directory (the softmax in float32; ``write_softmax`` writes it smaller); ``tokenizer`` (how
+    the training text was split) goes to ``tokenizer.json``, which the embedder and ``elmo perplexity`` then use by
+    default. ValueError, before any file is written, when ``vocab`` is not the softmax's (one row per token) or
+    ``tokenizer`` is not one of ``TOKENIZERS``: either would replace a model with one that does not load. The files
+    are written beside ``out_dir`` and the directory replaced whole (``publish_directory``): a failed export leaves
+    the old model, and a killed one the old model or the new one (where the system cannot swap two directories in
+    one step, possibly neither, the old one beside it as ``.NAME.*.partial``), never one's weights with the other's
+    softmax or vocabulary."""
     softmax_rows = model.softmax_weight.shape[0]
     if len(vocab) != softmax_rows:
         raise ValueError(f"the vocabulary has {len(vocab)} tokens but the model's softmax has {softmax_rows} rows, "
@@ -92,7 +92,7 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
         vocab.save(partial / "vocab.txt")
         if tokenizer is not None:
             write_text_atomic(partial / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
-        write_softmax(model, vocab, partial, softmax_dtype)
+        write_softmax(model, vocab, partial)
         publish_directory(partial, out_dir)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
