@@ -164,7 +164,7 @@ def test_bad_arguments_are_named(bilm):
         embedder.embed([["a", 3]])
     with pytest.raises(ValueError, match="batch_size is 0"):
         embedder.embed([["a"]], batch_size=0)
-    with pytest.raises(ValueError, match="must exceed 2 \\* window_context"):
+    with pytest.raises(ValueError, match="must exceed 2 x window_context"):
         Embedder(bilm, max_window_tokens=10, window_context=5)
     with pytest.raises(ValueError, match="window_context be 0 or more"):  # a window would start after its core
         Embedder(bilm, max_window_tokens=10, window_context=-1)

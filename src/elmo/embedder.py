@@ -54,6 +54,7 @@ from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import TokenWithoutText, clean_text, get_tokenizer, token_problem
+from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT, check_windows
 
 Sentence = str | Sequence[str]
 Output = Literal["numpy", "torch"]
@@ -95,8 +96,8 @@ class Embedder:
         bilm: BiLM,
         tokenizer: str = "whitespace",
         device: str | torch.device | None = None,
-        max_window_tokens: int = 256,
-        window_context: int = 64,
+        max_window_tokens: int = MAX_WINDOW_TOKENS,
+        window_context: int = WINDOW_CONTEXT,
         bucket_batches: int = 16,
         token_cache_size: int = 20_000,
     ) -> None:
@@ -113,9 +114,7 @@ class Embedder:
                 ("bucket_batches", bucket_batches), ("token_cache_size", token_cache_size)))
         if token_cache_size < 0:
             raise ValueError(f"token_cache_size is {token_cache_size}; expected 0 (no cache) or more")
-        if window_context < 0 or max_window_tokens - 2 * window_context < 1:
-            raise ValueError(f"max_window_tokens ({max_window_tokens}) must exceed 2 * window_context "
-                             f"({window_context}), and window_context be 0 or more")
+        check_windows(max_window_tokens, window_context)
         if bucket_batches < 1:
             raise ValueError(f"bucket_batches is {bucket_batches}; expected at least 1 (batches read ahead)")
         self.bilm = bilm

@@ -21,6 +21,7 @@ from elmo.embed_job.source import STDIN, Source, check_input, stdin_as_file, tex
 from elmo.extras import install_command, require
 from elmo.pooling import POOLINGS
 from elmo.tokenizers import TOKENIZERS
+from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT, check_windows
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder
@@ -104,9 +105,7 @@ def _embed(args: argparse.Namespace) -> int:
     if args.output == "-":
         raise ValueError("OUTPUT - would be standard output, which elmo embed does not write (HDF5, Parquet and npy "
                          "are binary files, written whole under a partial name and then renamed): give a file name")
-    if args.max_window_tokens - 2 * args.window_context < 1:
-        raise ValueError(f"--max-window-tokens ({args.max_window_tokens}) must exceed 2 x --window-context "
-                         f"({args.window_context})")
+    check_windows(args.max_window_tokens, args.window_context, ("--max-window-tokens", "--window-context"))
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
@@ -183,11 +182,11 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                        help="I/N: only the lines whose number modulo N is I (default: RANK/WORLD_SIZE under "
                             "torchrun, SLURM_ARRAY_TASK_ID/COUNT in a Slurm array, else all)")
     embed.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once (default: 32)")
-    embed.add_argument("--max-window-tokens", type=positive_int, default=256,
+    embed.add_argument("--max-window-tokens", type=positive_int, default=MAX_WINDOW_TOKENS,
                        help="a line of more tokens is embedded in overlapping windows, not whole "
                             "(docs/long-inputs.md); AllenNLP's elmo command ran every line whole: give more than the "
                             "longest line's tokens for its vectors")
-    embed.add_argument("--window-context", type=non_negative_int, default=64,
+    embed.add_argument("--window-context", type=non_negative_int, default=WINDOW_CONTEXT,
                        help="tokens of context each window adds on either side of its core")
     embed.add_argument("--tokenizer", choices=sorted(TOKENIZERS), help="default: the model's tokenizer")
     embed.add_argument("--device", type=device, default=None,

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elmo.command_line import device, interruptible, non_negative_int, positive_int, whole_number
-from elmo.search.ann import MAX_NPROBE  # numpy only: faiss loads at the first index built or read
+from elmo.search.ann import MAX_NPROBE, AnnOptions  # numpy only: faiss loads at the first index built or read
+from elmo.search.senses import MAX_OCCURRENCES
 from elmo.tokenizers import TOKENIZERS, clean_text
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                        help=f"torch CPU threads, at most {MAX_THREADS} (default: torch's choice)")
     index.add_argument("--factory", default=None,
                        help="faiss index_factory string (default: IVF-PQ sized to the corpus, Flat below 20k tokens)")
-    index.add_argument("--nprobe", type=whole_number(1, MAX_NPROBE), default=32,
+    index.add_argument("--nprobe", type=whole_number(1, MAX_NPROBE), default=AnnOptions().nprobe,
                        help="inverted lists searched per query; more than the index has searches them all")
     index.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -177,7 +178,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                         help="number of senses (default: best silhouette)")
     senses.add_argument("--layer", type=_layer, default=None,
                         help="an indexed layer (default: the first the index holds)")
-    senses.add_argument("--max-occurrences", type=positive_int, default=2000,
+    senses.add_argument("--max-occurrences", type=positive_int, default=MAX_OCCURRENCES,
                         help="a random sample if there are more (at least 3)")
     senses.add_argument("--out", required=True, type=Path, help="PNG to write (a name ending in .png)")
     senses.set_defaults(func=_senses, extra="search")

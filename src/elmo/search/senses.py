@@ -54,8 +54,11 @@ class Senses:
         return len(self.rows) < self.total_occurrences
 
 
+MAX_OCCURRENCES = 2000  # occurrences clustered at most (a random sample of them beyond): the CLI's and the service's
+
+
 def senses(index: ContextIndex, word: str, clusters: int | None = None, layer: LayerChoice | str | None = None,
-           max_occurrences: int = 2000, max_clusters: int = 6, seed: int = 0) -> Senses:
+           max_occurrences: int = MAX_OCCURRENCES, max_clusters: int = 6, seed: int = 0) -> Senses:
     """Cluster the indexed occurrences of ``word`` (ignoring case; a random ``max_occurrences`` of them if more).
 
     SearchError ``too_few_occurrences`` (field ``word``) if the word has fewer than 3 uses; naming

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from elmo.files import NotUtf8Error, utf8_lines
+from elmo.windows import MAX_WINDOW_TOKENS, check_windows
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -69,7 +70,7 @@ class ServeConfig:
 
     max_body_bytes: int = 1 << 20
     max_sentences: int = 128
-    max_sentence_tokens: int = 256  # the embedder's window: longer sentences are windowed, or refused
+    max_sentence_tokens: int = MAX_WINDOW_TOKENS  # the embedder's window: longer sentences are windowed, or refused
     long_sentences: Literal["window", "refuse"] = "window"
     window_context: int | None = None  # default: a quarter of max_sentence_tokens
     max_request_tokens: int = 4096  # all sentences of one request together, a windowed long sentence included
@@ -106,9 +107,7 @@ class ServeConfig:
                              f"({self.max_request_tokens}), or the largest request could never be admitted")
         if self.long_sentences not in ("window", "refuse"):
             raise ValueError(f"long_sentences is {self.long_sentences!r}; expected 'window' or 'refuse'")
-        if 2 * self.context_tokens >= self.max_sentence_tokens:
-            raise ValueError(f"window_context ({self.context_tokens}) must be under half of max_sentence_tokens "
-                             f"({self.max_sentence_tokens})")
+        check_windows(self.max_sentence_tokens, self.context_tokens, ("max_sentence_tokens", "window_context"))
 
     @property
     def context_tokens(self) -> int:

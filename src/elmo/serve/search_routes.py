@@ -16,8 +16,6 @@ from elmo.serve.schemas import JsonRoute, NeighborsRequest, SensesRequest
 from elmo.serve.search import senses_png
 from elmo.serve.service import ServiceDep, negotiate
 
-SENSE_SAMPLE = 2000  # occurrences clustered at most (a random sample of them beyond): senses' max_occurrences
-
 router = APIRouter(route_class=JsonRoute)
 
 
@@ -58,7 +56,7 @@ async def senses_endpoint(request: Request, body: SensesRequest, service: Servic
     layer = index.layer(body.layer)
 
     def cluster() -> Response:
-        result = senses(index, body.word, body.clusters, layer, max_occurrences=SENSE_SAMPLE)
+        result = senses(index, body.word, body.clusters, layer)  # at most MAX_OCCURRENCES, a sample beyond
         if media_type == "image/png":
             return Response(senses_png(result), media_type="image/png")
         return JSONResponse(_senses_json(served_index.name, result))
