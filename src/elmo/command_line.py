@@ -58,6 +58,8 @@ non_negative_int = whole_number(0)
 positive_float = finite_number(0.0, above_minimum=True)
 non_negative_float = finite_number(0.0)
 dropout_rate = finite_number(0.0, below=1.0)
+MAX_THREADS = 1_024  # far above any machine's cores; torch overflows on a number past a C int
+thread_count = whole_number(1, MAX_THREADS)
 
 
 def device(value: str) -> str:

@@ -12,17 +12,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from elmo.command_line import device, interruptible, non_negative_int, positive_int, whole_number
+from elmo.command_line import (
+    MAX_THREADS,
+    device,
+    interruptible,
+    non_negative_int,
+    positive_int,
+    thread_count,
+    whole_number,
+)
 from elmo.search.ann import MAX_NPROBE, AnnOptions  # numpy only: faiss loads at the first index built or read
 from elmo.search.senses import MAX_OCCURRENCES
 from elmo.tokenizers import TOKENIZERS, clean_text
 
 if TYPE_CHECKING:
     from elmo.layer_choice import LayerChoice
-
-# --threads at most: torch takes the count as a C int (more overflows it, an error that names no option), and
-# past the cores of any machine this runs on threads only wait on each other.
-MAX_THREADS = 4096
 
 
 def _layer(value: str) -> "LayerChoice":
@@ -143,8 +147,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--words-only", type=Path, help="index only the words in this file (one a line, any case)")
     index.add_argument("--batch-size", type=positive_int, default=32, help="sentences run at once")
     index.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    index.add_argument("--threads", type=whole_number(1, MAX_THREADS), default=None,
-                       help=f"torch CPU threads, at most {MAX_THREADS} (default: torch's choice)")
+    index.add_argument("--threads", type=thread_count, default=None,
+                       help=f"torch CPU threads, at most {MAX_THREADS:,} (default: torch's choice)")
     index.add_argument("--factory", default=None,
                        help="faiss index_factory string (default: IVF-PQ sized to the corpus, Flat below 20k tokens)")
     index.add_argument("--nprobe", type=whole_number(1, MAX_NPROBE), default=AnnOptions().nprobe,

@@ -8,13 +8,17 @@ does a missing ``serve`` extra (``search`` too with ``--index``).
 import argparse
 import sys
 
-from elmo.command_line import device, finite_number, whole_number
+from elmo.command_line import (
+    MAX_THREADS,
+    device,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    thread_count,
+)
 from elmo.extras import require
 from elmo.serve.config import IndexSpec, ModelSpec, ServeConfig, is_loopback, read_api_keys
-
-_POSITIVE = whole_number(1)
-_SECONDS = finite_number(0.0, above_minimum=True)
-MAX_THREADS = 1_024  # far above any machine's cores; torch overflows on a number past a C int
 
 DEFAULTS = ServeConfig()
 
@@ -45,47 +49,47 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=port_number, default=8000, help="TCP port to listen on")
     serve.add_argument("--device", type=device, default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    serve.add_argument("--threads", type=whole_number(1, MAX_THREADS), default=None,
+    serve.add_argument("--threads", type=thread_count, default=None,
                        help=f"torch (and faiss) CPU threads, at most {MAX_THREADS:,} (default: their choice)")
     serve.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' on /v1/ and /metrics; "
                                               "one key per line. Required off loopback unless --no-auth")
     serve.add_argument("--no-auth", action="store_true", help="serve a non-loopback address without a key")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--max-body-bytes", type=_POSITIVE, default=DEFAULTS.max_body_bytes,
+    limits.add_argument("--max-body-bytes", type=positive_int, default=DEFAULTS.max_body_bytes,
                         help="largest request body read (413 beyond)")
-    limits.add_argument("--max-sentences", type=_POSITIVE, default=DEFAULTS.max_sentences, help="per request")
-    limits.add_argument("--max-sentence-tokens", type=_POSITIVE, default=DEFAULTS.max_sentence_tokens,
+    limits.add_argument("--max-sentences", type=positive_int, default=DEFAULTS.max_sentences, help="per request")
+    limits.add_argument("--max-sentence-tokens", type=positive_int, default=DEFAULTS.max_sentence_tokens,
                         help="longer sentences are cut into overlapping windows of this many tokens, or refused")
     limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences,
                         help="a sentence over --max-sentence-tokens: embedded in overlapping windows, or refused")
-    limits.add_argument("--window-context", type=whole_number(0), default=None,
+    limits.add_argument("--window-context", type=non_negative_int, default=None,
                         help="context tokens on each side of a window (default: a quarter of the window)")
-    limits.add_argument("--max-request-tokens", type=_POSITIVE, default=DEFAULTS.max_request_tokens,
+    limits.add_argument("--max-request-tokens", type=positive_int, default=DEFAULTS.max_request_tokens,
                         help="tokens per request, all sentences together (a windowed long sentence too); "
                              "more is answered 413")
-    limits.add_argument("--max-queue", type=_POSITIVE, default=DEFAULTS.max_queue,
+    limits.add_argument("--max-queue", type=positive_int, default=DEFAULTS.max_queue,
                         help="requests held per model before answering 503 with Retry-After")
-    limits.add_argument("--max-queue-tokens", type=_POSITIVE, default=DEFAULTS.max_queue_tokens,
+    limits.add_argument("--max-queue-tokens", type=positive_int, default=DEFAULTS.max_queue_tokens,
                         help="tokens held per model, from admission to the last byte of the answer, before "
                              "answering 503 with Retry-After: bounds the memory of vectors and answers")
-    limits.add_argument("--request-timeout", type=_SECONDS, default=DEFAULTS.request_timeout_s,
+    limits.add_argument("--request-timeout", type=positive_float, default=DEFAULTS.request_timeout_s,
                         help="seconds before a request is answered 504")
-    limits.add_argument("--limit-concurrency", type=_POSITIVE, default=DEFAULTS.limit_concurrency,
+    limits.add_argument("--limit-concurrency", type=positive_int, default=DEFAULTS.limit_concurrency,
                         help="open connections; past it uvicorn answers 503")
-    limits.add_argument("--header-timeout", type=_SECONDS, default=DEFAULTS.header_timeout_s,
+    limits.add_argument("--header-timeout", type=positive_float, default=DEFAULTS.header_timeout_s,
                         help="seconds for a request's head to arrive; past it the connection is closed (408)")
-    limits.add_argument("--body-timeout", type=_SECONDS, default=DEFAULTS.body_timeout_s,
+    limits.add_argument("--body-timeout", type=positive_float, default=DEFAULTS.body_timeout_s,
                         help="seconds from a request's head to the end of its body; past it 408, connection closed")
-    limits.add_argument("--write-timeout", type=_SECONDS, default=DEFAULTS.write_timeout_s,
+    limits.add_argument("--write-timeout", type=positive_float, default=DEFAULTS.write_timeout_s,
                         help="seconds a client may take none of its answer before the connection is aborted")
-    limits.add_argument("--keep-alive-timeout", type=_POSITIVE, default=DEFAULTS.keep_alive_s,
+    limits.add_argument("--keep-alive-timeout", type=positive_int, default=DEFAULTS.keep_alive_s,
                         help="seconds an idle keep-alive connection stays open")
     batching = serve.add_argument_group("batching")
-    batching.add_argument("--max-batch-tokens", type=_POSITIVE, default=DEFAULTS.max_batch_tokens,
+    batching.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULTS.max_batch_tokens,
                           help="tokens merged into one model batch")
-    batching.add_argument("--max-wait-ms", type=finite_number(0.0), default=DEFAULTS.max_wait_ms,
+    batching.add_argument("--max-wait-ms", type=non_negative_float, default=DEFAULTS.max_wait_ms,
                           help="how long a request waits for others to join its batch")
-    batching.add_argument("--batch-size", type=_POSITIVE, default=DEFAULTS.batch_size,
+    batching.add_argument("--batch-size", type=positive_int, default=DEFAULTS.batch_size,
                           help="rows per biLM forward pass within a batch")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                        help="uvicorn's log level")

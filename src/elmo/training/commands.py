@@ -16,15 +16,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
-from elmo.command_line import finite_number, flags, given_options, whole_number
+from elmo.command_line import (
+    dropout_rate,
+    flags,
+    given_options,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    whole_number,
+)
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.presets import TRAINING_PRESETS
 
 if TYPE_CHECKING:
     from elmo.training.trainer import TrainingOptions
 
-_POSITIVE = whole_number(1)
-_POSITIVE_NUMBER = finite_number(0.0, above_minimum=True)
 # Bounds past any real use that stop a typo (an extra 000) at the command line rather than in a MemoryError: the
 # batch's tensors grow with rows x tokens, and a row's LSTM state and gradients with its unrolled tokens.
 MAX_BATCH_ROWS = 65_536
@@ -161,7 +168,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     vocab = subparsers.add_parser("vocab", help="count a corpus into a vocab.txt (specials, then by frequency)")
     vocab.add_argument("corpus", nargs="+", help="text files or glob patterns, one sentence a line")
     vocab.add_argument("--out", required=True, type=Path, help="vocab.txt to write")
-    vocab.add_argument("--min-count", type=_POSITIVE, default=1, help="drop tokens seen fewer times")
+    vocab.add_argument("--min-count", type=positive_int, default=1, help="drop tokens seen fewer times")
     vocab.add_argument("--max-size", type=whole_number(3), default=None,
                        help="keep at most this many tokens, specials included")
     vocab.add_argument("--tokenizer", choices=tokenizers, default="whitespace", help="how the text is split")
@@ -181,7 +188,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--init-from", help="continue training this model (shipped name such as en, exported "
                               "dir, or run/checkpoint) on --corpus, growing the vocabulary with its new words and "
                               "ordering it by their frequency there")
-    train_parser.add_argument("--min-count", type=_POSITIVE, default=1,
+    train_parser.add_argument("--min-count", type=positive_int, default=1,
                               help="with --init-from and no --vocab: the corpus's words seen this often join its "
                                    "vocabulary (refused where it would be ignored)")
     train_parser.add_argument("--valid", nargs="+", help="held-out text for the validation perplexity")
@@ -190,9 +197,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                                    "own); give the one `elmo vocab` split --vocab's text with: a vocabulary that maps "
                                    "over half of the frequent words (types seen 5+ times) among the corpus's first "
                                    "50,000 words to <UNK> is refused, over 2 %% warned of")
-    train_parser.add_argument("--max-steps", type=_POSITIVE, default=None,
+    train_parser.add_argument("--max-steps", type=positive_int, default=None,
                               help="stop after this many optimizer steps (with --epochs: whichever comes first)")
-    train_parser.add_argument("--epochs", type=_POSITIVE, default=None,
+    train_parser.add_argument("--epochs", type=positive_int, default=None,
                               help="stop after this many passes' worth of the corpus's tokens, as bilm-tf counts them: "
                                    "epochs x (tokens + sentences) / (batch size x unroll steps) steps, rows wrapping "
                                    "around (give it, --max-steps, or both)")
@@ -201,31 +208,31 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--unroll-steps", type=_UNROLL_STEPS, default=20,
                               help="tokens per row per step (truncated backpropagation through time; at most "
                                    f"{MAX_UNROLL_STEPS:,})")
-    train_parser.add_argument("--negatives", type=_POSITIVE, default=8192, help="sampled softmax negatives per step")
+    train_parser.add_argument("--negatives", type=positive_int, default=8192, help="sampled softmax negatives per step")
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad",
                               help="adagrad as bilm-tf, or adam")
-    train_parser.add_argument("--lr", type=_POSITIVE_NUMBER, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
-    train_parser.add_argument("--lr-decay-steps", type=whole_number(0), default=0,
+    train_parser.add_argument("--lr", type=positive_float, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
+    train_parser.add_argument("--lr-decay-steps", type=non_negative_int, default=0,
                               help="steps over which the rate falls from --lr to --lr-final along a cosine "
                                    "(0: a constant rate)")
-    train_parser.add_argument("--lr-final", type=_POSITIVE_NUMBER, default=None,
+    train_parser.add_argument("--lr-final", type=positive_float, default=None,
                               help="the rate after --lr-decay-steps (default: a tenth of --lr)")
-    train_parser.add_argument("--dropout", type=finite_number(0.0, below=1.0), default=0.1,
+    train_parser.add_argument("--dropout", type=dropout_rate, default=0.1,
                               help="dropout on each LSTM layer's input and on the softmax input")
-    train_parser.add_argument("--state-reset", type=finite_number(0.0), default=0.0,
+    train_parser.add_argument("--state-reset", type=non_negative_float, default=0.0,
                               help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
-    train_parser.add_argument("--clip-norm", type=_POSITIVE_NUMBER, default=10.0, help="global gradient-norm clip")
-    train_parser.add_argument("--seed", type=whole_number(0), default=0,
+    train_parser.add_argument("--clip-norm", type=positive_float, default=10.0, help="global gradient-norm clip")
+    train_parser.add_argument("--seed", type=non_negative_int, default=0,
                               help="seeds initialization, row order, sampling and dropout")
-    train_parser.add_argument("--checkpoint-every", type=_POSITIVE, default=500, help="steps between checkpoints")
-    train_parser.add_argument("--keep-checkpoints", type=_POSITIVE, default=3, help="newest checkpoints kept")
-    train_parser.add_argument("--valid-every", type=_POSITIVE, default=500,
+    train_parser.add_argument("--checkpoint-every", type=positive_int, default=500, help="steps between checkpoints")
+    train_parser.add_argument("--keep-checkpoints", type=positive_int, default=3, help="newest checkpoints kept")
+    train_parser.add_argument("--valid-every", type=positive_int, default=500,
                               help="steps between validation perplexities (with --valid)")
     train_parser.add_argument("--valid-batch-size", type=_BATCH_ROWS, default=32,
                               help="rows evaluated at once in validation (more is faster on a GPU and moves the "
                                    "figure a little: each row's share of the text starts from a zero state; at most "
                                    f"{MAX_BATCH_ROWS:,})")
-    train_parser.add_argument("--log-every", type=_POSITIVE, default=10, help="steps between log.jsonl records")
+    train_parser.add_argument("--log-every", type=positive_int, default=10, help="steps between log.jsonl records")
     train_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     # The run's own options: with --resume, any of them given is refused rather than ignored.
     run_options = {name: default for name, default in vars(train_parser.parse_args([])).items()
