@@ -264,11 +264,11 @@ def embed_job(task: Task, paths: dict[str, str], model: str, cache: str) -> str:
 
 def embed_qa_job(paths: dict[str, str], model: str, cache: str) -> int:
     """The questions and passages of every split, cached as ``elmo task train qa`` reads them; their words."""
-    from elmo.tasks.pipeline import features_embedder, model_tokenizer
+    from elmo.tasks.pipeline import features_embedder, text_tokenizer_of
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa
 
-    tokenize = model_tokenizer(model)
+    tokenize = text_tokenizer_of(model)
     splits = {name: read_qa(path, tokenize) for name, path in paths.items()}
     embed_qa(features_embedder(model), splits, cache)
     return sum(len(e.question_words) + len(e.passage_words) for examples in splits.values() for e in examples)

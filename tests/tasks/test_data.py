@@ -233,10 +233,10 @@ def test_task_text_is_tokenized_as_the_embedder_reads_it(fixture_dir):
     """Task texts went to the tokenizer uncleaned: a byte-order mark became a token and a control character joined
     two words, where the embedder (and elmo embed, and training) read them as nothing and a space."""
     from elmo.embedder import Embedder
-    from elmo.tasks.pipeline import model_tokenizer
+    from elmo.tasks.pipeline import text_tokenizer_of
 
     text = "\ufeffThe bank\x01closed early ."
-    assert model_tokenizer(str(fixture_dir))(text) == Embedder.load(str(fixture_dir)).tokenize(text) == \
+    assert text_tokenizer_of(str(fixture_dir))(text) == Embedder.load(str(fixture_dir)).tokenize(text) == \
         ["The", "bank", "closed", "early", "."]
 
 

@@ -57,7 +57,7 @@ TYPED_WORDS = ("The", "WiFi", "caf\u00e9", "near", "Caf\u00e9", "Marin\u00e9", "
 
 
 def _cleaning_english(text: str) -> list[str]:
-    """The English tokenizer on cleaned text, as ``pipeline.model_tokenizer`` gives it for the en models."""
+    """The English tokenizer on cleaned text, as ``pipeline.text_tokenizer_of`` gives it for the en models."""
     return get_tokenizer("english")(clean_text(text))
 
 

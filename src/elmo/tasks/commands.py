@@ -180,9 +180,9 @@ def _train_qa(args: argparse.Namespace) -> int:
     from elmo.tasks.pipeline import (
         features_embedder,
         load_static,
-        model_tokenizer,
         require_examples,
         static_source,
+        text_tokenizer_of,
         warn_of_low_static_coverage,
     )
     from elmo.tasks.qa_data import read_qa
@@ -194,7 +194,7 @@ def _train_qa(args: argparse.Namespace) -> int:
         raise ValueError("--fine-tune is not available for qa; its biLM layers are read from the cache")
     elmo = None if args.elmo == "none" else args.elmo
     static_name, static_sha256 = static_source(args.static)
-    tokenize = model_tokenizer(args.model)
+    tokenize = text_tokenizer_of(args.model)
     splits = {name: read_qa(getattr(args, name), tokenize) for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
     for name, examples in splits.items():  # before any embedding, which takes minutes on a real set
@@ -244,11 +244,11 @@ def _require_answer_spans(path: str, examples: Sequence["QAExample"]) -> None:
 
 def _predict_qa(spec: "TaskSpec", args: argparse.Namespace) -> int:
     """Answers as JSON lines ``{"id", "answer"}``, in input order."""
-    from elmo.tasks.pipeline import load_static, model_tokenizer
+    from elmo.tasks.pipeline import load_static, text_tokenizer_of
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import answer_questions
 
-    examples = read_qa(args.input, model_tokenizer(spec.bilm_model))
+    examples = read_qa(args.input, text_tokenizer_of(spec.bilm_model))
     _require_input(args.input, len(examples), "questions")
     model = spec.load_weights(args.task_model, spec.build_qa())
     answers = answer_questions(spec, model, examples, load_static(spec.static, spec.static_sha256))
@@ -266,7 +266,7 @@ def _predict_qa(spec: "TaskSpec", args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     """The input is read and checked before the task model's weights load (a biLM, when fine-tuned): a bad or
     empty input is told at once."""
-    from elmo.tasks.pipeline import load_static, model_tokenizer, predict_examples, segmenter
+    from elmo.tasks.pipeline import load_static, predict_examples, segmenter, text_tokenizer_of
     from elmo.tasks.spec import TaskSpec
 
     if args.output == "-":  # the usual name of standard output, not a file named "-"
@@ -287,7 +287,7 @@ def _predict(args: argparse.Namespace) -> int:
         _require_input(args.input, sum(1 for text in texts if text), "texts to classify")
         # The label is a placeholder: prediction reads no targets.
         examples = classification_examples([(spec.labels[0], text) for text in texts if text],
-                                           model_tokenizer(spec.bilm_model), spec.max_words)
+                                           text_tokenizer_of(spec.bilm_model), spec.max_words)
     model = spec.load_weights(args.task_model, spec.build_labeller())
     guesses = predict_examples(spec, model, examples, load_static(spec.static, spec.static_sha256))
     if spec.kind == "classifier":  # a blank line's label is empty, so output line i answers input line i

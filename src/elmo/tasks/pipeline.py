@@ -2,7 +2,7 @@
 experiment script share, so that every method of a comparison runs through the same code."""
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,8 +42,9 @@ def segmenter(name: str | None):
     return get_tokenizer(name)
 
 
-def model_tokenizer(model: str):
-    """The model's tokenizer, on text cleaned as every reader cleans it (``clean_text``), as the embedder reads."""
+def text_tokenizer_of(model: str) -> Callable[[str], list[str]]:
+    """A function that splits text as ``model``'s embedder does: cleaned as every reader cleans it
+    (``clean_text``), then the model's tokenizer. (``training.export.model_tokenizer`` is the tokenizer's name.)"""
     from elmo.model_dir import ModelDir
     from elmo.tokenizers import clean_text, get_tokenizer
 
@@ -56,7 +57,7 @@ def read_examples(kind: str, path: str | Path, model: str, segment: str | None =
     """A tagging file (CoNLL BIO) or a classification file (label TAB text) as examples for ``model``."""
     if kind == "tagger":
         return tagging_examples(read_tagged(path), segmenter(segment))
-    return classification_examples(read_labelled(path), model_tokenizer(model), max_words)
+    return classification_examples(read_labelled(path), text_tokenizer_of(model), max_words)
 
 
 def static_source(name: str) -> tuple[str | None, str | None]:
