@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from elmo.characters import bos_char_ids, eos_char_ids
-from elmo.config import BiLMConfig
+from elmo.config import CHARACTER_IDS, BiLMConfig
 from elmo.lanes import pack_lanes
 from elmo.modules.bidirectional import run_directions
 from elmo.modules.char_cnn import TokenEncoder
@@ -210,8 +210,8 @@ class BiLM(nn.Module):
             )
         if char_ids.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected torch.int64 or torch.int32")
-        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() > 261):
-            raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
+        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() > CHARACTER_IDS):
+            raise ValueError(f"char_ids holds ids outside 0..{CHARACTER_IDS}; were they made by elmo.characters?")
         return (char_ids > 0).any(dim=-1)
 
 

@@ -15,8 +15,11 @@ from typing import Any
 
 # The char CNN of every published ELMo: 2048 filters over 16-dim character embeddings.
 _PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-# Published char tables have 261 rows; options say 261 (training dumps) or 262 (with the padding row).
-_ACCEPTED_N_CHARACTERS = (261, 262)
+# The character ids of ``elmo.characters``: 1..CHARACTER_IDS, 0 meaning no character. A published char table has a
+# row for each; its options say 261 (training dumps) or N_CHARACTERS, 262 (with the zero row), for the same scheme.
+CHARACTER_IDS = 261
+N_CHARACTERS = 262
+_ACCEPTED_N_CHARACTERS = (CHARACTER_IDS, N_CHARACTERS)
 
 # Generous multiples of the largest published model ("original", in the comments), far from absurd.
 MAX_SIZES = {
@@ -46,7 +49,7 @@ class CharCNNConfig:
     n_highway: int
     activation: str
     max_characters_per_token: int = 50
-    n_characters: int = 262
+    n_characters: int = N_CHARACTERS
 
     @property
     def n_filters(self) -> int:
@@ -93,7 +96,7 @@ class BiLMConfig:
     def n_parameters(self) -> int:
         """The BiLM's parameter count, known before anything is allocated."""
         cnn, lstm = self.char_cnn, self.lstm
-        count = 261 * cnn.embedding_dim + sum(width * cnn.embedding_dim * n + n for width, n in cnn.filters)
+        count = CHARACTER_IDS * cnn.embedding_dim + sum(width * cnn.embedding_dim * n + n for width, n in cnn.filters)
         count += cnn.n_highway * 2 * (cnn.n_filters**2 + cnn.n_filters)
         if self.has_token_projection:
             count += cnn.n_filters * lstm.projection_dim + lstm.projection_dim
@@ -127,7 +130,7 @@ class BiLMConfig:
                 max_characters_per_token=_field(
                     cnn, "max_characters_per_token", int, f"{source}: char_cnn", default=50
                 ),
-                n_characters=_field(cnn, "n_characters", int, f"{source}: char_cnn", default=262),
+                n_characters=_field(cnn, "n_characters", int, f"{source}: char_cnn", default=N_CHARACTERS),
             ),
             lstm=LSTMConfig(
                 dim=_field(lstm, "dim", int, f"{source}: lstm"),
@@ -169,7 +172,7 @@ class BiLMConfig:
             raise ConfigError(f"{source}: char_cnn.n_highway is {cnn.n_highway}; expected >= 0")
         if cnn.n_characters not in _ACCEPTED_N_CHARACTERS:
             raise ConfigError(
-                f"{source}: char_cnn.n_characters is {cnn.n_characters}; expected 261 or 262 "
+                f"{source}: char_cnn.n_characters is {cnn.n_characters}; expected {CHARACTER_IDS} or {N_CHARACTERS} "
                 "(the byte-level scheme of bilm-tf)"
             )
         if cnn.max_characters_per_token < 3:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from elmo.config import N_CHARACTERS
+
 if TYPE_CHECKING:
     from elmo.bilm import BiLM
 
@@ -29,7 +31,7 @@ def model_fingerprint(bilm: "BiLM") -> str:
     """The sha256 (64 hex digits) of ``bilm``'s options and weights."""
     digest = hashlib.sha256(VERSION)
     options = bilm.config.to_options()
-    options["char_cnn"]["n_characters"] = 262
+    options["char_cnn"]["n_characters"] = N_CHARACTERS
     digest.update(json.dumps(options, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     state = bilm.state_dict()
     for name in sorted(state):

@@ -47,6 +47,7 @@ except ImportError:  # export_onnx refuses to run, so nothing calls scan
 
 from elmo.bilm import BiLM
 from elmo.characters import batch_to_char_ids
+from elmo.config import CHARACTER_IDS
 from elmo.extras import install_command
 from elmo.files import check_output_file, new_partial_directory, publish_file
 from elmo.model_dir import ModelDir
@@ -235,8 +236,8 @@ class OnnxBiLM:
             raise ValueError(f"char_ids has shape {char_ids.shape}; expected (batch, tokens, {self.max_characters})")
         if not np.issubdtype(char_ids.dtype, np.integer):
             raise TypeError(f"char_ids has dtype {char_ids.dtype}; expected an integer array")
-        if char_ids.size and (char_ids.min() < 0 or char_ids.max() > 261):
-            raise ValueError("char_ids holds ids outside 0..261; were they made by elmo.characters?")
+        if char_ids.size and (char_ids.min() < 0 or char_ids.max() > CHARACTER_IDS):
+            raise ValueError(f"char_ids holds ids outside 0..{CHARACTER_IDS}; were they made by elmo.characters?")
         real = (char_ids > 0).any(axis=-1)
         if not np.array_equal(real, np.arange(real.shape[1]) < real.sum(axis=1, keepdims=True)):
             raise ValueError("a padding token comes before a real token in some row")

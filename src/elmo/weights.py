@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from elmo.bilm import BiLM
-from elmo.config import BiLMConfig
+from elmo.config import CHARACTER_IDS, N_CHARACTERS, BiLMConfig
 from elmo.files import atomic_path, write_text_atomic
 
 
@@ -32,7 +32,7 @@ def _lstm_prefix(direction: int, layer: int) -> str:
 def expected_datasets(config: BiLMConfig) -> dict[str, tuple[int, ...]]:
     """Every dataset name the weight file must hold for ``config``, with its shape."""
     cnn, lstm = config.char_cnn, config.lstm
-    shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, cnn.embedding_dim)}
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (CHARACTER_IDS, cnn.embedding_dim)}
     for i, (width, n_filters) in enumerate(cnn.filters):
         shapes[f"CNN/W_cnn_{i}"] = (1, width, cnn.embedding_dim, n_filters)
         shapes[f"CNN/b_cnn_{i}"] = (n_filters,)
@@ -220,5 +220,5 @@ def save_bilm(bilm: BiLM, options_file: str | Path, weight_file: str | Path) -> 
         for name, array in datasets.items():
             handle.create_dataset(name, data=array)
     options = bilm.config.to_options()
-    options["char_cnn"]["n_characters"] = 262
+    options["char_cnn"]["n_characters"] = N_CHARACTERS
     write_text_atomic(Path(options_file), json.dumps(options, indent=2) + "\n")

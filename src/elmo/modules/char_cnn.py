@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo.characters import PADDING_CHAR_ID
-from elmo.config import CharCNNConfig
+from elmo.config import CHARACTER_IDS, CharCNNConfig
 from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
 # Tokens per product when the filters run as one product (see TokenEncoder._pooled_by_one_product).
@@ -62,7 +62,7 @@ class TokenEncoder(nn.Module):
     def __init__(self, config: CharCNNConfig, output_dim: int) -> None:
         super().__init__()
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
-        self.char_embeddings = nn.Parameter(torch.empty(261, config.embedding_dim))
+        self.char_embeddings = nn.Parameter(torch.empty(CHARACTER_IDS, config.embedding_dim))
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.embedding_dim, n_filters, kernel_size=width) for width, n_filters in config.filters
         )
