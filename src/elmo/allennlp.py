@@ -14,7 +14,7 @@ import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, SupportsIndex, TextIO, cast
+from typing import SupportsIndex, TextIO, cast
 
 import h5py
 import numpy as np
@@ -28,6 +28,7 @@ from elmo.embed_job.job import check_output_path
 from elmo.embed_job.source import check_text_file
 from elmo.embedder import checked_batch_size, layer_weights, mix_layers
 from elmo.files import atomic_path
+from elmo.layer_choice import NAMES, LayerName
 from elmo.task_module import Elmo as TaskElmo
 from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text
 from elmo.weights import load_bilm
@@ -35,7 +36,7 @@ from elmo.weights import load_bilm
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's, for embed_sentences and embed_file
-OUTPUT_FORMATS = ("all", "top", "average")
+OUTPUT_FORMATS = NAMES  # AllenNLP's --all, --top, --average: the layer choices of those names
 # Universal newlines, as open() reads a text file by default and AllenNLP's elmo command opened its input: an open
 # file whose \r Python has already turned into \n reads as its path does only if a path's \r ends a line too.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -145,7 +146,7 @@ class ElmoEmbedder:
             _check_sentence_keys(sentences)
         check_output_path(output_file_path)
         # output_format is one of OUTPUT_FORMATS (checked above), each of them a layer choice
-        weights = layer_weights(cast(Literal["all", "top", "average"], output_format), self.bilm.config.n_output_layers)
+        weights = layer_weights(cast(LayerName, output_format), self.bilm.config.n_output_layers)
         keys = sentences if use_sentence_keys else [str(number) for number in range(len(sentences))]
         embedded = self.embed_sentences((clean_text(sentence).split() for sentence in sentences), batch_size)
         with atomic_path(Path(output_file_path)) as temporary, h5py.File(temporary, "w") as out:

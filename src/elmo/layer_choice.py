@@ -22,7 +22,7 @@ import argparse
 import re
 from collections.abc import Sequence
 from numbers import Real
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 import numpy as np
 
@@ -30,7 +30,7 @@ LayerName: TypeAlias = Literal["all", "top", "average"]
 LayerChoice: TypeAlias = LayerName | int | Sequence[float]
 StoredLayer: TypeAlias = int | Literal["average"]  # what search keeps one vector per token of
 
-NAMES: tuple[LayerName, ...] = ("all", "top", "average")
+NAMES: tuple[LayerName, ...] = get_args(LayerName)
 _INDEX = re.compile(r"-?[0-9]+|layer([0-9]+)")  # [0-9], not \d: full-width digits are not an index
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 

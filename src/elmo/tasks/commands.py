@@ -30,6 +30,7 @@ from elmo.files import (
     write_text_atomic,
 )
 from elmo.tasks.data import (
+    ENCODER_KINDS,
     SEGMENTERS,
     TASK_KINDS,
     check_input_file,
@@ -400,7 +401,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--hidden", type=whole_number(1, MAX_HIDDEN), default=64,
                        help=f"BiLSTM cells per direction, at most {MAX_HIDDEN:,}; a Transformer encoder is 2 * HIDDEN "
                             "wide")
-    train.add_argument("--encoder", choices=("bilstm", "transformer"), default="bilstm",
+    train.add_argument("--encoder", choices=ENCODER_KINDS, default="bilstm",
                        help="the contextual encoder over the token features (elmo.tasks.encoders)")
     train.add_argument("--encoder-layers", type=whole_number(1, MAX_ENCODER_LAYERS), default=2,
                        help=f"transformer: self-attention blocks (at most {MAX_ENCODER_LAYERS})")

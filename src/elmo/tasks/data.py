@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from elmo.files import utf8_universal_lines
 
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 # Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
 TaskKind = Literal["tagger", "classifier", "qa"]
-TASK_KINDS = ("tagger", "classifier", "qa")
+TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
+EncoderKind = Literal["bilstm", "transformer"]  # the contextual encoders of elmo.tasks.encoders
+ENCODER_KINDS: tuple[EncoderKind, ...] = get_args(EncoderKind)
 SEGMENTERS = ("jieba",)  # what splits a tagger's characters into the words the biLM reads (elmo.tokenizers)
 
 # Position of a character in its word: Begin, Middle, End, Single (a feature for character tagging).

@@ -7,13 +7,11 @@ choice. ``EncoderChoice`` is the choice as a task spec stores it (``--encoder``)
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
-EncoderKind = Literal["bilstm", "transformer"]
-ENCODER_KINDS = ("bilstm", "transformer")
+from elmo.tasks.data import ENCODER_KINDS, EncoderKind
 
 
 class BiLSTMEncoder(nn.Module):
