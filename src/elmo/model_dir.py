@@ -17,8 +17,13 @@ from elmo.bilm import BiLM
 from elmo.tokenizers import TOKENIZERS
 from elmo.weights import load_bilm
 
-# bilm-tf's own dumps and AllenNLP's fixtures call the weights lm_weights.hdf5.
-WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
+# A model directory's files (``elmo.training.export`` writes them); bilm-tf's own dumps and AllenNLP's fixtures
+# call the weights lm_weights.hdf5.
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"  # {"name": <tokenizer>}: how the training text was split
+WEIGHT_FILE_NAMES = (WEIGHTS_FILE, "lm_weights.hdf5")
 # AllenNLP names a model's files <name>_options.json and <name>_weights.hdf5; a variant of the weights may add to
 # the name after "_weights" (<name>_weights*.hdf5).
 ALLENNLP_OPTIONS_SUFFIX = "_options.json"
@@ -27,7 +32,7 @@ ALLENNLP_EXAMPLE = "elmo_2x4096_512_2048cnn_2xhighway"
 DEFAULT_TOKENIZER = "whitespace"
 SOFTMAX_FILE = "softmax.safetensors"  # a trained model's softmax (elmo.training.export writes it)
 # What a model directory holds: these, and a shipped model's card.
-MODEL_FILES = frozenset({"options.json", "weights.hdf5", "vocab.txt", SOFTMAX_FILE, "tokenizer.json", "README.md"})
+MODEL_FILES = frozenset({OPTIONS_FILE, WEIGHTS_FILE, VOCAB_FILE, SOFTMAX_FILE, TOKENIZER_FILE, "README.md"})
 
 
 def shipped_models_root() -> Path:
@@ -77,7 +82,7 @@ def is_model_directory(path: Path) -> bool:
     """Whether ``path`` holds a model's options under a name ``ModelDir.find`` reads (``options.json`` or
     AllenNLP's ``<name>_options.json``): the one test of "a model, not a training run", so that every reader
     sends such a directory to ``ModelDir.find``, which names whatever else it lacks."""
-    return path.is_dir() and ((path / "options.json").is_file() or bool(_allennlp_options_names(path)))
+    return path.is_dir() and ((path / OPTIONS_FILE).is_file() or bool(_allennlp_options_names(path)))
 
 
 def _allennlp_options_names(path: Path) -> list[str]:
@@ -100,7 +105,7 @@ class ModelDir:
             raise FileNotFoundError(f"model {str(model)!r} is neither a directory nor a shipped model "
                                     f"(shipped: {', '.join(shipped_models()) or 'none'})")
         options_file, weight_file = _model_files(path)
-        return cls(path, options_file, weight_file, _read_tokenizer(path / "tokenizer.json"))
+        return cls(path, options_file, weight_file, _read_tokenizer(path / TOKENIZER_FILE))
 
     def load_bilm(self) -> BiLM:
         return load_bilm(self.options_file, self.weight_file)
@@ -108,7 +113,7 @@ class ModelDir:
 
 def _model_files(path: Path) -> tuple[Path, Path]:
     """The options and weight files of the model in ``path``: this project's names, else AllenNLP's."""
-    options_file = path / "options.json"
+    options_file = path / OPTIONS_FILE
     if options_file.is_file():
         weight_file = next((path / name for name in WEIGHT_FILE_NAMES if (path / name).is_file()), None)
         if weight_file is None:
@@ -137,6 +142,11 @@ def _model_files(path: Path) -> tuple[Path, Path]:
         f"<name>{ALLENNLP_OPTIONS_SUFFIX} + <name>{ALLENNLP_WEIGHTS_INFIX}.hdf5 (e.g. "
         f"{ALLENNLP_EXAMPLE}{ALLENNLP_OPTIONS_SUFFIX} + {ALLENNLP_EXAMPLE}{ALLENNLP_WEIGHTS_INFIX}.hdf5)"
     )
+
+
+def tokenizer_file_text(name: str) -> str:
+    """``tokenizer.json``'s text for the tokenizer ``name`` (``_read_tokenizer`` reads it back)."""
+    return json.dumps({"name": name}) + "\n"
 
 
 def _read_tokenizer(path: Path) -> str:

@@ -179,7 +179,7 @@ def test_a_model_directory_with_allennlp_file_names_is_read_as_a_model_not_as_a_
 ):
     """``<name>_options.json`` + ``<name>_weights.hdf5`` (as AllenNLP names them) used to be taken for a run
     directory by perplexity and --init-from: "holds no checkpoint"."""
-    from elmo.training.export import lacks_softmax, text_tokenizer_of
+    from elmo.training.export import lacks_softmax, model_tokenizer
 
     renamed = tmp_path / "allennlp-named"
     shutil.copytree(shipped_root / "mini", renamed)
@@ -190,7 +190,7 @@ def test_a_model_directory_with_allennlp_file_names_is_read_as_a_model_not_as_a_
     assert vocab == expected_vocab
     for (name, got), (_, want) in zip(model.state_dict().items(), expected.state_dict().items(), strict=True):
         assert torch.equal(got, want), name
-    assert text_tokenizer_of(renamed) == "english"  # its tokenizer.json, not a run's default
+    assert model_tokenizer(renamed) == "english"  # its tokenizer.json, not a run's default
     assert not lacks_softmax(renamed)
 
     (renamed / SOFTMAX_FILE).unlink()  # as AllenNLP publishes it: weights without a softmax

@@ -29,7 +29,19 @@ from elmo.files import (
     write_bytes_atomic,
     write_text_atomic,
 )
-from elmo.model_dir import DEFAULT_TOKENIZER, MODEL_FILES, SOFTMAX_FILE, ModelDir, is_model_directory, locate_model
+from elmo.model_dir import (
+    DEFAULT_TOKENIZER,
+    MODEL_FILES,
+    OPTIONS_FILE,
+    SOFTMAX_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    ModelDir,
+    is_model_directory,
+    locate_model,
+    tokenizer_file_text,
+)
 from elmo.tokenizers import TOKENIZERS
 from elmo.training.checkpoints import (
     STATE_FILE,
@@ -88,10 +100,10 @@ def export_model(model: LanguageModel, vocab: Vocabulary, out_dir: str | Path, t
     out_dir = check_export_target(out_dir)
     partial = new_partial_directory(out_dir)
     try:
-        save_bilm(model.bilm, partial / "options.json", partial / "weights.hdf5")
-        vocab.save(partial / "vocab.txt")
+        save_bilm(model.bilm, partial / OPTIONS_FILE, partial / WEIGHTS_FILE)
+        vocab.save(partial / VOCAB_FILE)
         if tokenizer is not None:
-            write_text_atomic(partial / "tokenizer.json", json.dumps({"name": tokenizer}) + "\n")
+            write_text_atomic(partial / TOKENIZER_FILE, tokenizer_file_text(tokenizer))
         write_softmax(model, vocab, partial)
         publish_directory(partial, out_dir)
     except BaseException:
@@ -166,7 +178,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
     shipped = path != given  # a bare name, read as the shipped model
     if is_model_directory(path):
         model_dir = ModelDir.find(path)
-        for needed in ("vocab.txt", SOFTMAX_FILE):
+        for needed in (VOCAB_FILE, SOFTMAX_FILE):
             if (path / needed).is_file():
                 continue
             if shipped:
@@ -176,7 +188,7 @@ def load_language_model(path: str | Path) -> tuple[LanguageModel, Vocabulary]:
                     f"{given.name}`). For perplexity, give a run directory or a model written by `elmo export`")
             raise CheckpointError(f"{path} lacks {needed}; was it exported by `elmo export`? (a published "
                                   "bilm-tf model has no softmax, so it can be embedded with but not trained on)")
-        vocab = Vocabulary.load(path / "vocab.txt")
+        vocab = Vocabulary.load(path / VOCAB_FILE)
         bilm = model_dir.load_bilm()
         softmax = _read_softmax(path / SOFTMAX_FILE, vocab, bilm.config.lstm.projection_dim)
         model = LanguageModel(bilm.config, len(vocab))
