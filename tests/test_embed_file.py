@@ -164,6 +164,17 @@ def test_vectors_float16_cannot_hold_are_reported_by_line(fixture_dir, tmp_path,
         "line 0: vectors beyond float16's range", "line 1: vectors beyond float16's range"]
 
 
+def test_weights_that_overflow_float32_are_reported_by_line(fixture_dir, tmp_path, capsys, caplog):
+    (tmp_path / "in.txt").write_text("the bank of the river\nshe played\n", encoding="utf-8")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.npy"), "--model", str(fixture_dir),
+                 "--pooling", "mean", "--layers", "3e38,3e38,3e38", "--quiet"]) == 0
+    assert not np.isfinite(np.load(tmp_path / "out.npy")).all()
+    assert "2 warning(s)" in capsys.readouterr().out  # was 0: float32 was never checked
+    assert [record.message for record in caplog.records if "not finite" in record.message] == [
+        f"line {n}: vectors not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
+        for n in (0, 1)]
+
+
 def test_without_a_model_chinese_text_goes_to_zh_and_other_text_to_en(tmp_path):
     from elmo.embed_job.commands import _shipped_model_for
     from elmo.embed_job.source import Source

@@ -367,3 +367,12 @@ def test_a_null_field_is_named_null_not_missing(tmp_path, fixture_dir, capsys, n
     error = capsys.readouterr().err
     assert "line 0: id field 'id': null; expected" in error and "line 1: field 't': null; expected" in error
     assert "line 2: id field 'id': no such field" in error
+
+
+def test_a_line_of_only_characters_the_tokenizers_drop_is_reported_empty(tmp_path, fixture_dir, caplog):
+    """A zero-width space or a soft hyphen alone is no text: the line got 0 tokens without the warning."""
+    (tmp_path / "in.txt").write_text("the bank\n\u200b\n\u00ad \n", encoding="utf-8")
+    _embed(tmp_path / "in.txt", tmp_path / "out.parquet", fixture_dir)
+    warnings = sorted(record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+    assert warnings == ["line 1: empty; it has 0 tokens", "line 2: empty; it has 0 tokens"]
+    assert pq.read_table(tmp_path / "out.parquet").column("tokens").to_pylist() == [["the", "bank"], [], []]

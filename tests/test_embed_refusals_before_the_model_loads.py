@@ -78,7 +78,8 @@ def test_a_dash_as_output_is_refused_not_written_as_a_file_named_dash(fixture_di
 
 
 @pytest.mark.parametrize("model", [True, False], ids=["model-given", "model-guessed"])
-@pytest.mark.parametrize("blank", ["\n\n\n", " \n\t\n", "\r\n"], ids=["empty-lines", "white-space", "crlf"])
+@pytest.mark.parametrize("blank", ["\n\n\n", " \n\t\n", "\r\n", "\u200b\n\u00ad\n"],
+                         ids=["empty-lines", "white-space", "crlf", "invisible"])  # characters the tokenizers drop
 def test_an_input_of_only_blank_lines_is_refused_as_elmo_index_refuses_it(blank, model, fixture_dir, tmp_path,
                                                                           capsys, no_model_load):
     """It was embedded into one entry of 0 tokens a line, exit 0, where ``elmo index`` refuses such a corpus."""

@@ -120,9 +120,19 @@ def test_iter_embed_checks_its_arguments_when_called_not_at_the_first_vector(emb
 
 def test_float16_overflow_is_named_by_sentence_each_time(embedder, sentences):
     for _ in range(2):  # NumPy's own warning about the cast is shown once a process
-        with pytest.warns(RuntimeWarning, match=r"float16 cannot hold the vectors of sentence\(s\) 0, 1 "):
+        with pytest.warns(RuntimeWarning, match=r"the vectors of sentence\(s\) 0, 1 \(counting from 0\) are beyond "
+                                                r"float16.s range, written as inf"):
             pooled = embedder.encode(sentences[:2], layers=[1e6, 0.0, 0.0], pooling="mean", dtype="float16")
         assert np.isinf(pooled).any()
+
+
+def test_weights_that_overflow_float32_are_named_by_sentence(embedder, sentences):
+    """Any finite float32 weight is a valid layer choice, but 3e38 x 3 overflows float32: the vectors came back inf
+    and NaN (mean of inf and -inf) with only NumPy's warning, which names no sentence."""
+    with pytest.warns(RuntimeWarning, match=r"the vectors of sentence\(s\) 0, 1 \(counting from 0\) are not finite "
+                                            r"\(inf or NaN\): the mixing weights make them overflow float32"):
+        pooled = embedder.encode(sentences[:2], layers=[3e38, 3e38, 3e38], pooling="mean")
+    assert not np.isfinite(pooled).all()
 
 
 def test_a_layer_returned_alone_holds_its_own_memory_not_every_layers(embedder, sentences):

@@ -34,6 +34,7 @@ cutting, the lane groups, the token cache, the device) share its state; the lane
 
 import operator
 import os
+import re
 import sys
 import threading
 import warnings
@@ -301,7 +302,7 @@ class Embedder:
                 vectors.append(_unit_length(vector) if normalize else vector)
         cast = [cast_vectors(vector, target_dtype) for vector in vectors]
         vectors = [vector for vector, _ in cast]
-        _warn_of_overflow([index for index, (_, overflowed) in enumerate(cast) if overflowed], target_dtype)
+        _warn_of_overflow([problem for _, problem in cast])
         output_vectors: np.ndarray | list[np.ndarray] = vectors
         if pooling is not None and not single:
             pooled_shape = (self.dim,) if weights is not None else (self.n_layers, self.dim)
@@ -559,21 +560,31 @@ def _unit_length(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms > 0, norms, 1)).astype(vectors.dtype, copy=False)
 
 
-def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, bool]:
-    """``vectors`` in ``dtype``, and whether some came out inf: float16 holds at most 65504 (float32 holds
-    whatever the model makes), and NumPy's own warning about the cast names no sentence and is shown once a
-    process, so each caller says which of its sentences overflowed."""
+def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, str | None]:
+    """``vectors`` in ``dtype``, and what is wrong with them where some are not finite (None otherwise): beyond
+    float16's range (it holds at most 65504), or inf or NaN already, from mixing weights large enough to overflow
+    float32 (``elmo.layer_choice`` admits any finite float32 weight). NumPy's own warning names no sentence and is
+    shown once a process, so each caller says which of its sentences it was."""
     with np.errstate(over="ignore"):
         cast = vectors.astype(dtype, copy=False)
-    return cast, cast.dtype == np.float16 and bool(np.isinf(cast).any())
+    if np.isfinite(cast).all():
+        return cast, None
+    if np.isfinite(vectors).all():
+        return cast, (f"beyond {np.dtype(dtype).name}'s range (largest magnitude {float(np.abs(vectors).max()):.4g}), "
+                      "written as inf; float32 holds them")
+    return cast, "not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
 
 
-def _warn_of_overflow(sentences: list[int], dtype: np.dtype) -> None:
-    """A warning naming the sentences whose vectors ``dtype`` could not hold."""
-    if sentences:
+def _warn_of_overflow(problems: list[str | None]) -> None:
+    """A warning for each kind of problem ``cast_vectors`` found, naming the sentences (by position) it hit."""
+    hit: dict[str, list[int]] = {}
+    for index, problem in enumerate(problems):
+        if problem is not None:
+            hit.setdefault(re.sub(r" \(largest magnitude [^)]*\)", "", problem), []).append(index)
+    for problem, sentences in hit.items():
         shown = ", ".join(map(str, sentences[:10])) + (", ..." if len(sentences) > 10 else "")
-        warnings.warn(f"{dtype.name} cannot hold the vectors of sentence(s) {shown} (counting from 0): they are inf; "
-                      "dtype float32 holds them", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"the vectors of sentence(s) {shown} (counting from 0) are {problem}", RuntimeWarning,
+                      stacklevel=3)
 
 
 def _convert(vectors: np.ndarray | list[np.ndarray], dtype: np.dtype, output: Output):

@@ -299,11 +299,10 @@ def _embed_lines(job: Job, embedder: Embedder, writer: Writer, report: EmbedRepo
 
 
 def _in_dtype(vectors: np.ndarray, dtype: np.dtype, index: int, report: EmbedReport) -> np.ndarray:
-    """``vectors`` as ``dtype``; a warning naming the line when float16 cannot hold them (written as inf)."""
-    cast, overflowed = cast_vectors(vectors, dtype)
-    if overflowed:
-        report.warnings.append(f"line {index}: vectors beyond float16's range (largest magnitude "
-                               f"{float(np.abs(vectors).max()):.4g}) written as inf; --dtype float32 holds them")
+    """``vectors`` as ``dtype``; a warning naming the line where some are not finite (``cast_vectors``)."""
+    cast, problem = cast_vectors(vectors, dtype)
+    if problem is not None:
+        report.warnings.append(f"line {index}: vectors {problem}")
     return cast
 
 

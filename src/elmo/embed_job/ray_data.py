@@ -77,10 +77,9 @@ class EmbedBatches:
         for index, tokens, line_vectors, identifier in zip(rows["index"], token_lists, vectors, ids, strict=True):
             if self.options.pooling is not None:
                 line_vectors = pool(line_vectors, self.options.pooling)
-            line_vectors, overflowed = cast_vectors(line_vectors, self.shape.dtype)
-            if overflowed:  # Ray shows a worker's warnings on the driver's console
-                warnings.warn(f"line {index}: vectors beyond float16's range written as inf; --dtype float32 holds "
-                              "them", RuntimeWarning, stacklevel=2)
+            line_vectors, problem = cast_vectors(line_vectors, self.shape.dtype)
+            if problem is not None:  # Ray shows a worker's warnings on the driver's console
+                warnings.warn(f"line {index}: vectors {problem}", RuntimeWarning, stacklevel=2)
             lines.append(EmbeddedLine(index, tokens, line_vectors, identifier))
         # lines_dataset always carries an id column; it holds ids only when the input named an --id-field.
         return lines_to_table(lines, self.shape, with_ids=any(identifier is not None for identifier in ids))

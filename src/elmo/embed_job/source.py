@@ -20,7 +20,7 @@ from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
 from elmo.files import utf8_universal_lines
-from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, token_problem
+from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text, token_problem
 
 # C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
 # refused before this applies; JSON can still spell one (``\u0000``), which HDF5's strings cannot hold.
@@ -88,7 +88,7 @@ def check_text_file(path: str | Path, what: str = "input file", name: str | None
     lines = 0
     has_text = False
     for line in _decoded_lines(path, name, digest):
-        has_text = has_text or bool(line.strip())
+        has_text = has_text or bool(clean_text(line).strip())  # a zero-width space alone is no text
         lines += 1
     # A file of a byte-order mark alone holds no line either, but is not empty: it is refused as blank where blank
     # inputs are.
@@ -128,7 +128,7 @@ def _cleaned(number: int, line: str, report: EmbedReport) -> str:
     if CONTROL_CHARACTERS.search(line):
         line = CONTROL_CHARACTERS.sub(" ", line)
         report.warnings.append(f"line {number}: control characters replaced by spaces")
-    if not line.strip():
+    if not clean_text(line).strip():  # blank, or only characters the tokenizers drop (a zero-width space)
         report.warnings.append(f"line {number}: empty; it has 0 tokens")
     return line
 
