@@ -95,6 +95,14 @@ def test_slurm_array_tasks_fill_a_directory_and_the_last_one_writes_the_manifest
     capsys.readouterr()
     assert main(command) == 0  # restarted: the finished part is skipped
     assert "part-00000-of-00002.parquet (shard 0/2) is already whole; skipped" in capsys.readouterr().out
+    # Stopped between the part's rename and its record: the part records its settings itself, so it is whole too
+    # (it was embedded again), and its record is written.
+    (out / "_part-00000-of-00002.json").unlink()
+    before = (out / "part-00000-of-00002.parquet").stat().st_mtime_ns
+    assert main(command) == 0
+    assert "part-00000-of-00002.parquet (shard 0/2) is already whole; skipped" in capsys.readouterr().out
+    assert (out / "part-00000-of-00002.parquet").stat().st_mtime_ns == before
+    assert (out / "_part-00000-of-00002.json").is_file()
     (tmp_path / "in.txt").write_text("\n".join(LINES[::-1]) + "\n")
     assert main(command) == 2  # a changed input does not mix with the parts made from the old one
     assert "in.txt has changed since" in capsys.readouterr().err  # named as a resumed run names it

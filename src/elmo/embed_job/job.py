@@ -195,7 +195,9 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     target = job.target
     report = EmbedReport(lines=target.lines)
     if job.parts is not None:
-        whole = job.parts.finished(job.options.shard, target.settings)
+        # A part whose record was not written yet (the run stopped between the two) is whole if it records these
+        # settings itself; its record is written below.
+        whole = job.parts.finished(job.options.shard, target.settings) or _is_whole_output_of(target)
     else:
         whole = resume and _is_whole_output_of(target)
     if whole:
