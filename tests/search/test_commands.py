@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from elmo.cli import main
+from elmo.command_line import MAX_THREADS
 from elmo.embedder import Embedder
 from elmo.search import ContextIndex
 from elmo.tokenizers import TOKENIZERS
@@ -207,7 +208,7 @@ def test_a_words_only_file_that_is_not_utf8_or_is_a_directory_is_refused_naming_
                                             f"{2**31 - 1}"),
     (["--nprobe", str(2**31)], f"--nprobe: {2**31}: expected a whole number >= 1 and <= {2**31 - 1}"),
     (["--threads", "999999999999999999999"], "--threads: 999999999999999999999: expected a whole number >= 1 and "
-                                             "<= 4096"),
+                                             f"<= {MAX_THREADS}"),
 ], ids=["nprobe-beyond-int64", "nprobe-beyond-int32", "threads"])
 def test_numbers_faiss_or_torch_cannot_take_are_refused_naming_the_option_before_any_work(
         flags, expected, fixture_dir, fixture_corpus, tmp_path, capsys, monkeypatch, no_model_load):
