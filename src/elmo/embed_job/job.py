@@ -196,8 +196,8 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
     report = EmbedReport(lines=target.lines)
     if job.parts is not None:
         # A part whose record was not written yet (the run stopped between the two) is whole if it records these
-        # settings itself; its record is written below.
-        whole = job.parts.finished(job.options.shard, target.settings) or _is_whole_output_of(target)
+        # settings itself; its record is written below. One that records others is made again, as before.
+        whole = job.parts.finished(job.options.shard, target.settings) or _recorded_whole(target) == target.settings
     else:
         whole = resume and _is_whole_output_of(target)
     if whole:
@@ -237,13 +237,19 @@ def _is_whole_output_of(target: Target) -> bool:
     """Whether ``target.output`` is already whole, made by this job: no partial output is left (which a resumed run
     would continue) and the file records these settings. ValueError, naming what differs, for one that records
     others (another input, options or model), as a partial output of another job is refused."""
-    if partial_path(target.output).exists() or not target.output.is_file():
-        return False
-    recorded = _recorded_settings(target.output, target.settings["format"])
+    recorded = _recorded_whole(target)
     if recorded is None:
         return False
     check_same(recorded, target.settings, target.output, "run without --resume to embed it again")
     return True
+
+
+def _recorded_whole(target: Target) -> dict | None:
+    """The settings ``target.output`` records where it is whole (no partial output beside it, which a resumed run
+    would continue); None where it is not, or records none."""
+    if partial_path(target.output).exists() or not target.output.is_file():
+        return None
+    return _recorded_settings(target.output, target.settings["format"])
 
 
 def _recorded_settings(output: Path, format: str) -> dict | None:
