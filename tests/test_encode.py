@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo.embedder import Embedder
+from elmo.embedder import Embedder, cast_vectors
 
 
 @pytest.fixture
@@ -124,6 +124,15 @@ def test_float16_overflow_is_named_by_sentence_each_time(embedder, sentences):
                                                 r"float16.s range, written as inf"):
             pooled = embedder.encode(sentences[:2], layers=[1e6, 0.0, 0.0], pooling="mean", dtype="float16")
         assert np.isinf(pooled).any()
+
+
+def test_a_float16_overflow_names_its_largest_magnitude_per_line_and_groups_by_reason():
+    cast, problem = cast_vectors(np.array([1.0, -7e4], dtype=np.float32), np.dtype(np.float16))
+    assert np.isinf(cast[1]) and problem is not None
+    assert str(problem) == ("beyond float16's range (largest magnitude 7e+04), written as inf; float32 holds them")
+    _, other = cast_vectors(np.array([9e5], dtype=np.float32), np.dtype(np.float16))
+    assert other is not None and other.reason == problem.reason and other.largest == 9e5
+    assert cast_vectors(np.array([1.0], dtype=np.float32), np.dtype(np.float16))[1] is None
 
 
 def test_weights_that_overflow_float32_are_named_by_sentence(embedder, sentences):

@@ -4,6 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
+from elmo.embedder import Embedder
 from elmo.stateful_embedder import StatefulEmbedder
 
 
@@ -92,3 +93,15 @@ def test_a_failing_call_in_batches_smaller_than_the_carried_state_restores_every
         embedder.embed(sentences, "top", batch_size=2), clean.embed(sentences, "top", batch_size=2), strict=True
     ):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_long_sentence_is_read_whole_and_the_reading_names_no_windows(fixture_bilm, fixture_sentences):
+    """It cuts no windows, so a sentence longer than the base class's window is one pass from a zero state: the
+    vectors of an ``Embedder`` whose window holds the whole sentence, and not those of one that cuts it."""
+    sentence = [word for words in fixture_sentences for word in words][:300]
+    stateful = StatefulEmbedder(fixture_bilm).embed([sentence], "all")[0]
+    whole = Embedder(fixture_bilm, max_window_tokens=400).embed([sentence], "all")[0]
+    windowed = Embedder(fixture_bilm, max_window_tokens=100, window_context=20).embed([sentence], "all")[0]
+    np.testing.assert_allclose(stateful, whole, atol=1e-5, rtol=0)
+    assert np.abs(windowed - whole).max() > 1e-3
+    assert StatefulEmbedder(fixture_bilm).reading == {"embedder": "StatefulEmbedder"}

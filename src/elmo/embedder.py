@@ -34,7 +34,6 @@ cutting, the lane groups, the token cache, the device) share its state; the lane
 
 import operator
 import os
-import re
 import sys
 import threading
 import warnings
@@ -560,7 +559,22 @@ def _unit_length(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms > 0, norms, 1)).astype(vectors.dtype, copy=False)
 
 
-def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, str | None]:
+@dataclass(frozen=True)
+class NonFiniteVectors:
+    """What ``cast_vectors`` found wrong with some vectors: ``reason`` is the same for every sentence with that
+    problem (a warning groups sentences by it), ``largest`` the magnitude that overflowed the dtype, if finite."""
+
+    reason: str
+    largest: float | None = None
+
+    def __str__(self) -> str:
+        if self.largest is None:
+            return self.reason
+        beyond, _, rest = self.reason.partition(",")
+        return f"{beyond} (largest magnitude {self.largest:.4g}),{rest}"
+
+
+def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, NonFiniteVectors | None]:
     """``vectors`` in ``dtype``, and what is wrong with them where some are not finite (None otherwise): beyond
     float16's range (it holds at most 65504), or inf or NaN already, from mixing weights large enough to overflow
     float32 (``elmo.layer_choice`` admits any finite float32 weight). NumPy's own warning names no sentence and is
@@ -570,20 +584,21 @@ def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, str 
     if np.isfinite(cast).all():
         return cast, None
     if np.isfinite(vectors).all():
-        return cast, (f"beyond {np.dtype(dtype).name}'s range (largest magnitude {float(np.abs(vectors).max()):.4g}), "
-                      "written as inf; float32 holds them")
-    return cast, "not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
+        return cast, NonFiniteVectors(f"beyond {np.dtype(dtype).name}'s range, written as inf; float32 holds them",
+                                      float(np.abs(vectors).max()))
+    return cast, NonFiniteVectors("not finite (inf or NaN): the mixing weights make them overflow float32; "
+                                  "use smaller ones")
 
 
-def _warn_of_overflow(problems: list[str | None]) -> None:
+def _warn_of_overflow(problems: list[NonFiniteVectors | None]) -> None:
     """A warning for each kind of problem ``cast_vectors`` found, naming the sentences (by position) it hit."""
     hit: dict[str, list[int]] = {}
     for index, problem in enumerate(problems):
         if problem is not None:
-            hit.setdefault(re.sub(r" \(largest magnitude [^)]*\)", "", problem), []).append(index)
-    for problem, sentences in hit.items():
+            hit.setdefault(problem.reason, []).append(index)
+    for reason, sentences in hit.items():
         shown = ", ".join(map(str, sentences[:10])) + (", ..." if len(sentences) > 10 else "")
-        warnings.warn(f"the vectors of sentence(s) {shown} (counting from 0) are {problem}", RuntimeWarning,
+        warnings.warn(f"the vectors of sentence(s) {shown} (counting from 0) are {reason}", RuntimeWarning,
                       stacklevel=3)
 
 

@@ -56,6 +56,11 @@ class StatefulEmbedder(Embedder):
             self._state = BiLMState(*(tensor.to(self.device) for tensor in self._state))
         return self
 
+    @property
+    def reading(self) -> dict[str, str | int]:
+        """Its class only: it cuts no sentence into windows, so the base class's window settings do not apply."""
+        return {"embedder": type(self).__name__}
+
     def reset_state(self) -> None:
         """Forget the state carried between batches."""
         self._state = None
