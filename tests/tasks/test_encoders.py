@@ -11,9 +11,10 @@ import torch
 from elmo.cli import build_parser, main
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example, read_labelled, write_labelled
-from elmo.tasks.encoders import ENCODER_KINDS, BiLSTMEncoder, EncoderChoice, TransformerEncoder, sinusoidal_positions
+from elmo.tasks.encoders import BiLSTMEncoder, EncoderChoice, TransformerEncoder, sinusoidal_positions
+from elmo.tasks.options import ENCODER_KINDS, TrainOptions
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import TrainOptions, entity_f1, fit, items_for, labels_of, predict, seed_everything
+from elmo.tasks.train import entity_f1, fit, items_for, labels_of, predict, seed_everything
 
 WORDS = ["ann", "bob", "cy", "di", "eve"]
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from elmo.tasks.train import TrainOptions, fit
+from elmo.tasks.options import TrainOptions
+from elmo.tasks.train import fit
 
 
 class _Drifting(nn.Module):

@@ -7,9 +7,9 @@ import pytest
 from elmo.static_vectors import StaticVectors
 from elmo.tasks import pipeline
 from elmo.tasks.data import Example
+from elmo.tasks.options import TrainOptions
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.train import (
-    TrainOptions,
     accuracy,
     entity_f1,
     fit,

@@ -9,11 +9,11 @@ import pytest
 
 from elmo.static_vectors import StaticVectors
 from elmo.tasks import qa_pipeline
-from elmo.tasks.encoders import EncoderKind
+from elmo.tasks.options import EncoderKind, TrainOptions
 from elmo.tasks.qa_data import qa_example
 from elmo.tasks.qa_pipeline import fit_qa, qa_items, score_spans
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import TrainOptions, seed_everything
+from elmo.tasks.train import seed_everything
 
 VOCABULARY = [f"w{i}" for i in range(24)]
 

@@ -28,13 +28,15 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "elmo.tasks.inputs": ("Batch", "TokenFeatures"),
     "elmo.tasks.spec": ("TaskSpec",),
     "elmo.tasks.tagger": ("SequenceTagger",),
-    "elmo.tasks.train": ("TrainOptions", "fit"),
+    "elmo.tasks.options": ("TrainOptions",),
+    "elmo.tasks.train": ("fit",),
 }, extra="tasks")
 
 if TYPE_CHECKING:
     from elmo.tasks.classifier import SentenceClassifier
     from elmo.tasks.data import Example
     from elmo.tasks.inputs import Batch, TokenFeatures
+    from elmo.tasks.options import TrainOptions
     from elmo.tasks.spec import TaskSpec
     from elmo.tasks.tagger import SequenceTagger
-    from elmo.tasks.train import TrainOptions, fit
+    from elmo.tasks.train import fit

@@ -8,13 +8,14 @@ from torch import nn
 
 from elmo.tasks.encoders import BILSTM, EncoderChoice
 from elmo.tasks.inputs import Batch, TokenFeatures
+from elmo.tasks.options import DROPOUT, HIDDEN
 
 
 class SentenceClassifier(nn.Module):
     """``logits(batch) -> (B, n_labels)``; ``loss``: cross-entropy plus the mix regularization;
     ``decode``: the best label id of each sentence."""
 
-    def __init__(self, features: TokenFeatures, n_labels: int, hidden: int = 64, dropout: float = 0.5,
+    def __init__(self, features: TokenFeatures, n_labels: int, hidden: int = HIDDEN, dropout: float = DROPOUT,
                  encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features

@@ -30,7 +30,6 @@ from elmo.files import (
     write_text_atomic,
 )
 from elmo.tasks.data import (
-    ENCODER_KINDS,
     SEGMENTERS,
     TASK_KINDS,
     check_input_file,
@@ -41,6 +40,17 @@ from elmo.tasks.data import (
     text_lines,
     write_labelled,
     write_tagged,
+)
+from elmo.tasks.options import (
+    DROPOUT,
+    ENCODER,
+    ENCODER_HEADS,
+    ENCODER_KINDS,
+    ENCODER_LAYERS,
+    HIDDEN,
+    MAX_ANSWER_TOKENS,
+    MIX_L2,
+    TrainOptions,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +80,7 @@ def _train(args: argparse.Namespace) -> int:
         warn_of_low_static_coverage,
     )
     from elmo.tasks.spec import TaskSpec
-    from elmo.tasks.train import TrainOptions, labels_of
+    from elmo.tasks.train import labels_of
 
     _check_train_options(args)
     if args.kind == "qa":
@@ -189,7 +199,6 @@ def _train_qa(args: argparse.Namespace) -> int:
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import embed_qa, train_and_test_qa
     from elmo.tasks.spec import TaskSpec
-    from elmo.tasks.train import TrainOptions
 
     if args.fine_tune:
         raise ValueError("--fine-tune is not available for qa; its biLM layers are read from the cache")
@@ -387,35 +396,36 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--max-words", type=positive_int, default=None,
                        help="cut classification texts to this many words")
     train.add_argument("--cache", type=Path, default=None, help="feature cache directory (default: OUT/features)")
-    train.add_argument("--seed", type=whole_number(0, MAX_SEED), default=0,
+    train.add_argument("--seed", type=whole_number(0, MAX_SEED), default=TrainOptions.seed,
                        help=f"seeds initialization, order, dropout (at most {MAX_SEED:,})")
-    train.add_argument("--epochs", type=whole_number(1, MAX_EPOCHS), default=20,
+    train.add_argument("--epochs", type=whole_number(1, MAX_EPOCHS), default=TrainOptions.max_epochs,
                        help=f"at most this many epochs (at most {MAX_EPOCHS:,})")
-    train.add_argument("--patience", type=whole_number(1, MAX_EPOCHS), default=3,
+    train.add_argument("--patience", type=whole_number(1, MAX_EPOCHS), default=TrainOptions.patience,
                        help=f"stop after this many epochs without a better dev (at most {MAX_EPOCHS:,})")
-    train.add_argument("--min-epochs", type=whole_number(1, MAX_EPOCHS), default=1,
+    train.add_argument("--min-epochs", type=whole_number(1, MAX_EPOCHS), default=TrainOptions.min_epochs,
                        help=f"never stop early before this epoch (at most {MAX_EPOCHS:,})")
-    train.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=32,
+    train.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=TrainOptions.batch_size,
                        help=f"examples per step (at most {MAX_BATCH_SIZE:,})")
-    train.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
-    train.add_argument("--hidden", type=whole_number(1, MAX_HIDDEN), default=64,
+    train.add_argument("--lr", type=positive_float, default=TrainOptions.learning_rate, help="Adam learning rate")
+    train.add_argument("--hidden", type=whole_number(1, MAX_HIDDEN), default=HIDDEN,
                        help=f"BiLSTM cells per direction, at most {MAX_HIDDEN:,}; a Transformer encoder is 2 * HIDDEN "
                             "wide")
-    train.add_argument("--encoder", choices=ENCODER_KINDS, default="bilstm",
+    train.add_argument("--encoder", choices=ENCODER_KINDS, default=ENCODER,
                        help="the contextual encoder over the token features (elmo.tasks.encoders)")
-    train.add_argument("--encoder-layers", type=whole_number(1, MAX_ENCODER_LAYERS), default=2,
+    train.add_argument("--encoder-layers", type=whole_number(1, MAX_ENCODER_LAYERS), default=ENCODER_LAYERS,
                        help=f"transformer: self-attention blocks (at most {MAX_ENCODER_LAYERS})")
-    train.add_argument("--encoder-heads", type=whole_number(1, MAX_ENCODER_HEADS), default=4,
+    train.add_argument("--encoder-heads", type=whole_number(1, MAX_ENCODER_HEADS), default=ENCODER_HEADS,
                        help=f"transformer: attention heads, at most {MAX_ENCODER_HEADS:,} (2 * HIDDEN must be "
                             "divisible by them)")
-    train.add_argument("--dropout", type=dropout_rate, default=0.5, help="dropout on the features and on the encoder's "
-                       "output (a Transformer encoder keeps PyTorch's 0.1 inside its blocks)")
-    train.add_argument("--mix-l2", type=non_negative_float, default=1e-3,
+    train.add_argument("--dropout", type=dropout_rate, default=DROPOUT,
+                       help="dropout on the features and on the encoder's output (a Transformer encoder keeps "
+                            "PyTorch's 0.1 inside its blocks)")
+    train.add_argument("--mix-l2", type=non_negative_float, default=MIX_L2,
                        help="weight of ||softmax(s) - 1/L||^2 (the paper's 0.001, read on the softmax weights; bilm-tf "
                             "puts it on the raw s)")
     train.add_argument("--fine-tune", action="store_true",
                        help="train the biLM along with the task model (no cache; much slower)")
-    train.add_argument("--max-answer-tokens", type=positive_int, default=30,
+    train.add_argument("--max-answer-tokens", type=positive_int, default=MAX_ANSWER_TOKENS,
                        help="qa: the longest answer span decoded, in tokens")
     train.add_argument("--passage-only", action="store_true",
                        help="qa: a diagnostic model that never reads the question (no attention flow)")

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 # Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
 TaskKind = Literal["tagger", "classifier", "qa"]
 TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
-EncoderKind = Literal["bilstm", "transformer"]  # the contextual encoders of elmo.tasks.encoders
-ENCODER_KINDS: tuple[EncoderKind, ...] = get_args(EncoderKind)
 SEGMENTERS = ("jieba",)  # what splits a tagger's characters into the words the biLM reads (elmo.tokenizers)
 
 # Position of a character in its word: Begin, Middle, End, Single (a feature for character tagging).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from elmo.tasks.data import ENCODER_KINDS, EncoderKind
+from elmo.tasks.options import ENCODER, ENCODER_HEADS, ENCODER_KINDS, ENCODER_LAYERS, EncoderKind
 
 
 class BiLSTMEncoder(nn.Module):
@@ -79,9 +79,9 @@ class TransformerEncoder(nn.Module):
 class EncoderChoice:
     """Which encoder a task model uses (``kind``) and, for the Transformer, its ``layers`` and ``heads``."""
 
-    kind: EncoderKind = "bilstm"
-    layers: int = 2
-    heads: int = 4
+    kind: EncoderKind = ENCODER
+    layers: int = ENCODER_LAYERS
+    heads: int = ENCODER_HEADS
 
     def __post_init__(self) -> None:
         if self.kind not in ENCODER_KINDS:

@@ -19,6 +19,7 @@ from elmo.characters import batch_to_char_ids
 from elmo.modules.scalar_mix import ScalarMix
 from elmo.task_module import Elmo
 from elmo.tasks.data import WORD_POSITIONS, Example
+from elmo.tasks.options import DROPOUT, MIX_L2
 
 ElmoMode = Literal["mix", "top"]
 
@@ -146,7 +147,7 @@ class TokenFeatures(nn.Module):
     """
 
     def __init__(self, elmo: ElmoMode | None, n_layers: int, elmo_dim: int, static_dim: int = 0,
-                 positions: bool = False, dropout: float = 0.5, mix_l2: float = 1e-3,
+                 positions: bool = False, dropout: float = DROPOUT, mix_l2: float = MIX_L2,
                  bilm: BiLM | None = None) -> None:
         super().__init__()
         if bilm is not None and elmo is None:

@@ -20,8 +20,9 @@ from elmo.tasks.data import (
     tagging_examples,
 )
 from elmo.tasks.features import cache_layers, load_layers
+from elmo.tasks.options import TrainOptions
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import Labeller, TrainOptions, fit, items_for, predict, scorer, seed_everything
+from elmo.tasks.train import Labeller, fit, items_for, predict, scorer, seed_everything
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder

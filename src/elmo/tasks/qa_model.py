@@ -21,6 +21,7 @@ from torch import nn
 
 from elmo.tasks.encoders import BILSTM, EncoderChoice
 from elmo.tasks.inputs import Batch, TokenFeatures
+from elmo.tasks.options import DROPOUT, HIDDEN, MAX_ANSWER_TOKENS
 from elmo.tasks.qa_spans import best_spans
 
 
@@ -62,8 +63,8 @@ class SpanQA(nn.Module):
     log-likelihood of the gold start plus that of the gold end, plus the mix regularization; ``decode``: the
     best span of each passage (inclusive token indices), at most ``max_answer_tokens`` long."""
 
-    def __init__(self, features: TokenFeatures, hidden: int = 64, dropout: float = 0.5,
-                 max_answer_tokens: int = 30, attention: bool = True,
+    def __init__(self, features: TokenFeatures, hidden: int = HIDDEN, dropout: float = DROPOUT,
+                 max_answer_tokens: int = MAX_ANSWER_TOKENS, attention: bool = True,
                  encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features

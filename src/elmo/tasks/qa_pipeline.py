@@ -17,12 +17,13 @@ import torch
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import Example
 from elmo.tasks.inputs import Item, collate, make_items
+from elmo.tasks.options import TrainOptions
 from elmo.tasks.pipeline import embed_examples, require_examples
 from elmo.tasks.qa_data import QAExample
 from elmo.tasks.qa_metrics import score_answers
 from elmo.tasks.qa_model import QABatch, SpanQA
 from elmo.tasks.spec import TaskSpec
-from elmo.tasks.train import FitResult, TrainOptions, fit, seed_everything
+from elmo.tasks.train import FitResult, fit, seed_everything
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder

@@ -30,8 +30,9 @@ from elmo.files import (
 )
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.data import TASK_KINDS, TaskKind
-from elmo.tasks.encoders import BILSTM, EncoderChoice, EncoderKind
+from elmo.tasks.encoders import BILSTM, EncoderChoice
 from elmo.tasks.inputs import ElmoMode, TokenFeatures
+from elmo.tasks.options import DROPOUT, HIDDEN, MAX_ANSWER_TOKENS, MIX_L2, EncoderKind
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
 
@@ -96,11 +97,11 @@ class TaskSpec:
     segment: str | None = None
     positions: bool = False
     max_words: int | None = None
-    hidden: int = 64
-    dropout: float = 0.5
-    mix_l2: float = 1e-3
+    hidden: int = HIDDEN
+    dropout: float = DROPOUT
+    mix_l2: float = MIX_L2
     fine_tune: bool = False
-    max_answer_tokens: int = 30
+    max_answer_tokens: int = MAX_ANSWER_TOKENS
     passage_only: bool = False
     # Flat in task.json (a file written before the choice existed reads as the BiLSTM); the defaults are the
     # encoders module's.

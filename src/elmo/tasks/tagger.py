@@ -8,13 +8,14 @@ from torchcrf import CRF
 
 from elmo.tasks.encoders import BILSTM, EncoderChoice
 from elmo.tasks.inputs import Batch, TokenFeatures
+from elmo.tasks.options import DROPOUT, HIDDEN
 
 
 class SequenceTagger(nn.Module):
     """``loss(batch)``: mean negative log-likelihood of the gold tags plus the mix regularization;
     ``decode(batch)``: the best tag ids of each sentence (lists of its real length)."""
 
-    def __init__(self, features: TokenFeatures, n_tags: int, hidden: int = 64, dropout: float = 0.5,
+    def __init__(self, features: TokenFeatures, n_tags: int, hidden: int = HIDDEN, dropout: float = DROPOUT,
                  encoder: EncoderChoice = BILSTM) -> None:
         super().__init__()
         self.features = features

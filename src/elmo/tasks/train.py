@@ -19,22 +19,12 @@ from torch import nn
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.data import Example
 from elmo.tasks.inputs import Item, collate, make_items
+from elmo.tasks.options import TrainOptions
 from elmo.tasks.spec import TaskSpec
 from elmo.tasks.tagger import SequenceTagger
 
 # The task models that fit, predict and the scorers train and read (QA has its own loop: qa_pipeline).
 Labeller = SequenceTagger | SentenceClassifier
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    max_epochs: int = 20
-    patience: int = 3
-    min_epochs: int = 1  # no early stop before this: a tagger's entity F1 sits at 0 for its first epochs
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    clip_norm: float = 5.0
-    seed: int = 0
 
 
 @dataclass
