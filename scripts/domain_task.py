@@ -1,9 +1,9 @@
 """The labelled domain tasks of docs/domain.md, a general model against the one adapted to the domain:
 
 - ``zh-law-branches``: an article of a PRC law in force -> its law's branch of law (部门法, 8 classes;
-  ``elmo.tasks.data.law_branches``), ``zh`` against ``zh`` adapted on ``zh-law``;
+  ``elmo.tasks.packaged.law_branches``), ``zh`` against ``zh`` adapted on ``zh-law``;
 - ``en-license-categories``: a license notice -> its license's category (Permissive, Copyleft, ...;
-  ``elmo.tasks.data.license_categories``), ``en`` against ``en`` adapted on ``en-licenses``.
+  ``elmo.tasks.packaged.license_categories``), ``en`` against ``en`` adapted on ``en-licenses``.
 
 Each run is ``elmo task train classifier`` itself (elmo-mix, the flags of docs/results.md's classifiers), seeds
 0-2 unless ``--seeds`` says otherwise; the table gives test accuracy, mean and standard deviation over the seeds,
@@ -30,7 +30,8 @@ from run_tasks import INPUTS_DIGEST, TRAIN_FLAGS, inputs_digest, mean_std, perce
 
 from elmo.command_line import positive_int
 from elmo.embedder import Embedder
-from elmo.tasks.data import law_branches, license_categories, read_labelled, split, write_labelled
+from elmo.tasks.data import read_labelled, split, write_labelled
+from elmo.tasks.packaged import law_branches, license_categories
 
 MAX_WORDS = 64  # an example's first 64 words (median article: 90 characters; median notice: 30 words)
 TASKS = {"zh-law-branches": law_branches, "en-license-categories": license_categories}

@@ -123,7 +123,7 @@ def log(message: str) -> None:
 # --- 1. data ------------------------------------------------------------------------------------------
 
 def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
-    from elmo.tasks import data
+    from elmo.tasks import data, packaged
 
     folder = work / "data" / task.data_name
     paths = {name: folder / f"{name}.{task.suffix}" for name in ("train", "dev", "test")}
@@ -136,8 +136,8 @@ def write_task_data(task: Task, work: Path, smoke: bool) -> dict[str, Path]:
             json.loads((folder / "split.json").read_text(encoding="utf-8")) == rule:
         return paths
     folder.mkdir(parents=True, exist_ok=True)
-    rows = {"wnut16": data.wnut16, "movie-reviews": data.movie_reviews, "msra-test": data.msra_test,
-            "chinese-reviews": data.chinese_reviews}[task.source]()
+    rows = {"wnut16": packaged.wnut16, "movie-reviews": packaged.movie_reviews, "msra-test": packaged.msra_test,
+            "chinese-reviews": packaged.chinese_reviews}[task.source]()
     distinct = data.distinct_examples(rows, labelled_first=task.kind == "classifier")
     parts = data.split(distinct, SMOKE_SIZES if smoke else task.sizes, seed=DATA_SEED)
     if smoke:  # 60 training tweets lack some of WNUT-16's entity types

@@ -21,7 +21,7 @@ from elmo.datasets.domain_sources import (
     read_scancode_licenses,
     unique_per_split,
 )
-from elmo.tasks.data import law_branch_splits, license_category_splits, near_copy
+from elmo.tasks.packaged import law_branch_splits, license_category_splits, near_copy
 
 SHARED = "The software is provided without any warranty of merchantability or fitness."
 

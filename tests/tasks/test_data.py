@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo.tasks import data
+from elmo.tasks import data, packaged
 from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
 from elmo.tasks.features import cache_layers, load_layers
 from elmo.tasks.qa_data import read_qa, write_qa
@@ -220,12 +220,12 @@ def test_a_damaged_feature_cache_is_made_again_and_one_that_cannot_be_loaded_is_
 
 @pytest.mark.slow
 def test_packaged_sets_have_their_documented_sizes():
-    assert len(data.wnut16()) == 2394
-    msra = data.msra_test()
+    assert len(packaged.wnut16()) == 2394
+    msra = packaged.msra_test()
     assert len(msra) == 5000 and all(tag[:2] in ("O", "B-", "I-") for _, tags in msra for tag in tags)
-    reviews = data.movie_reviews()
+    reviews = packaged.movie_reviews()
     assert len(reviews) == 10605 - 533 and {label for label, _ in reviews} == {"pos", "neg"}
-    chinese = data.chinese_reviews()
+    chinese = packaged.chinese_reviews()
     assert sum(label == "neg" for label, _ in chinese) == 18575 and len(chinese) == 18575 + 16548
 
 

@@ -126,7 +126,7 @@ class LicenseNotice:
 def license_notices(archive_path: Path) -> list[LicenseNotice]:
     """Every English rule marked ``is_license_notice`` whose expression is a single license with a category,
     in rule-file order; its text on one line, without ScanCode's ``{{required phrase}}`` braces. The labelled
-    task of the license domain (``elmo.tasks.data.license_categories``); rules are not in ``en-licenses``."""
+    task of the license domain (``elmo.tasks.packaged.license_categories``); rules are not in ``en-licenses``."""
     categories = {}
     for name, data in iter_members(archive_path, SCANCODE_LICENSE_FILE):
         meta, _ = parse_license_file(data.decode("utf-8", errors="replace"))
