@@ -149,7 +149,7 @@ def test_a_token_without_text_is_refused_naming_its_line_before_the_model_loads(
     assert main(["embed", str(tmp_path / "in.jsonl"), str(tmp_path / "out.hdf5"), "--text-field", "text",
                  "--model", str(fixture_dir), "--quiet"]) == 2
     message = capsys.readouterr().err
-    assert "line 1: field 'text': token 1 is empty or only white space; a token must hold text" in message
+    assert "line 1: field 'text': token 1 is empty or only white space; a token must be printable text" in message
     assert "line 2: field 'text': token 0 is empty or only white space" in message
     assert not (tmp_path / "out.hdf5").exists()
 

@@ -102,6 +102,8 @@ def test_flags_that_are_not_booleans_are_refused_not_read_as_true(embedder):
     ([["a", "b"], [" \t", "b"]], r"token 0 \(' \\t'\) of the sentence .* is empty or only white space"),
     ([["a", "x\ud800"]], r"token 1 \('x\\ud800'\) .* holds the lone surrogate U\+D800"),
     ("a \ud800 b", r"token 1 \('\\ud800'\) .* holds the lone surrogate U\+D800"),
+    ([["bell\x07", "ok"]], r"token 0 \('bell\\x07'\) .* holds the control character U\+0007; a token must be "
+                            r"printable text"),  # refused as elmo embed --text-field refuses it
 ])
 def test_a_token_without_text_is_refused_not_embedded_as_the_empty_word(embedder, sentences, message):
     """A blank token, or one whose lone surrogate UTF-8 cannot hold (it was dropped), got the vector of the

@@ -495,12 +495,12 @@ def _available(device: str | torch.device) -> torch.device:
 
 
 def _refuse_tokens_without_text(tokens: list[str]) -> None:
-    """TokenWithoutText (a ValueError) naming the first token ``elmo.tokenizers.token_problem`` finds one in: it
-    would be embedded as the empty word."""
+    """TokenWithoutText (a ValueError) naming the first token ``elmo.tokenizers.token_problem`` refuses: no
+    tokenizer makes such a token, and most would be embedded as the empty word."""
     for position, token in enumerate(tokens):
         if problem := token_problem(token):
             raise TokenWithoutText(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token "
-                                   "must hold text", position)
+                                   "must be printable text", position)
 
 
 def _whole_number(name: str, value: int) -> int:

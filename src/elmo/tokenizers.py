@@ -23,7 +23,9 @@ INVISIBLE_FORMATTING = re.compile(
     "[\u00ad"  # soft hyphen: where a word may be hyphenated at a line's end
     "\u200b"  # zero-width space: where a line may break
     "\u200d"  # zero-width joiner: glyphs drawn joined (emoji sequences, Indic conjuncts)
-    "\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks, embeddings and isolates of writing direction
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks, embeddings and isolates of writing direction
+    "\u180e"  # Mongolian vowel separator (a format character since Unicode 6.3)
+    "\u206a-\u206f"  # deprecated format characters (symmetric swapping, Arabic shaping, digit shapes)
     "\u2060-\u2064"  # word joiner, invisible mathematical operators
     f"{BYTE_ORDER_MARK}]"  # also read as a zero-width no-break space (the word joiner's old name)
 )
@@ -47,10 +49,13 @@ def clean_text(text: str) -> str:
 def token_problem(token: str) -> str | None:
     """Why a token given as it is (a tokenized sentence) cannot be embedded, or None: empty or only white space
     (the character CNN would see only a word's start and end marks, the empty word's vector, for a token no
-    tokenizer makes), or holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and
-    the token embedded as the empty word)."""
+    tokenizer makes), holding a control character (raw text reads one as a space, so no tokenizer makes such a
+    token either), or holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and
+    the token embedded as the empty word). The embedder, the service and ``elmo embed`` refuse the same tokens."""
     if not token.strip():
         return "is empty or only white space"
+    if control := CONTROL_CHARACTERS.search(token):
+        return f"holds the control character U+{ord(control.group()):04X}"
     try:
         token.encode("utf-8")
     except UnicodeEncodeError as error:

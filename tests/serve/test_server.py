@@ -190,6 +190,7 @@ def test_metrics_count_requests_latency_batches_and_queue(server) -> None:
     ({"model": "en", "sentences": ["   "]}, 422, "sentences[0]"),
     ({"model": "en", "sentences": [["a", ""]]}, 422, "sentences[0][1]"),  # a token without text
     ({"model": "en", "sentences": ["b", ["a", " \t"]]}, 422, "sentences[1][1]"),
+    ({"model": "en", "sentences": [["ok", "bell\u0007"]]}, 422, "sentences[0][1]"),  # refused as elmo embed does
     ({"model": "ru", "sentences": ["a"]}, 404, "model"),
     ({"model": 3, "sentences": ["a"]}, 422, "model"),
     ({"sentences": ["a"]}, 422, "model"),  # two models served: which one?
