@@ -273,6 +273,24 @@ def test_elmo_refuses_bad_arguments_by_name(files):
         Elmo(*files, num_output_representations=1)(torch.zeros((4, 50), dtype=torch.long))
 
 
+def test_elmo_takes_allennlps_arguments_in_allennlps_places(files, first_batch):
+    """AllenNLP 0.9: (options_file, weight_file, num_output_representations, requires_grad, do_layer_norm, dropout,
+    vocab_to_cache, keep_sentence_boundaries, scalar_mix_parameters, module). A vocabulary passed 7th by position
+    landed in keep_sentence_boundaries, which it switched on: every row came out with <S> and </S>, T + 2 long."""
+    ids = batch_to_ids(first_batch)
+    by_position = Elmo(*files, 1, False, False, 0.0, None, False, [0.0, 1.0, 0.0])(ids)
+    by_name = Elmo(*files, num_output_representations=1, dropout=0.0, scalar_mix_parameters=[0.0, 1.0, 0.0])(ids)
+    torch.testing.assert_close(by_position["elmo_representations"][0], by_name["elmo_representations"][0])
+    assert by_position["mask"].shape == ids.shape[:2]
+    with pytest.raises(ValueError, match="vocab_to_cache is not supported"):
+        Elmo(*files, 1, False, False, 0.0, ["I", "ate"])
+    with pytest.raises(ValueError, match="module is not supported"):
+        Elmo(*files, 1, module=torch.nn.Linear(1, 1))
+    for flag in ("requires_grad", "do_layer_norm", "keep_sentence_boundaries"):
+        with pytest.raises(TypeError, match=rf"{flag} is \['I'\]; expected True or False"):
+            Elmo(*files, 1, **{flag: ["I"]})
+
+
 def test_urls_and_missing_devices_are_refused_before_loading(files):
     url = f"https://allennlp.s3.amazonaws.com/models/elmo/{ORIGINAL}/{ORIGINAL}_options.json"
     with pytest.raises(ValueError, match=r"options_file is the URL .*download it"):

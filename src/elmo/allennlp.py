@@ -26,7 +26,7 @@ from elmo.bilm import BiLM
 from elmo.characters import MAX_CHARACTERS_PER_TOKEN, batch_to_char_ids
 from elmo.embed_job.job import check_output_path
 from elmo.embed_job.source import check_text_file
-from elmo.embedder import checked_batch_size, layer_weights, mix_layers
+from elmo.embedder import check_flags, checked_batch_size, layer_weights, mix_layers
 from elmo.files import atomic_path
 from elmo.layer_choice import NAMES, LayerName
 from elmo.task_module import Elmo as TaskElmo
@@ -232,8 +232,10 @@ class Elmo(nn.Module):
     biLM's layers, followed by ``dropout``. ``requires_grad`` lets gradients reach the biLM (by default only the
     mixes train); ``do_layer_norm`` normalizes each layer before mixing, over the batch's tokens and boundaries as
     AllenNLP did; ``scalar_mix_parameters`` fixes the pre-softmax ``s`` (with ``gamma`` 1) instead of learning
-    them. The task-model module ``elmo.Elmo`` does the work, mixing with the boundaries as AllenNLP did; this class
-    speaks AllenNLP's arguments and output and removes the boundaries.
+    them. The arguments take AllenNLP's places, so a call that passes them by position means what it meant there;
+    ``vocab_to_cache`` and ``module`` are refused unless None. The task-model module ``elmo.Elmo`` does the work,
+    mixing with the boundaries as AllenNLP did; this class speaks AllenNLP's arguments and output and removes the
+    boundaries.
     """
 
     def __init__(
@@ -244,13 +246,22 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         do_layer_norm: bool = False,
         dropout: float = 0.5,
+        vocab_to_cache: Sequence[str] | None = None,
         keep_sentence_boundaries: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
+        module: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if isinstance(num_output_representations, bool) or not isinstance(num_output_representations, int) \
                 or num_output_representations < 1:
             raise ValueError(f"num_output_representations is {num_output_representations!r}; expected at least 1")
+        check_flags({"requires_grad": requires_grad, "do_layer_norm": do_layer_norm,
+                     "keep_sentence_boundaries": keep_sentence_boundaries})
+        if vocab_to_cache is not None:
+            raise ValueError("vocab_to_cache is not supported: pass character ids from batch_to_ids (the biLM "
+                             "caches each distinct token's character-CNN vector itself)")
+        if module is not None:
+            raise ValueError("module is not supported: give the options_file and weight_file of the biLM to load")
         bilm = _load(options_file, weight_file)
         fixed_weights = None
         if scalar_mix_parameters is not None:

@@ -276,9 +276,7 @@ class Embedder:
         flags = {"normalize": normalize, "return_tokens": return_tokens}
         if show_progress_bar is not None:  # None: decided by the input's length
             flags["show_progress_bar"] = show_progress_bar
-        for name, flag in flags.items():
-            if not isinstance(flag, bool | np.bool_):  # "no" is true: it would normalize
-                raise TypeError(f"{name} is {flag!r}; expected True or False")
+        check_flags(flags)
         target_dtype = _float_dtype(dtype)
         weights = layer_weights(layers, self.n_layers)
         batch_size = checked_batch_size(batch_size)
@@ -550,6 +548,14 @@ def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.
     if resolved is None or resolved not in _FLOAT_DTYPES.values():
         raise ValueError(f"dtype is {dtype!r}; expected float32 or float16")
     return resolved
+
+
+def check_flags(flags: dict[str, object]) -> None:
+    """TypeError naming the first of ``flags`` (name: value) that is not True or False: a string such as "no", or a
+    list passed in a flag's place, is true and would switch the option on without a word."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{name} is {flag!r}; expected True or False")
 
 
 def _unit_length(vectors: np.ndarray) -> np.ndarray:
