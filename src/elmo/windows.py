@@ -1,8 +1,8 @@
 """How a long sentence is cut into overlapping windows (docs/long-inputs.md): the defaults and the one rule, for
 the ``Embedder``, ``elmo embed`` and the service. No torch here: the command line reads it for its ``--help``."""
 
-MAX_WINDOW_TOKENS = 256  # a sentence of more tokens is embedded in windows
-WINDOW_CONTEXT = 64  # tokens of context each window adds on either side of its core
+MAX_WINDOW_TOKENS = 512  # a sentence of more tokens is embedded in windows
+WINDOW_CONTEXT = 128  # tokens of context each window adds on either side of its core
 
 
 def check_windows(max_window_tokens: int, window_context: int,

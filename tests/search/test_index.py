@@ -11,6 +11,7 @@ from elmo.search import AnnOptions, ContextIndex, SearchError, build_index, neig
 from elmo.search import build as build_module
 from elmo.search.layout import TOKEN_DTYPE
 from elmo.tokenizers import get_tokenizer
+from elmo.windows import MAX_WINDOW_TOKENS
 
 from .conftest import SPORTS_LINES, THEATRE_LINES, ConstructedEmbedder, constructed_vector
 
@@ -367,7 +368,7 @@ def test_an_index_records_how_long_sentences_were_cut_and_refuses_queries_cut_ot
     assert len(long_sentence.split()) > 16  # cut into windows: its vectors depend on how
     other = Embedder(fixture_bilm, tokenizer="whitespace")
     assert not np.allclose(other.embed([long_sentence], "top")[0], built_with.embed([long_sentence], "top")[0])
-    with pytest.raises(SearchError, match=r"cuts long sentences as .*256.*built with .*16") as refused:
+    with pytest.raises(SearchError, match=rf"cuts long sentences as .*{MAX_WINDOW_TOKENS}.*built with .*16") as refused:
         neighbors(ContextIndex.load(tmp_path / "index", embedder=other), long_sentence, "play")
     assert refused.value.field == "embedder"
     same = Embedder(fixture_bilm, tokenizer="whitespace", max_window_tokens=16, window_context=4)

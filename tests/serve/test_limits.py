@@ -45,7 +45,7 @@ def wait_for_metric(server: ServerProcess, name: str, value: float, **headers: s
 
 @pytest.fixture(scope="module")
 def default_embedder(embedder: Embedder) -> Embedder:
-    """The offline embedder with the default 256-token window these servers use."""
+    """The offline embedder with the default windows these servers use."""
     return Embedder(embedder.bilm)
 
 
