@@ -16,6 +16,7 @@ import pytest
 
 from elmo.cli import main
 from elmo.embed_job import Shard, shard_from_environment
+from elmo.embed_job import job as job_module
 from elmo.embedder import Embedder
 
 LINES = [f"sentence {i} about the {'river bank' if i % 3 else 'money bank'} {'and more ' * (i % 4)}" for i in range(23)]
@@ -233,6 +234,29 @@ def test_a_restart_beside_hidden_files_no_run_writes_finishes_and_reads_as_one_d
     (out / ".notes.txt.k2_x9q.partial").write_bytes(b"")
     with pytest.raises(ValueError, match=r"not parts of a parquet run of elmo embed \(\.notes\.txt\.k2_x9q\.partial\)"):
         PartsDirectory(out, "parquet").check_holds_only_parts(2)
+
+
+def test_a_part_made_again_takes_the_manifest_and_its_record_away_until_it_is_whole(text, tmp_path, fixture_dir,
+                                                                                   monkeypatch, expected):
+    """A part removed by hand and made again, stopped part way: the old manifest and record said the directory was
+    whole while the part was missing."""
+    out = tmp_path / "out.parquet"
+    command = ["embed", str(text), f"{out}/", "--model", str(fixture_dir), "--quiet"]
+    for shard in ("0/2", "1/2"):
+        assert main([*command, "--shard", shard]) == 0
+    assert (out / "_manifest.json").is_file()
+    (out / "part-00001-of-00002.parquet").unlink()
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(job_module, "_embed_lines", stopped)
+        assert main([*command, "--shard", "1/2"]) == 130
+    assert not (out / "_manifest.json").exists() and not (out / "_part-00001-of-00002.json").exists()
+    assert main([*command, "--shard", "1/2"]) == 0
+    assert json.loads((out / "_manifest.json").read_text())["lines"] == 23
+    _assert_union_is_the_full_run(_parquet_rows(out.glob("part-*.parquet")), expected)
 
 
 def test_a_slurm_task_resubmitted_alone_is_told_to_give_its_shard_and_then_redoes_it(text, tmp_path, fixture_dir,

@@ -20,6 +20,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 import onnx
+import onnxruntime
 
 from elmo import BiLM, BiLMConfig, batch_to_char_ids, onnx_export, save_bilm
 from elmo.cli import main
@@ -137,6 +138,22 @@ def test_wrapper_names_the_fault_in_a_bad_batch(random_export):
         model(good.float())
     layers_int32, _ = model(good.int())
     np.testing.assert_array_equal(layers_int32, model(good)[0])
+
+
+def test_the_raw_graph_gives_nan_for_a_row_bilm_refuses_and_the_other_rows_as_before(random_export):
+    """Run without OnnxBiLM's checks, a row with its padding first came back with vectors that looked right (its
+    </S> overwrote a token), and an id of -1 was read as 261 (ONNX's Gather counts it from the end)."""
+    _, path = random_export
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    good = batch_to_char_ids([["a", "b", "c"], ["d", "e"], ["f", "g", "h"]]).numpy()
+    bad = good.copy()
+    bad[1] = good[1][::-1]  # padding, e, d
+    bad[2, 1, 3] = -1
+    expected, expected_mask = session.run(["layers", "mask"], {"char_ids": good})
+    layers, _ = session.run(["layers", "mask"], {"char_ids": bad})
+    assert np.isfinite(expected).all() and expected_mask.all(axis=1)[[0, 2]].all()
+    np.testing.assert_array_equal(layers[:, 0], expected[:, 0])
+    assert np.isnan(layers[:, 1:]).all()
 
 
 def test_exportable_module_matches_bilm_without_projections_or_clips_in_pytorch():

@@ -247,7 +247,11 @@ class OnnxBiLM:
 
 class _ExportableBiLM(nn.Module):
     """``char_ids (batch, max_tokens, max_characters)`` -> ``layers (n_layers + 1, batch, max_tokens,
-    2 * projection_dim)``, ``mask (batch, max_tokens)``; stateless ``BiLM.forward`` without packing."""
+    2 * projection_dim)``, ``mask (batch, max_tokens)``; stateless ``BiLM.forward`` without packing.
+
+    A row that ``BiLM.forward`` would refuse (an id outside 0..261, a padding token before a real one) comes back
+    NaN: the graph cannot raise, and read as given such a row gave vectors that looked right and were not
+    (``</S>`` overwrote a token; ONNX's Gather reads id -1 as 261)."""
 
     def __init__(self, bilm: BiLM) -> None:
         super().__init__()
@@ -291,7 +295,10 @@ class _ExportableBiLM(nn.Module):
         layers = [torch.cat([padded, padded], dim=2)]
         layers += [torch.cat(pair, dim=2) for pair in zip(forward_outputs, backward_outputs, strict=True)]
         stacked = torch.stack(layers)[:, :, 1 : max_tokens + 1] * mask[None, :, :, None]
-        return stacked, mask
+        ids_in_range = ((char_ids >= 0) & (char_ids <= CHARACTER_IDS)).flatten(1).all(dim=1)
+        padding_last = (mask == (steps[None, 1 : max_tokens + 1] <= lengths[:, None])).all(dim=1)
+        accepted = (ids_in_range & padding_last)[None, :, None, None]
+        return torch.where(accepted, stacked, torch.full_like(stacked, float("nan"))), mask
 
 
 def _run_stack(stack: LstmStack, inputs: torch.Tensor) -> list[torch.Tensor]:

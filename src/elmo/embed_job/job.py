@@ -205,6 +205,8 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
         report.already_whole = True
     else:
         target.output.parent.mkdir(exist_ok=True)
+        if job.parts is not None:
+            job.parts.reopen(job.options.shard)
         writer = writer_class(target.settings["format"], spare_core(embedder))(target, resume)
         report.resumed_from = writer.done
         try:

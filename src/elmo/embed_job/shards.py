@@ -163,6 +163,13 @@ class PartsDirectory:
         check_same(record["settings"], settings, self.part(shard),
                    f"remove {self.directory} or write to another directory", ignoring=("shard",))
 
+    def reopen(self, shard: Shard) -> None:
+        """This shard's part is to be made (again): its record and the manifest go first, so that the directory
+        never looks whole while the part is missing or being rewritten (a part removed by hand, or one that
+        recorded other settings)."""
+        (self.directory / MANIFEST).unlink(missing_ok=True)
+        self.record(shard).unlink(missing_ok=True)
+
     def finish(self, shard: Shard, settings: dict, lines: int) -> bool:
         """Record this shard's whole part; then write the manifest if every part is recorded with the same
         settings but for the shard. Returns whether the manifest is there."""
