@@ -59,6 +59,23 @@ def test_perplexity_of_a_shipped_model_with_a_softmax_works_by_name_with_the_mod
     assert capsys.readouterr().out.splitlines()[0] == "tokens: 9"
 
 
+def test_perplexity_of_text_the_vocabulary_does_not_cover_says_how_much_is_unk(shipped_root: Path, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture):
+    """Each <UNK> target is scored as that one class, so text in another language printed a low perplexity
+    without a word."""
+    text = tmp_path / "text.txt"
+    text.write_text("das Pferd folgt dem Fisch\nder Vogel\n")  # 7 words the vocabulary lacks and 2 </S>
+    assert main(["perplexity", "--model", "mini", "--corpus", str(text), "--tokenizer", "whitespace"]) == 0
+    captured = capsys.readouterr()
+    _, vocab = load_language_model(shipped_root / "mini")
+    unknown = sum(vocab.token_id(word) == vocab.unk_id for word in text.read_text().split())
+    assert unknown == 7 and f"unknown (<UNK>): 7 ({7 / 9:.1%})" in captured.out.splitlines()
+    assert f"{7 / 9:.1%} of the 9 tokens are <UNK> to the model's vocabulary" in captured.err
+    text.write_text("the dog sees the cat .\n")
+    assert main(["perplexity", "--model", "mini", "--corpus", str(text), "--tokenizer", "whitespace"]) == 0
+    assert "unknown (<UNK>): 0 (0.0%)" in capsys.readouterr().out
+
+
 def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(
     tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
 ):

@@ -146,6 +146,9 @@ def _perplexity(args: argparse.Namespace) -> int:
     model, vocab = load_language_model(args.model)
     result = evaluate(model, corpus, vocab, args.batch_size, args.unroll_steps)
     print(f"tokens: {result.n_tokens}")
+    print(f"unknown (<UNK>): {result.n_unknown} ({result.unknown_share:.1%})")
+    if note := result.unknown_note():
+        print(f"elmo perplexity: warning: {note}", file=sys.stderr)
     print(f"forward perplexity: {result.forward:.4f}")
     print(f"backward perplexity: {result.backward:.4f}")
     print(f"perplexity: {result.average:.4f}")

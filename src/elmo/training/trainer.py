@@ -546,10 +546,11 @@ def _validate(model: LanguageModel, corpus: Corpus, vocab: Vocabulary, options: 
               processes: Processes, log: RunLog | None, step: int) -> None:
     if processes.is_writer:
         result = evaluate(model, corpus, vocab, options.valid_batch_size, options.unroll_steps, processes.device)
-        tqdm.write(f"step {step}: validation perplexity {result.average:.2f}")
+        note = result.unknown_note()
+        tqdm.write(f"step {step}: validation perplexity {result.average:.2f}" + (f" ({note})" if note else ""))
         if log is not None:
             log.write({"step": step, "valid_perplexity": result.average, "valid_forward_perplexity": result.forward,
-                       "valid_backward_perplexity": result.backward})
+                       "valid_backward_perplexity": result.backward, "valid_unknown_share": result.unknown_share})
     processes.barrier()
 
 
