@@ -558,11 +558,16 @@ def test_validation_evaluates_as_many_rows_at_once_as_valid_batch_size_says(
                                   "12", "--valid", str(synthetic_corpus), "--valid-every", "2",
                                   "--valid-batch-size", "3", "--max-steps", "2", "--out", str(run)),
                    check=True, capture_output=True)
-    logged = [record["valid_perplexity"] for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
-              if "valid_perplexity" in record]
+    records = [record for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+               if "valid_perplexity" in record]
+    logged = [record["valid_perplexity"] for record in records]
     model, vocab = load_language_model(run)
     corpus = Corpus([str(synthetic_corpus)])
     assert logged == [pytest.approx(evaluate(model, corpus, vocab, 3, 6).average, rel=1e-9)]
+    words = synthetic_corpus.read_text().split()
+    unknown = sum(vocab.token_id(word) == vocab.unk_id for word in words)
+    targets = len(words) + len(synthetic_corpus.read_text().splitlines())
+    assert [record["valid_unknown_share"] for record in records] == [pytest.approx(unknown / targets)]
     assert evaluate(model, corpus, vocab, 32, 6).average != pytest.approx(logged[0], rel=1e-6)  # rows matter
 
 
