@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 from elmo.characters import batch_to_char_ids
+from elmo.cli import main
 from elmo.modules.lstm import LstmState
 from elmo.training import Corpus, TrainingOptions, Vocabulary, evaluate, export_model, load_language_model, train
 from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
@@ -648,3 +649,21 @@ def test_a_step_or_epoch_limit_below_one_is_refused_before_the_run_starts(
     with pytest.raises(ValueError, match=f"{refused}; expected a positive integer"):
         train(options, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("extra", "refused"), [
+    (["--valid-every", "5"], "--valid-every set how the --valid text is evaluated, and no --valid is given"),
+    (["--valid-batch-size", "8"], "--valid-batch-size set how the --valid text is evaluated"),
+    (["--seed", str(2**64)], f"seed is {2**64}; expected 0 <= seed < 2\\*\\*64"),
+])
+def test_options_a_run_would_ignore_or_could_not_take_are_refused_before_it_starts(
+    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, capsys: pytest.CaptureFixture,
+    extra: list[str], refused: str
+):
+    """Without --valid, --valid-every ran a run that never validated; a seed past 2**64 failed after the corpus
+    and vocabulary checks with "Overflow when unpacking long long", naming no option."""
+    run = tmp_path / "run"
+    assert main(["train", "--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config",
+                 str(micro_options_file), "--max-steps", "1", "--out", str(run), *extra]) == 2
+    assert re.search(refused, capsys.readouterr().err)
+    assert not run.exists()

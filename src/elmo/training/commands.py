@@ -115,6 +115,12 @@ def _train(args: argparse.Namespace) -> int:
     missing = [name for name in ("corpus", "out") if getattr(args, name) is None]
     if missing:
         raise ValueError(f"give {' and '.join('--' + name for name in missing)} (or --resume DIR)")
+    if args.valid is None:
+        ignored = given_options(args.train_parser, args.argv[args.argv.index("train") + 1 :],
+                                ["valid_every", "valid_batch_size"])
+        if ignored:
+            raise ValueError(f"{flags(ignored)} set how the --valid text is evaluated, and no --valid is given: "
+                             "give the held-out text, or leave them out")
     # A shipped model's name (en) becomes its directory, so the run records where it started from.
     init_from = None if args.init_from is None else resolve_model(args.init_from)
     tokenizer = args.tokenizer or (model_tokenizer(init_from) if init_from is not None else "whitespace")
@@ -226,7 +232,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
     train_parser.add_argument("--clip-norm", type=positive_float, default=10.0, help="global gradient-norm clip")
     train_parser.add_argument("--seed", type=non_negative_int, default=0,
-                              help="seeds initialization, row order, sampling and dropout")
+                              help="seeds initialization, row order, sampling and dropout (below 2**64, as PyTorch's "
+                                   "generators take)")
     train_parser.add_argument("--checkpoint-every", type=positive_int, default=500, help="steps between checkpoints")
     train_parser.add_argument("--keep-checkpoints", type=positive_int, default=3, help="newest checkpoints kept")
     train_parser.add_argument("--valid-every", type=positive_int, default=500,

@@ -167,6 +167,8 @@ class TrainingOptions:
             raise ValueError(f"optimizer is {self.optimizer!r}; expected 'adagrad' or 'adam'")
         if self.learning_rate <= 0 or self.clip_norm <= 0:
             raise ValueError("learning_rate and clip_norm must be positive")
+        if not 0 <= self.seed < 2**64:
+            raise ValueError(f"seed is {self.seed}; expected 0 <= seed < 2**64, as PyTorch's generators take")
         if self.lr_decay_steps < 0:
             raise ValueError(f"lr_decay_steps is {self.lr_decay_steps}; expected 0 (constant rate) or more")
         if self.min_count != 1 and (self.vocab is not None or self.init_from is None):
