@@ -82,7 +82,8 @@ def test_evaluate_equals_a_float64_full_softmax_over_the_state_carrying_token_st
 
     figures = evaluate(model, Corpus([str(_corpus(tmp_path))]), vocab, batch_size=1, unroll_steps=4)
     assert figures.n_tokens == n_targets
-    assert figures.n_unknown == sum(vocab.token_id(word) == vocab.unk_id for line in LINES for word in line.split()) == 1
+    words = [word for line in LINES for word in line.split()]
+    assert figures.n_unknown == sum(vocab.token_id(word) == vocab.unk_id for word in words) == 1
     assert figures.forward == pytest.approx(np.exp(forward_nlls.mean()), rel=tolerance)
     assert figures.backward == pytest.approx(np.exp(backward_nlls.mean()), rel=tolerance)
     # documented: exp of the mean of both directions' losses, the geometric mean of the two perplexities
