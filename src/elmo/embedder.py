@@ -37,7 +37,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Self, TypedDict, Unpack, overload
 
@@ -550,7 +550,7 @@ def _float_dtype(dtype: type[np.floating] | np.dtype | torch.dtype | str) -> np.
     return resolved
 
 
-def check_flags(flags: dict[str, object]) -> None:
+def check_flags(flags: Mapping[str, object]) -> None:
     """TypeError naming the first of ``flags`` (name: value) that is not True or False: a string such as "no", or a
     list passed in a flag's place, is true and would switch the option on without a word."""
     for name, flag in flags.items():

@@ -395,8 +395,6 @@ def test_a_run_started_with_relative_paths_resumes_from_another_directory_and_re
     tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture
 ):
-    from elmo.cli import main
-
     monkeypatch.chdir(synthetic_corpus.parent)
     arguments = ["train", "--corpus", synthetic_corpus.name, "--vocab", os.path.relpath(vocab_file),
                  "--config", os.path.relpath(micro_options_file), "--valid", synthetic_corpus.name,
@@ -447,7 +445,6 @@ def test_a_run_whose_loss_or_weights_turn_nan_stops_with_exit_1_and_keeps_its_la
     """Poisoned after update 7, the loss of step 8 is NaN; after update 9 (a checkpoint step) the loss of
     step 9 is still finite and only the weights show it. Either way no checkpoint of NaN weights is written,
     so rotation (``--keep-checkpoints 2``) never deletes the good ones."""
-    from elmo.cli import main
 
     _poison_weights_after(poisoned_at, monkeypatch)
     run = tmp_path / "run"
