@@ -7,7 +7,7 @@ on a long text, for several window contexts, and prints per layer the mean and t
 the max abs difference between stitched and unsplit vectors. The text is the fixture's 30 sentences repeated, or
 with ``--text`` a tokenized text file (one sentence a line, tokens split by spaces, the lines joined), from each
 of ``--offsets`` (tokens into the file). Repeated sentences flatter a trained model: what a window lacks of its
-context is the same text again, which the window holds; natural text moves the vectors 3-4x more.
+context is the same text again, which the window holds (docs/long-inputs.md compares the two).
 
 Part 2 (memory) runs each case in a fresh process on the `small` preset (2x1024_128, random weights; memory
 does not depend on the values) and prints that process's own peak RSS (benchmarks/_peak_memory.py): the model
@@ -50,8 +50,8 @@ def distances(model: str, tokens: list[str], source: str) -> None:
     from elmo.embedder import Embedder
 
     n_tokens = len(tokens)
-    # The reference is unsplit, one window holding the whole input, so it needs no context (the default 64 would
-    # refuse a window of 128 tokens or fewer).
+    # The reference is unsplit, one window holding the whole input, so it needs no context (the default context
+    # would refuse a window of twice as many tokens or fewer).
     embedder = Embedder.load(model, max_window_tokens=n_tokens + 1, window_context=0)
     unsplit = embedder.embed([tokens])[0].astype(np.float64)
     print(f"distance of stitched from unsplit vectors, model {model}, {n_tokens} tokens of {source}")

@@ -284,6 +284,7 @@ def test_elmo_takes_allennlps_arguments_in_allennlps_places(files, first_batch):
     assert by_position["mask"].shape == ids.shape[:2]
     with pytest.raises(ValueError, match="vocab_to_cache is not supported"):
         Elmo(*files, 1, False, False, 0.0, ["I", "ate"])
+    Elmo(*files, 1, False, False, 0.0, [])  # an empty list meant no cache to AllenNLP too
     with pytest.raises(ValueError, match="module is not supported"):
         Elmo(*files, 1, module=torch.nn.Linear(1, 1))
     for flag in ("requires_grad", "do_layer_norm", "keep_sentence_boundaries"):
@@ -348,6 +349,10 @@ def test_embed_file_keys_by_sentence_or_forgets_sentences_and_reads_an_open_file
             np.testing.assert_allclose(written[" ".join(tokens)][...], array[-1], atol=1e-6)
     with h5py.File(forgotten, "r") as written:
         assert set(written) == {"0", "1", "2"}
+    for flag in ("use_sentence_keys", "forget_sentences"):  # "no" is true: it was read as asked for
+        with pytest.raises(TypeError, match=f"{flag} is 'no'; expected True or False"):
+            embedder.embed_file(io.StringIO(text), tmp_path / "flag.hdf5", "top", **{flag: "no"})
+    assert not (tmp_path / "flag.hdf5").exists()
 
 
 # A byte-order mark, a lone \r ending a line, \r\n, and the control characters U+0092 (cp1252's apostrophe read as

@@ -75,3 +75,10 @@ def test_dropout_applies_in_training_only(fixture_dir, char_ids):
     assert 0.3 < dropped.float().sum() / (evaluated != 0).float().sum() < 0.7
     kept = trained != 0
     np.testing.assert_allclose(trained[kept].numpy(), 2 * evaluated[kept].numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("flag", ["layer_norm", "fine_tune", "keep_boundaries"])
+def test_a_flag_that_is_not_true_or_false_is_refused_not_read_as_true(fixture_dir, flag):
+    """layer_norm="no" switched layer norm on, keep_boundaries=["x"] kept the boundaries."""
+    with pytest.raises(TypeError, match=rf"{flag} is 'no'; expected True or False"):
+        Elmo.from_model(str(fixture_dir), **{flag: "no"})

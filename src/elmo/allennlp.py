@@ -140,6 +140,7 @@ class ElmoEmbedder:
         """
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format is {output_format!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
+        check_flags({"forget_sentences": forget_sentences, "use_sentence_keys": use_sentence_keys})
         batch_size = checked_batch_size(batch_size)
         sentences = _read_sentences(input_file)
         if use_sentence_keys:
@@ -257,7 +258,7 @@ class Elmo(nn.Module):
             raise ValueError(f"num_output_representations is {num_output_representations!r}; expected at least 1")
         check_flags({"requires_grad": requires_grad, "do_layer_norm": do_layer_norm,
                      "keep_sentence_boundaries": keep_sentence_boundaries})
-        if vocab_to_cache is not None:
+        if vocab_to_cache:  # AllenNLP read an empty list as None too
             raise ValueError("vocab_to_cache is not supported: pass character ids from batch_to_ids (the biLM "
                              "caches each distinct token's character-CNN vector itself)")
         if module is not None:

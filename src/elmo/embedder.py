@@ -567,17 +567,23 @@ def _unit_length(vectors: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NonFiniteVectors:
-    """What ``cast_vectors`` found wrong with some vectors: ``reason`` is the same for every sentence with that
-    problem (a warning groups sentences by it), ``largest`` the magnitude that overflowed the dtype, if finite."""
+    """What ``cast_vectors`` found wrong with some vectors: beyond ``dtype``'s range (``largest``: the largest
+    magnitude), or, with ``dtype`` None, not finite already in float32. ``reason`` is the same for every sentence
+    with that problem (a warning groups sentences by it); ``str`` adds the sentence's own magnitude."""
 
-    reason: str
+    dtype: str | None
     largest: float | None = None
 
+    @property
+    def reason(self) -> str:
+        if self.dtype is None:
+            return "not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
+        return f"beyond {self.dtype}'s range, written as inf; float32 holds them"
+
     def __str__(self) -> str:
-        if self.largest is None:
+        if self.dtype is None:
             return self.reason
-        beyond, _, rest = self.reason.partition(",")
-        return f"{beyond} (largest magnitude {self.largest:.4g}),{rest}"
+        return f"beyond {self.dtype}'s range (largest magnitude {self.largest:.4g}), written as inf; float32 holds them"
 
 
 def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, NonFiniteVectors | None]:
@@ -590,10 +596,8 @@ def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, NonF
     if np.isfinite(cast).all():
         return cast, None
     if np.isfinite(vectors).all():
-        return cast, NonFiniteVectors(f"beyond {np.dtype(dtype).name}'s range, written as inf; float32 holds them",
-                                      float(np.abs(vectors).max()))
-    return cast, NonFiniteVectors("not finite (inf or NaN): the mixing weights make them overflow float32; "
-                                  "use smaller ones")
+        return cast, NonFiniteVectors(np.dtype(dtype).name, float(np.abs(vectors).max()))
+    return cast, NonFiniteVectors(None)
 
 
 def _warn_of_overflow(problems: list[NonFiniteVectors | None]) -> None:

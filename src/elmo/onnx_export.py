@@ -249,9 +249,10 @@ class _ExportableBiLM(nn.Module):
     """``char_ids (batch, max_tokens, max_characters)`` -> ``layers (n_layers + 1, batch, max_tokens,
     2 * projection_dim)``, ``mask (batch, max_tokens)``; stateless ``BiLM.forward`` without packing.
 
-    A row that ``BiLM.forward`` would refuse (an id outside 0..261, a padding token before a real one) comes back
+    A row that ``BiLM.forward`` would refuse (an id from -262 to -1, a padding token before a real one) comes back
     NaN: the graph cannot raise, and read as given such a row gave vectors that looked right and were not
-    (``</S>`` overwrote a token; ONNX's Gather reads id -1 as 261)."""
+    (``</S>`` overwrote a token; ONNX's Gather reads id -1 as 261). An id beyond -262..261 makes onnxruntime's
+    Gather raise."""
 
     def __init__(self, bilm: BiLM) -> None:
         super().__init__()

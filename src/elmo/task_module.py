@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from elmo.bilm import BiLM
+from elmo.embedder import check_flags
 from elmo.model_dir import ModelDir
 from elmo.modules.scalar_mix import ScalarMix
 
@@ -51,6 +52,7 @@ class Elmo(nn.Module):
         keep_boundaries: bool = False,
     ) -> None:
         super().__init__()
+        check_flags({"layer_norm": layer_norm, "fine_tune": fine_tune, "keep_boundaries": keep_boundaries})
         self.bilm = bilm
         self.fine_tune = fine_tune
         self.keep_boundaries = keep_boundaries

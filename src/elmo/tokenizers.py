@@ -49,9 +49,10 @@ def clean_text(text: str) -> str:
 def token_problem(token: str) -> str | None:
     """Why a token given as it is (a tokenized sentence) cannot be embedded, or None: empty or only white space
     (the character CNN would see only a word's start and end marks, the empty word's vector, for a token no
-    tokenizer makes), holding a control character (raw text reads one as a space, so no tokenizer makes such a
-    token either), or holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and
-    the token embedded as the empty word). The embedder, the service and ``elmo embed`` refuse the same tokens."""
+    tokenizer makes), holding a control character (``CONTROL_CHARACTERS``: raw text reads one as a space, so no
+    tokenizer makes such a token either; a tab or line feed inside a token is white space, as a space is), or
+    holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and the token embedded
+    as the empty word). The embedder, the service and ``elmo embed`` refuse the same tokens."""
     if not token.strip():
         return "is empty or only white space"
     if control := CONTROL_CHARACTERS.search(token):

@@ -375,6 +375,23 @@ def test_an_index_records_how_long_sentences_were_cut_and_refuses_queries_cut_ot
     assert len(neighbors(ContextIndex.load(tmp_path / "index", embedder=same), long_sentence, "play", k=2)) == 2
 
 
+def test_an_index_built_before_windows_were_recorded_is_read_as_cut_by_the_defaults_then(topic_corpus, fixture_bilm,
+                                                                                        tmp_path):
+    """Such an index (format 2, until 2026-12-05) was cut at 256 / 64; read as "no windows recorded" it took
+    today's larger defaults for its queries without a word."""
+    then = Embedder(fixture_bilm, tokenizer="whitespace", max_window_tokens=256, window_context=64)
+    build_index(topic_corpus, tmp_path / "index", then, progress=False)
+    meta_file = tmp_path / "index" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["window"]
+    meta_file.write_text(json.dumps(meta))
+    today = Embedder(fixture_bilm, tokenizer="whitespace")
+    assert (today.max_window_tokens, today.window_context) != (256, 64)
+    with pytest.raises(SearchError, match=r"cuts long sentences as .* was built with .*'max_window_tokens': 256"):
+        neighbors(ContextIndex.load(tmp_path / "index", embedder=today), SPORTS_LINES[0], "play")
+    assert neighbors(ContextIndex.load(tmp_path / "index", embedder=then), SPORTS_LINES[0], "play", k=1)
+
+
 def test_a_words_file_saved_with_a_byte_order_mark_keeps_its_first_word(topic_corpus, constructed_embedder,
                                                                         tmp_path):
     words = tmp_path / "words.txt"

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo.tasks import data, packaged
+from elmo.tasks import data, packaged, pipeline
 from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
 from elmo.tasks.features import cache_layers, load_layers
 from elmo.tasks.qa_data import read_qa, write_qa
@@ -55,6 +55,22 @@ def test_text_to_tag_that_is_not_one_token_a_line_is_refused_naming_its_line(tmp
         read_tagged(path, require_tags=False)
 
 
+def test_a_token_or_text_the_embedder_would_refuse_is_refused_on_reading_naming_its_line(tmp_path: Path):
+    """A control character in a token, or a text of nothing the readers keep, was refused only when its split was
+    embedded (after the splits before it), naming no file or line; a text of a zero-width space became the
+    token U+200B."""
+    tagged, labelled = tmp_path / "a.bio", tmp_path / "a.tsv"
+    tagged.write_text("ok\tO\nbell\x07\tO\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a\.bio:2: the token holds the control character U\+0007"):
+        read_tagged(tagged)
+    for text in ("\x01", "\u200b\u00ad"):
+        labelled.write_text(f"pos\tgood\nneg\t{text}\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r"a\.tsv:2: the text .* holds only control characters or invisible"):
+            read_labelled(labelled)
+    with pytest.raises(ValueError, match=r"has no words once cleaned and tokenized"):
+        data.classification_examples([("pos", "\u200b")], pipeline.text_tokenizer_of("en"))
+
+
 def test_text_to_tag_in_columns_or_one_token_a_line_is_read_a_token_a_line(tmp_path: Path):
     path = tmp_path / "given.txt"
     path.write_text("EU NNP B-NP\nrejects VBZ B-VP\n\nOK UH O\n", encoding="utf-8")
@@ -85,8 +101,11 @@ def test_a_row_holding_characters_splitlines_breaks_at_stays_one_row(tmp_path: P
     labelled, tagged = tmp_path / "a.tsv", tmp_path / "a.bio"
     labelled.write_text(f"pos\tfirst{NOT_LINE_ENDS}still first\r\nneg\tsecond\n", encoding="utf-8")
     assert read_labelled(labelled) == [("pos", f"first{NOT_LINE_ENDS}still first"), ("neg", "second")]
-    tagged.write_text(f"a{NOT_LINE_ENDS}b\tB-LOC\nc\tO\n", encoding="utf-8")
-    assert read_tagged(tagged) == [([f"a{NOT_LINE_ENDS}b", "c"], ["B-LOC", "O"])]
+    tagged.write_text("a\u2028\u2029b\tB-LOC\nc\tO\n", encoding="utf-8")
+    assert read_tagged(tagged) == [(["a\u2028\u2029b", "c"], ["B-LOC", "O"])]
+    tagged.write_text(f"a{NOT_LINE_ENDS}b\tB-LOC\nc\tO\n", encoding="utf-8")  # one line, refused for its controls
+    with pytest.raises(ValueError, match=r"a\.bio:1: the token holds the control character U\+000B"):
+        read_tagged(tagged)
     qa = tmp_path / "a.jsonl"
     rows = [{"id": f"q{n}", "question": f"which{character}one ?", "passage": f"this{character}one here",
              "answers": [{"text": "here", "start": 9}]} for n, character in enumerate(NOT_LINE_ENDS)]

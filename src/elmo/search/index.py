@@ -60,6 +60,11 @@ def highlighted(tokens: list[str], token_index: int, start: str = "[", end: str 
     return " ".join(f"{start}{token}{end}" if i == token_index else token for i, token in enumerate(tokens))
 
 
+# The embedder's default windows until 2026-12-07, when indexes of format 2 built before meta.json recorded them
+# (until 2026-12-05) were made; today's defaults (elmo.windows) are larger.
+WINDOW_BEFORE_RECORDED = {"max_window_tokens": 256, "window_context": 64}
+
+
 class ContextIndex:
     """An index directory written by ``build_index``, memory-mapped; the ANN indexes load on first use."""
 
@@ -109,6 +114,12 @@ class ContextIndex:
         return self.meta["n_indexed"]
 
     @property
+    def window(self) -> dict[str, int]:
+        """How the corpus's long sentences were cut (``max_window_tokens``, ``window_context``): recorded in
+        meta.json, or for an index built before it was recorded, the defaults then (``WINDOW_BEFORE_RECORDED``)."""
+        return self.meta.get("window", WINDOW_BEFORE_RECORDED)
+
+    @property
     def model_source(self) -> str | None:
         """What loads the model the index was built with (``Embedder.load``, ``ModelDir.find``): its directory,
         or the shipped model's own directory when ``meta.json`` marks the name as shipped (``model_shipped``), so
@@ -130,8 +141,10 @@ class ContextIndex:
             if model is None:
                 raise SearchError(f"{self.directory} was built from an Embedder object; pass that embedder to "
                                   "ContextIndex.load(..., embedder=...)", "embedder")
+            window = self.window
             self._embedder = Embedder.load(model, tokenizer=self.meta["tokenizer"],
-                                           **self.meta.get("window", {}))
+                                           max_window_tokens=window["max_window_tokens"],
+                                           window_context=window["window_context"])
         if not self._embedder_checked:
             check_stateless(self._embedder, "embedder")
             fingerprint = self._embedder.fingerprint
@@ -145,8 +158,8 @@ class ContextIndex:
                                   f"{self.directory} was built with {self.meta['tokenizer']!r}: query sentences "
                                   "must be split as the corpus was; load the embedder with that tokenizer",
                                   "embedder")
-            window = self.meta.get("window")  # absent from indexes built before it was recorded
-            if window is not None and window_of(self._embedder) != window:
+            window = self.window
+            if window_of(self._embedder) != window:
                 raise SearchError(f"the embedder cuts long sentences as {window_of(self._embedder)}, {self.directory} "
                                   f"was built with {window}: a long query sentence would get other vectors than its "
                                   "corpus twin; load the embedder with those settings (elmo serve: "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from elmo.files import utf8_universal_lines
+from elmo.tokenizers import clean_text, token_problem
 
 # Here, in a module that imports no PyTorch, so that ``elmo task --help`` lists them at once.
 TaskKind = Literal["tagger", "classifier", "qa"]
@@ -140,6 +141,8 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
             if columns is None and len(fields) > 1:
                 columns = (number, len(fields))
             _check_columns(fields, columns, f"{path}:{number}")
+        if problem := token_problem(fields[0].strip()):  # refused here, naming the line, not when embedded
+            raise ValueError(f"{path}:{number}: the token {problem}; a token must be printable text")
         tokens.append(fields[0].strip())
         tags.append(_checked_tag(fields[-1].strip(), f"{path}:{number}") if require_tags else "O")
     return sentences
@@ -191,6 +194,9 @@ def read_labelled(path: str | Path) -> list[tuple[str, str]]:
         label, tab, text = line.partition("\t")
         if not tab or not label.strip() or not text.strip():
             raise ValueError(f"{path}:{number}: expected 'label<TAB>text', got {line[:80]!r}")
+        if not clean_text(text).strip():
+            raise ValueError(f"{path}:{number}: the text {text[:80]!r} holds only control characters or invisible "
+                             "formatting, which every reader drops: it has no words")
         rows.append((label.strip(), text.strip()))
     return rows
 
@@ -211,10 +217,13 @@ def tagging_examples(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
 
 def classification_examples(rows: Sequence[tuple[str, str]], tokenize: Callable[[str], list[str]],
                             max_words: int | None = None) -> list[Example]:
-    """``(label, text)`` rows, each text split by the model's tokenizer (and cut to ``max_words``)."""
+    """``(label, text)`` rows, each text split by the model's tokenizer (and cut to ``max_words``); ValueError for a
+    text it makes no word of (``read_labelled`` refuses such a line, naming it)."""
     examples = []
     for label, text in rows:
-        words = tokenize(text)[:max_words] or [text.strip()]
+        words = tokenize(text)[:max_words]
+        if not words:
+            raise ValueError(f"the text {text[:80]!r} (label {label!r}) has no words once cleaned and tokenized")
         examples.append(Example.of_words(words, label=label, key=text))
     return examples
 

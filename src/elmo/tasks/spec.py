@@ -103,8 +103,8 @@ class TaskSpec:
     fine_tune: bool = False
     max_answer_tokens: int = MAX_ANSWER_TOKENS
     passage_only: bool = False
-    # Flat in task.json (a file written before the choice existed reads as the BiLSTM); the defaults are the
-    # encoders module's.
+    # Flat in task.json (a file written before the choice existed reads as the BiLSTM); the defaults are those of
+    # elmo.tasks.options.
     encoder: EncoderKind = BILSTM.kind
     encoder_layers: int = BILSTM.layers
     encoder_heads: int = BILSTM.heads
