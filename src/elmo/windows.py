@@ -3,6 +3,8 @@ the ``Embedder``, ``elmo embed`` and the service. No torch here: the command lin
 
 MAX_WINDOW_TOKENS = 512  # a sentence of more tokens is embedded in windows
 WINDOW_CONTEXT = 128  # tokens of context each window adds on either side of its core
+# The defaults until 2026-12-07: what a search index or task model that records no windows was made with.
+EARLIER_DEFAULTS = {"max_window_tokens": 256, "window_context": 64}
 
 
 def check_windows(max_window_tokens: int, window_context: int,

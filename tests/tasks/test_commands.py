@@ -16,7 +16,9 @@ from elmo.cli import main
 from elmo.static_vectors import StaticVectors
 from elmo.tasks.data import read_labelled, read_tagged, write_labelled, write_tagged
 from elmo.tasks.qa_data import write_qa
+from elmo.tasks.spec import TaskSpec
 from elmo.weights import load_bilm, save_bilm
+from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_qa_learning import toy_rows
@@ -131,6 +133,24 @@ def test_predict_refuses_a_biLM_whose_weights_changed_since_the_task_model_was_t
     capsys.readouterr()
     assert main(predict) == 2
     assert "trained on the layers of another biLM" in capsys.readouterr().err
+
+
+def test_predict_reads_long_texts_with_the_windows_the_features_were_read_with(tmp_path: Path, fixture_dir: Path):
+    """The default windows changed (256 / 64 -> 512 / 128) under task models trained on the old ones: prediction
+    read their long texts otherwise than training did. task.json now records them, and one written before reads
+    as the defaults then."""
+    out = tmp_path / "tagger"
+    assert main(["task", "train", "tagger", *_files(tmp_path, write_tagged, SENTENCES, "bio"), "--model",
+                 str(fixture_dir), "--out", str(out), "--epochs", "1", "--quiet"]) == 0
+    spec_file = out / "task.json"
+    recorded = json.loads(spec_file.read_text(encoding="utf-8"))
+    assert (recorded["max_window_tokens"], recorded["window_context"]) == (MAX_WINDOW_TOKENS, WINDOW_CONTEXT)
+    embedder = TaskSpec.read(out).load_embedder()
+    assert (embedder.max_window_tokens, embedder.window_context) == (MAX_WINDOW_TOKENS, WINDOW_CONTEXT)
+    del recorded["max_window_tokens"], recorded["window_context"]
+    spec_file.write_text(json.dumps(recorded), encoding="utf-8")
+    embedder = TaskSpec.read(out).load_embedder()
+    assert (embedder.max_window_tokens, embedder.window_context) == (256, 64) != (MAX_WINDOW_TOKENS, WINDOW_CONTEXT)
 
 
 def test_classifier_with_static_vectors_only(tmp_path: Path, fixture_dir: Path):

@@ -18,6 +18,7 @@ from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, check_stateless, window_of
 from elmo.tokenizers import clean_text, get_tokenizer, word_key
+from elmo.windows import EARLIER_DEFAULTS
 
 if TYPE_CHECKING:
     import faiss
@@ -58,11 +59,6 @@ def highlighted(tokens: list[str], token_index: int, start: str = "[", end: str 
     """The tokens joined by spaces with the one at ``token_index`` between ``start`` and ``end``: which use of a
     word is meant, where a line has two."""
     return " ".join(f"{start}{token}{end}" if i == token_index else token for i, token in enumerate(tokens))
-
-
-# The embedder's default windows until 2026-12-07, when indexes of format 2 built before meta.json recorded them
-# (until 2026-12-05) were made; today's defaults (elmo.windows) are larger.
-WINDOW_BEFORE_RECORDED = {"max_window_tokens": 256, "window_context": 64}
 
 
 class ContextIndex:
@@ -116,8 +112,9 @@ class ContextIndex:
     @property
     def window(self) -> dict[str, int]:
         """How the corpus's long sentences were cut (``max_window_tokens``, ``window_context``): recorded in
-        meta.json, or for an index built before it was recorded, the defaults then (``WINDOW_BEFORE_RECORDED``)."""
-        return self.meta.get("window", WINDOW_BEFORE_RECORDED)
+        meta.json, or for an index built before it was recorded (format 2, until 2026-12-05), the defaults then
+        (``elmo.windows.EARLIER_DEFAULTS``)."""
+        return self.meta.get("window", EARLIER_DEFAULTS)
 
     @property
     def model_source(self) -> str | None:

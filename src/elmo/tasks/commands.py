@@ -109,7 +109,9 @@ def _train(args: argparse.Namespace) -> int:
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256)
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256,
+                    max_window_tokens=None if embedder is None else embedder.max_window_tokens,
+                    window_context=None if embedder is None else embedder.window_context)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -223,7 +225,9 @@ def _train_qa(args: argparse.Namespace) -> int:
                     mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
                     encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256)
+                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256,
+                    max_window_tokens=None if embedder is None else embedder.max_window_tokens,
+                    window_context=None if embedder is None else embedder.window_context)
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)

@@ -35,6 +35,7 @@ from elmo.tasks.inputs import ElmoMode, TokenFeatures
 from elmo.tasks.options import DROPOUT, HIDDEN, MAX_ANSWER_TOKENS, MIX_L2, EncoderKind
 from elmo.tasks.qa_model import SpanQA
 from elmo.tasks.tagger import SequenceTagger
+from elmo.windows import EARLIER_DEFAULTS, MAX_WINDOW_TOKENS, WINDOW_CONTEXT
 
 if TYPE_CHECKING:
     from elmo.embedder import Embedder
@@ -80,6 +81,10 @@ class TaskSpec:
       (``elmo.tasks.qa_model``); a QA model has no labels.
     - ``encoder``: ``bilstm`` or ``transformer`` (``elmo.tasks.encoders``), with the Transformer's
       ``encoder_layers`` and ``encoder_heads``; a task.json written before the choice existed reads as bilstm.
+    - ``max_window_tokens``, ``window_context``: the windows the embedder cut long texts into when the features
+      were read (``elmo.windows``), so prediction reads them alike; None: the defaults (a spec made in code). A
+      task.json that reads ELMo and was written before they were recorded reads ``elmo.windows.EARLIER_DEFAULTS``,
+      the defaults then.
     - ``bilm_fingerprint``: ``elmo.fingerprint`` of the frozen biLM whose layers the model was trained on. A
       shipped name (``en``) may hold other weights after an upgrade, and a model fed another biLM's layers
       predicts nonsense without an error, so ``load_embedder`` refuses another biLM. None: no frozen ELMo, or a
@@ -110,6 +115,8 @@ class TaskSpec:
     encoder_heads: int = BILSTM.heads
     bilm_fingerprint: str | None = None
     static_sha256: str | None = None
+    max_window_tokens: int | None = None
+    window_context: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
@@ -134,7 +141,10 @@ class TaskSpec:
         weights are not those the model was trained on."""
         from elmo.embedder import Embedder
 
-        embedder = Embedder.load(self.bilm_model, tokenizer="whitespace")
+        embedder = Embedder.load(
+            self.bilm_model, tokenizer="whitespace",
+            max_window_tokens=MAX_WINDOW_TOKENS if self.max_window_tokens is None else self.max_window_tokens,
+            window_context=WINDOW_CONTEXT if self.window_context is None else self.window_context)
         if self.bilm_fingerprint is not None and embedder.fingerprint != self.bilm_fingerprint:
             raise ValueError(
                 f"this task model was trained on the layers of another biLM than the one {self.bilm_model!r} "
@@ -219,6 +229,8 @@ class TaskSpec:
             known = {field.name for field in fields(cls)}
             values = {name: value for name, value in values.items() if name in known}
             values["labels"] = tuple(values["labels"])
+            if values.get("elmo") is not None and "max_window_tokens" not in values:
+                values.update(EARLIER_DEFAULTS)  # written before the windows were recorded
             return cls(**values)
         except (AttributeError, KeyError, TypeError, ValueError) as error:  # ValueError: bad JSON or UTF-8 too
             raise ValueError(f"{spec_file} is not a task model's spec ({type(error).__name__}: {error}); train "
