@@ -40,10 +40,6 @@ from elmo.tokenizers import clean_text, word_key
 log = logging.getLogger(__name__)
 
 CHECKPOINT_BATCHES = 16  # batches of lines between checkpoints: one chunk of Embedder's (its bucket_batches)
-# A build's settings (what a resumed build must share) and the meta.json key each is kept under in the index:
-# meta.json names the corpus's sha256 and the model's fingerprint more fully, beside the model's name.
-_META_KEYS = {"corpus": "corpus", "sha256": "corpus_sha256", "model": "fingerprint", "tokenizer": "tokenizer",
-              "window": "window", "layers": "layers", "words_only": "words_only"}
 
 
 @dataclass
@@ -172,7 +168,7 @@ class _PartialIndex:
         and only builds the ANN index again and publishes."""
         directory = self.directory
         meta = json.loads((directory / layout.META).read_text(encoding="utf-8"))
-        built_with = {setting: meta.get(key) for setting, key in _META_KEYS.items()}
+        built_with = {setting: meta.get(key) for setting, key in layout.SETTINGS_IN_META.items()}
         sizes = {name: (directory / name).stat().st_size if (directory / name).is_file() else 0
                  for name in self.files}
         return {"settings": built_with, "lines": meta.get("n_sentences", 0), "tokens": meta.get("n_tokens", 0),
@@ -329,7 +325,7 @@ def build_index(
         write_ann(built, partial / layout.ann_file(name))
         report.factories[name] = factory
     meta = {"format": layout.FORMAT_VERSION, "model": model_name, "model_shipped": shipped,
-            **{key: settings[setting] for setting, key in _META_KEYS.items()},
+            **{key: settings[setting] for setting, key in layout.SETTINGS_IN_META.items()},
             "n_layers": embedder.n_layers, "dim": embedder.dim, "n_sentences": state.progress["lines"],
             "n_tokens": state.progress["tokens"],
             "n_indexed": n_indexed, "n_words": len(state.words),

@@ -38,6 +38,10 @@ OFFSET_DTYPE = np.dtype("<i8")
 VECTOR_DTYPE = np.dtype("<f2")
 TOKEN_DTYPE = np.dtype([("sentence", "<i8"), ("position", "<i4"), ("word", "<i4")])
 
+# A build's settings (what a resumed build must share) and the meta.json key each is kept under in the index:
+# meta.json names the corpus's sha256 and the model's fingerprint more fully, beside the model's name.
+SETTINGS_IN_META = {"corpus": "corpus", "sha256": "corpus_sha256", "model": "fingerprint", "tokenizer": "tokenizer",
+                    "window": "window", "layers": "layers", "words_only": "words_only"}
 INDEX_FILES = frozenset({META, SENTENCES, SENTENCE_OFFSETS, TOKENS, VOCAB, COUNTS, LAYER0})
 
 
