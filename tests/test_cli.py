@@ -192,3 +192,15 @@ def test_prepare_reports_a_file_it_could_not_write_in_one_line(tmp_path, capsys,
     assert datasets.main(["prepare", "en", "--out", str(tmp_path / "en"), "--limit", "5"]) == 1
     assert capsys.readouterr().err == (f"python -m elmo.datasets prepare: error: [Errno 13] Permission denied: "
                                        f"'{tmp_path / 'en' / 'train.txt'}'\n")
+
+
+@pytest.mark.parametrize("command", [["export", "{model}"], ["index", "{text}"]])
+def test_an_out_whose_folder_takes_no_file_is_refused_before_the_model_loads(command, fixture_dir, tmp_path, capsys,
+                                                                              no_model_load):
+    """Found after the model loaded (and, for elmo index, the corpus was hashed), named by an OSError that did
+    not say --out."""
+    text = tmp_path / "in.txt"
+    text.write_text("the bank of the river\n", encoding="utf-8")
+    words = [word.format(model=fixture_dir, text=text) for word in command]
+    assert main([*words, "--out", str(text / "out")]) == 2
+    assert f"--out {text / 'out'}: its folder {text} is a file" in capsys.readouterr().err

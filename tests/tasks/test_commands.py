@@ -462,6 +462,12 @@ def test_predict_to_a_file_that_fails_halfway_keeps_the_previous_file(tmp_path: 
     ("tagger", ["--out", "afile"], "--out afile is a file; expected a directory"),
     ("tagger", ["--cache", "afile"], "--cache afile is a file; expected a directory"),
     ("qa", ["--out", "afile/out"], "--out afile/out: afile is a file, not a directory to write in"),
+    ("tagger", ["--epochs", "2", "--min-epochs", "10"], "--min-epochs 10 is more than --epochs 2"),
+    ("classifier", ["--elmo", "top", "--mix-l2", "5"], "--mix-l2 pulls a learned scalar mix towards even weights; "
+                                                       "--elmo top learns no mix"),
+    ("tagger", ["--elmo", "none", "--static", "glove", "--cache", "c"], "--cache holds the biLM layers read once "
+                                                                       "for training; --elmo none reads no biLM"),
+    ("classifier", ["--fine-tune", "--cache", "c"], "--fine-tune runs the biLM inside the task model"),
 ])
 def test_an_option_that_would_be_ignored_or_fail_later_is_refused_before_any_file_is_read(
         tmp_path: Path, fixture_dir: Path, capsys, monkeypatch, kind, flags, expected):
@@ -490,14 +496,17 @@ def test_predict_refuses_an_output_that_is_its_input_or_a_directory_before_the_m
     gold = tmp_path / "gold.conll"
     gold.write_text("mr\tO\nbob\tB-PER\n")
     (tmp_path / "emptydir").mkdir()
+    model = tmp_path / "tagger"
+    model.mkdir()
     for output, expected in [("gold.conll", "--output gold.conll is an input of this command"),
+                             ("tagger/model.safetensors", "--output tagger/model.safetensors is inside the task model"),
                              ("./gold.conll", "--output ./gold.conll is an input of this command (the same file"),
                              ("emptydir", "--output emptydir is a directory; expected the name of a file")]:
         assert main(["task", "predict", "tagger", "--input", str(gold), "--output", output]) == 2
         error = capsys.readouterr().err
         assert expected in error and len(error.splitlines()) == 1, error
     assert gold.read_text() == "mr\tO\nbob\tB-PER\n"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["emptydir", "gold.conll"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["emptydir", "gold.conll", "tagger"]
 
 
 def test_predict_output_dash_writes_standard_output_not_a_file_named_dash(tmp_path: Path, static_classifier: Path,

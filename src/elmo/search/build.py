@@ -23,6 +23,7 @@ from elmo.embed_job.source import EmbedReport, TextFile, check_text_file, read_l
 from elmo.extras import require
 from elmo.files import (
     NotUtf8Error,
+    check_output_directory,
     publish_directory,
     remove_partial_directories_of,
     utf8_lines,
@@ -351,7 +352,8 @@ def _split_example(embedder: LayerEmbedder) -> str:
 
 def _check_out(out: Path) -> None:
     """Refuse, before any work, an ``out`` that is a file or a directory holding something other than an index:
-    publishing the index replaces the whole directory."""
+    publishing the index replaces the whole directory, built beside it first (its folder must take one)."""
+    check_output_directory(out.parent, f"--out {out}: its folder")
     if out.is_file():
         raise SearchError(f"{out} is a file; the index is a directory (give a new path)", "out")
     if out.is_dir() and any(out.iterdir()) and not _holds_only_an_index(out):

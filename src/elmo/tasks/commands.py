@@ -165,7 +165,17 @@ def _check_train_options(args: argparse.Namespace) -> None:
     if args.max_words is not None and args.kind != "classifier":
         raise ValueError(f"--max-words cuts classification texts; a {args.kind} reads whole texts: leave it out")
     given = given_options(args.train_parser, args.argv[args.argv.index("task") + 2 :],
-                          ("max_answer_tokens", "passage_only", "encoder_layers", "encoder_heads"))
+                          ("max_answer_tokens", "passage_only", "encoder_layers", "encoder_heads", "mix_l2"))
+    if args.min_epochs > args.epochs:
+        raise ValueError(f"--min-epochs {args.min_epochs} is more than --epochs {args.epochs}: a run stops at "
+                         "--epochs, so it would be ignored; give at most --epochs")
+    if "mix_l2" in given and args.elmo != "mix":
+        raise ValueError(f"--mix-l2 pulls a learned scalar mix towards even weights; --elmo {args.elmo} learns no "
+                         "mix: leave it out, or give --elmo mix")
+    if args.cache is not None and (args.fine_tune or args.elmo == "none"):
+        reason = "--fine-tune runs the biLM inside the task model" if args.fine_tune else "--elmo none reads no biLM"
+        raise ValueError(f"--cache holds the biLM layers read once for training; {reason}, so nothing would be "
+                         "cached: leave it out")
     if args.kind != "qa" and {"max_answer_tokens", "passage_only"} & set(given):
         named = flags(name for name in ("max_answer_tokens", "passage_only") if name in given)
         raise ValueError(f"{named} shape a qa model's answers; a {args.kind} has none: leave them out")
@@ -288,6 +298,9 @@ def _predict(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "--output")
         check_not_an_input(args.output, [args.input], "--output")
+        if Path(args.output).resolve().is_relative_to(Path(args.task_model).resolve()):
+            raise ValueError(f"--output {args.output} is inside the task model {args.task_model}: writing it could "
+                             "replace the model's own files; give a path outside it")
     spec = TaskSpec.read(args.task_model)
     if spec.kind == "qa":
         return _predict_qa(spec, args)

@@ -23,6 +23,7 @@ from safetensors.torch import save
 
 from elmo.files import (
     check_not_a_link,
+    check_output_directory,
     entries_besides,
     new_partial_directory,
     publish_directory,
@@ -70,9 +71,10 @@ def vocab_digest(vocab: Vocabulary) -> str:
 def check_export_target(out_dir: str | Path) -> Path:
     """``out_dir`` if an export may replace it: new, empty, or a model directory (its files only), and not a
     symbolic link (``check_not_a_link``); ValueError otherwise, before any work (the export replaces the whole
-    directory)."""
+    directory, made beside it first: its folder must take one, ``check_output_directory``)."""
     out_dir = Path(out_dir)
     check_not_a_link(out_dir)
+    check_output_directory(out_dir.parent, f"--out {out_dir}: its folder")
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"{out_dir} is a file; a model is a directory (give a new path)")
     others = entries_besides(out_dir, MODEL_FILES)
