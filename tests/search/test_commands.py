@@ -68,10 +68,23 @@ def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, caps
     assert f"'the': 3 of {uses} occurrences (a random sample), 2 clusters" in capsys.readouterr().out
     assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "the.svg")]) == 2
     assert "give a file name ending in .png" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the parser names the option and its range (the library's name came after)
+        main(["senses", "the", "--index", str(tmp_path / "index"), "--max-occurrences", "2", "--out",
+              str(tmp_path / "the.png")])
+    assert "argument --max-occurrences: 2: expected a whole number >= 3" in capsys.readouterr().err
     (tmp_path / "dir.png").mkdir()  # refused before the clustering, as elmo demo refuses it (it failed after)
     assert main(["senses", "the", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "dir.png")]) == 2
     assert "is a directory; expected the name of a file to write" in capsys.readouterr().err
     assert not (tmp_path / "the.svg").exists()
+
+
+@pytest.mark.parametrize("flags", [["--glove"], ["--static-k", "3"]])
+def test_neighbors_json_with_the_static_words_table_is_refused_before_the_index_loads(flags, tmp_path, capsys):
+    """--json printed the neighbours only, dropping the GloVe or static-vector words asked for without a word."""
+    assert main(["neighbors", "--index", str(tmp_path / "no-index"), "--sentence", "a b", "--word", "a", "--json",
+                 *flags]) == 2
+    assert f"{flags[0]} adds the nearest words by static vectors to the printed table; --json prints the " \
+           "neighbours only" in capsys.readouterr().err
 
 
 def test_errors_are_one_line_naming_the_input(tmp_path, capsys):

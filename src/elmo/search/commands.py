@@ -25,6 +25,8 @@ from elmo.search.ann import MAX_NPROBE, AnnOptions  # numpy only: faiss loads at
 from elmo.search.senses import MAX_OCCURRENCES
 from elmo.tokenizers import TOKENIZERS, clean_text
 
+STATIC_K = 10  # nearest words by static vectors that elmo neighbors shows
+
 if TYPE_CHECKING:
     from elmo.layer_choice import LayerChoice
 
@@ -84,6 +86,11 @@ def _neighbors(args: argparse.Namespace) -> int:
     from elmo.search.index import ContextIndex
     from elmo.search.neighbors import neighbors
 
+    if args.json and (args.glove or args.static_k is not None):
+        given = "--glove" if args.glove else "--static-k"
+        raise ValueError(f"{given} adds the nearest words by static vectors to the printed table; --json prints the "
+                         "neighbours only: leave one of them out")
+    static_k = STATIC_K if args.static_k is None else args.static_k
     index = ContextIndex.load(args.index)
     found = neighbors(index, args.sentence, args.word, k=args.k, layer=args.layer, same_word=args.same_word,
                       exact=args.exact, occurrence=args.occurrence)
@@ -99,7 +106,7 @@ def _neighbors(args: argparse.Namespace) -> int:
     form = index.vocabulary_form(args.word)
     if form is not None:
         lines = _table(f"nearest words to {form!r} under the model's layer 0 (no context):",
-                       index.static_vectors.nearest(form, args.static_k))
+                       index.static_vectors.nearest(form, static_k))
         print("\n".join(["", *lines]))
     if args.glove:
         from elmo.static_vectors import StaticVectors
@@ -107,7 +114,7 @@ def _neighbors(args: argparse.Namespace) -> int:
         glove = StaticVectors.glove()
         word = clean_text(args.word).strip()  # as the corpus and the index read it (GloVe lowercases it)
         if word in glove:
-            lines = _table(f"nearest words to {word!r} under GloVe 6B 50d:", glove.nearest(word, args.static_k))
+            lines = _table(f"nearest words to {word!r} under GloVe 6B 50d:", glove.nearest(word, static_k))
             print("\n".join(["", *lines]))
         else:
             print(f"\nGloVe 6B 50d has no vector for {word!r}")
@@ -171,8 +178,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     neighbors.add_argument("--json", action="store_true",
                            help='print [{"sentence", "token_index", "token", "score"}, ...] only')
     neighbors.add_argument("--glove", action="store_true", help="also show GloVe 6B 50d's nearest words")
-    neighbors.add_argument("--static-k", type=positive_int, default=10,
-                           help="nearest words shown for the static vectors")
+    neighbors.add_argument("--static-k", type=positive_int, default=None,
+                           help=f"nearest words shown for the static vectors (default {STATIC_K})")
     neighbors.set_defaults(func=_neighbors, extra="search")
 
     senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")
@@ -182,7 +189,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                         help="number of senses (default: best silhouette)")
     senses.add_argument("--layer", type=_layer, default=None,
                         help="an indexed layer (default: the first the index holds)")
-    senses.add_argument("--max-occurrences", type=positive_int, default=MAX_OCCURRENCES,
+    senses.add_argument("--max-occurrences", type=whole_number(3), default=MAX_OCCURRENCES,
                         help="a random sample if there are more (at least 3)")
     senses.add_argument("--out", required=True, type=Path, help="PNG to write (a name ending in .png)")
     senses.set_defaults(func=_senses, extra="search")
