@@ -90,3 +90,23 @@ def test_threads_past_the_maximum_are_refused_naming_the_option(capsys, monkeypa
         commands.main(["--model", str(FIXTURE_MODEL), "--threads", "99999999999999"])
     assert exited.value.code == 2
     assert "argument --threads: 99999999999999: expected a whole number >= 1 and <= 1024" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--long-sentences", "refuse", "--window-context", "5"], "--window-context sets the windows long sentences are "
+                                                              "cut into; --long-sentences refuse cuts none"),
+    (["--max-sentence-tokens", "5000"], "--max-sentence-tokens 5000 is more than --max-request-tokens 4096"),
+    (["--log-level", "warning", "--access-log"], "--access-log writes at the info level, which --log-level warning "
+                                                 "hides"),
+])
+def test_flags_that_would_do_nothing_are_refused_before_serving(flags, expected, capsys, monkeypatch):
+    """Each was accepted and did nothing: no window is cut where long sentences are refused, a sentence over the
+    request limit is refused before any window, uvicorn's access lines are at the info level."""
+    from elmo.serve import commands
+
+    def no_serving(*args, **kwargs):
+        raise AssertionError("served with a flag that does nothing")
+
+    monkeypatch.setattr(commands, "_run", no_serving)
+    assert commands.main(["--model", str(FIXTURE_MODEL), *flags]) == 2
+    assert expected in capsys.readouterr().err

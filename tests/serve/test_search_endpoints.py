@@ -339,3 +339,26 @@ def test_an_index_of_a_shipped_model_is_matched_to_it_where_a_folder_has_its_nam
     build_index(tmp_path / "corpus.txt", tmp_path / "en", "en", progress=False)
     served = ModelSpec("english", str(shipped_models_root() / "en"))
     assert model_for_index(IndexSpec("idx", tmp_path / "en"), [served]) == "english"
+
+
+def test_an_index_read_otherwise_than_the_service_reads_queries_is_refused_before_any_model_loads(index_dir: Path):
+    """Another tokenizer, or other windows, were found only after every model had loaded and warmed up."""
+    from elmo.model_dir import ModelDir
+    from elmo.serve.config import IndexSpec, ModelSpec
+    from elmo.serve.search import model_for_index
+
+    spec, served = IndexSpec("idx", index_dir), ModelSpec("fixture", str(FIXTURE_MODEL))
+    window = json.loads((index_dir / "meta.json").read_text())["window"]
+    assert model_for_index(spec, [served], window) == "fixture"
+    other = {"max_window_tokens": window["max_window_tokens"] + 2, "window_context": window["window_context"]}
+    with pytest.raises(ValueError, match=rf"cuts long sentences as {other}: give --max-sentence-tokens "
+                                         rf"{window['max_window_tokens']} --window-context {window['window_context']}"):
+        model_for_index(spec, [served], other)
+    meta = json.loads((index_dir / "meta.json").read_text())
+    tokenizer = ModelDir.find(str(FIXTURE_MODEL)).tokenizer
+    meta["tokenizer"] = "english" if tokenizer != "english" else "whitespace"
+    copy = index_dir.parent / "other-tokenizer"
+    shutil.copytree(index_dir, copy)
+    (copy / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=rf"built with the {meta['tokenizer']} tokenizer; model 'fixture' splits"):
+        model_for_index(IndexSpec("idx", copy), [served], window)

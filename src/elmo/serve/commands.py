@@ -93,8 +93,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                           help="rows per biLM forward pass within a batch")
     serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                        help="uvicorn's log level")
-    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
-                       help="log one line per request")
+    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=None,
+                       help="log one line per request, at the info level (default: on at --log-level info and "
+                            "debug)")
     serve.set_defaults(func=serve_command, extra="serve")
 
 
@@ -109,6 +110,16 @@ def serve_command(args: argparse.Namespace) -> int:
         _check_unique_names("--index", [spec.name for spec in index_specs])
         if args.no_auth and args.api_key_file:
             raise ValueError("--no-auth and --api-key-file contradict each other")
+        if args.long_sentences == "refuse" and args.window_context is not None:
+            raise ValueError("--window-context sets the windows long sentences are cut into; --long-sentences refuse "
+                             "cuts none: leave it out")
+        if args.max_sentence_tokens > args.max_request_tokens:
+            raise ValueError(f"--max-sentence-tokens {args.max_sentence_tokens} is more than --max-request-tokens "
+                             f"{args.max_request_tokens}: a sentence that long is answered 413 before any window "
+                             "applies; give at most --max-request-tokens")
+        if args.access_log and args.log_level in ("warning", "error", "critical"):
+            raise ValueError(f"--access-log writes at the info level, which --log-level {args.log_level} hides: give "
+                             "--log-level info or debug, or leave --access-log out")
         if not is_loopback(args.host) and not args.api_key_file and not args.no_auth:
             raise ValueError(f"--host {args.host} is reachable from other machines: give --api-key-file, "
                              "or --no-auth to serve it without authentication on purpose")
@@ -121,7 +132,7 @@ def serve_command(args: argparse.Namespace) -> int:
             limit_concurrency=args.limit_concurrency, header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout, write_timeout_s=args.write_timeout, keep_alive_s=args.keep_alive_timeout,
             batch_size=args.batch_size, api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
-        indexes = _index_models(index_specs, specs)
+        indexes = _index_models(index_specs, specs, config)
         return _run(args, specs, config, indexes)
     except (FileNotFoundError, ValueError) as error:
         print(f"elmo serve: error: {error}", file=sys.stderr)
@@ -142,13 +153,16 @@ def _check_unique_names(flag: str, names: list[str]) -> None:
         raise ValueError(f"two {flag} flags serve the same name ({', '.join(names)}); name them NAME=DIR")
 
 
-def _index_models(index_specs: list[IndexSpec], specs: list[ModelSpec]) -> dict[str, tuple[str, str]]:
-    """Each index's directory and the served model that embeds its queries, checked before any model loads."""
+def _index_models(index_specs: list[IndexSpec], specs: list[ModelSpec],
+                  config: ServeConfig) -> dict[str, tuple[str, str]]:
+    """Each index's directory and the served model that embeds its queries, checked (with its tokenizer and the
+    service's windows) before any model loads."""
     if not index_specs:
         return {}
     from elmo.serve.search import model_for_index
 
-    return {spec.name: (str(spec.directory), model_for_index(spec, specs)) for spec in index_specs}
+    window = {"max_window_tokens": config.max_sentence_tokens, "window_context": config.context_tokens}
+    return {spec.name: (str(spec.directory), model_for_index(spec, specs, window)) for spec in index_specs}
 
 
 def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
@@ -172,7 +186,8 @@ def _run(args: argparse.Namespace, specs: list[ModelSpec], config: ServeConfig,
         embedder.embed(["warm up"], "top")
     app = create_app(embedders, config, indexes)
     # uvicorn stops accepting on SIGTERM/SIGINT and waits for in-flight requests; past this it gives up on them.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                access_log=args.log_level in ("info", "debug") if args.access_log is None else args.access_log,
                 timeout_graceful_shutdown=int(config.request_timeout_s) + 5, timeout_keep_alive=config.keep_alive_s,
                 # uvicorn refuses once the open connections, the new one counted, reach its limit: N + 1 serves N
                 limit_concurrency=config.limit_concurrency + 1,
