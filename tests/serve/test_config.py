@@ -110,3 +110,21 @@ def test_flags_that_would_do_nothing_are_refused_before_serving(flags, expected,
     monkeypatch.setattr(commands, "_run", no_serving)
     assert commands.main(["--model", str(FIXTURE_MODEL), *flags]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_refused_before_any_model_loads(capsys, monkeypatch):
+    """uvicorn found it after every model had loaded and warmed up, and exited 3 with its own log line."""
+    import socket
+
+    from elmo.serve import commands
+
+    def no_serving(*args, **kwargs):
+        raise AssertionError("went on to load the models")
+
+    monkeypatch.setattr(commands, "_run", no_serving)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert commands.main(["--model", str(FIXTURE_MODEL), "--port", str(port)]) == 2
+    assert f"--host 127.0.0.1 --port {port}: cannot listen there (Address already in use)" in capsys.readouterr().err

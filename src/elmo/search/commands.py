@@ -179,7 +179,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                            help='print [{"sentence", "token_index", "token", "score"}, ...] only')
     neighbors.add_argument("--glove", action="store_true", help="also show GloVe 6B 50d's nearest words")
     neighbors.add_argument("--static-k", type=positive_int, default=None,
-                           help=f"nearest words shown for the static vectors (default {STATIC_K})")
+                           help=f"nearest words shown for the static vectors (default: {STATIC_K})")
     neighbors.set_defaults(func=_neighbors, extra="search")
 
     senses = subparsers.add_parser("senses", help="cluster a word's uses in an indexed corpus into senses (PNG)")

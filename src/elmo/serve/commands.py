@@ -6,6 +6,7 @@ does a missing ``serve`` extra (``search`` too with ``--index``).
 """
 
 import argparse
+import socket
 import sys
 
 from elmo.command_line import (
@@ -58,8 +59,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     limits.add_argument("--max-body-bytes", type=positive_int, default=DEFAULTS.max_body_bytes,
                         help="largest request body read (413 beyond)")
     limits.add_argument("--max-sentences", type=positive_int, default=DEFAULTS.max_sentences, help="per request")
-    limits.add_argument("--max-sentence-tokens", type=positive_int, default=DEFAULTS.max_sentence_tokens,
-                        help="longer sentences are cut into overlapping windows of this many tokens, or refused")
+    limits.add_argument("--max-sentence-tokens", type=positive_int, default=None,
+                        help="longer sentences are cut into overlapping windows of this many tokens, or refused "
+                             f"(default: {DEFAULTS.max_sentence_tokens})")
     limits.add_argument("--long-sentences", choices=("window", "refuse"), default=DEFAULTS.long_sentences,
                         help="a sentence over --max-sentence-tokens: embedded in overlapping windows, or refused")
     limits.add_argument("--window-context", type=non_negative_int, default=None,
@@ -113,7 +115,7 @@ def serve_command(args: argparse.Namespace) -> int:
         if args.long_sentences == "refuse" and args.window_context is not None:
             raise ValueError("--window-context sets the windows long sentences are cut into; --long-sentences refuse "
                              "cuts none: leave it out")
-        if args.max_sentence_tokens > args.max_request_tokens:
+        if args.max_sentence_tokens is not None and args.max_sentence_tokens > args.max_request_tokens:
             raise ValueError(f"--max-sentence-tokens {args.max_sentence_tokens} is more than --max-request-tokens "
                              f"{args.max_request_tokens}: a sentence that long is answered 413 before any window "
                              "applies; give at most --max-request-tokens")
@@ -125,7 +127,8 @@ def serve_command(args: argparse.Namespace) -> int:
                              "or --no-auth to serve it without authentication on purpose")
         config = ServeConfig(
             max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
-            max_sentence_tokens=args.max_sentence_tokens, long_sentences=args.long_sentences,
+            max_sentence_tokens=DEFAULTS.max_sentence_tokens if args.max_sentence_tokens is None
+            else args.max_sentence_tokens, long_sentences=args.long_sentences,
             window_context=args.window_context, max_request_tokens=args.max_request_tokens,
             max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
             max_queue_tokens=args.max_queue_tokens, request_timeout_s=args.request_timeout,
@@ -133,6 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
             body_timeout_s=args.body_timeout, write_timeout_s=args.write_timeout, keep_alive_s=args.keep_alive_timeout,
             batch_size=args.batch_size, api_keys=read_api_keys(args.api_key_file) if args.api_key_file else ())
         indexes = _index_models(index_specs, specs, config)
+        _check_can_listen(args.host, args.port)
         return _run(args, specs, config, indexes)
     except (FileNotFoundError, ValueError) as error:
         print(f"elmo serve: error: {error}", file=sys.stderr)
@@ -151,6 +155,19 @@ def _check_model_directories(specs: list[ModelSpec]) -> None:
 def _check_unique_names(flag: str, names: list[str]) -> None:
     if len(set(names)) != len(names):
         raise ValueError(f"two {flag} flags serve the same name ({', '.join(names)}); name them NAME=DIR")
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """ValueError, before any model loads, when ``host:port`` cannot be listened on (a port in use, an address of
+    no interface here): uvicorn found it only after every model had loaded, and exited without naming a flag. A
+    trial socket, closed at once, as uvicorn's own (SO_REUSEADDR, which a listening socket still refuses)."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, protocol) as trial:
+            trial.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            trial.bind(address)
+    except OSError as error:
+        raise ValueError(f"--host {host} --port {port}: cannot listen there ({error.strerror or error})") from None
 
 
 def _index_models(index_specs: list[IndexSpec], specs: list[ModelSpec],
