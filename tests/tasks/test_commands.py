@@ -463,11 +463,6 @@ def test_predict_to_a_file_that_fails_halfway_keeps_the_previous_file(tmp_path: 
     ("tagger", ["--cache", "afile"], "--cache afile is a file; expected a directory"),
     ("qa", ["--out", "afile/out"], "--out afile/out: afile is a file, not a directory to write in"),
     ("tagger", ["--epochs", "2", "--min-epochs", "10"], "--min-epochs 10 is more than --epochs 2"),
-    ("classifier", ["--elmo", "top", "--mix-l2", "5"], "--mix-l2 pulls a learned scalar mix towards even weights; "
-                                                       "--elmo top learns no mix"),
-    ("tagger", ["--elmo", "none", "--static", "glove", "--cache", "c"], "--cache holds the biLM layers read once "
-                                                                       "for training; --elmo none reads no biLM"),
-    ("classifier", ["--fine-tune", "--cache", "c"], "--fine-tune runs the biLM inside the task model"),
 ])
 def test_an_option_that_would_be_ignored_or_fail_later_is_refused_before_any_file_is_read(
         tmp_path: Path, fixture_dir: Path, capsys, monkeypatch, kind, flags, expected):
@@ -480,6 +475,21 @@ def test_an_option_that_would_be_ignored_or_fail_later_is_refused_before_any_fil
     error = capsys.readouterr().err
     assert expected in error and len(error.splitlines()) == 1, error
     assert sorted(path.name for path in tmp_path.iterdir()) == ["afile"] and (tmp_path / "afile").read_text() == "kept"
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--elmo", "top", "--mix-l2", "5"], "--mix-l2 pulls a learned scalar mix towards even weights; --elmo top "
+                                         "learns no mix, so it has no effect"),
+    (["--elmo", "none", "--static", "glove", "--cache", "c"], "--elmo none reads no biLM, so nothing is cached"),
+    (["--fine-tune", "--cache", "c"], "--fine-tune runs the biLM inside the task model, so nothing is cached"),
+])
+def test_an_option_the_method_does_without_is_warned_of_before_any_file_is_read(tmp_path: Path, fixture_dir: Path,
+                                                                                caplog, flags, expected):
+    """They did nothing without a word; refused, they would break scripts that give every method the same flags."""
+    missing = str(tmp_path / "none.txt")
+    assert main(["task", "train", "classifier", "--train", missing, "--dev", missing, "--test", missing,
+                 "--model", str(fixture_dir), "--out", str(tmp_path / "out"), *flags]) == 2  # the missing file
+    assert [record.getMessage() for record in caplog.records if expected in record.getMessage()]
 
 
 def test_predict_refuses_an_output_that_is_its_input_or_a_directory_before_the_model_loads(

@@ -7,6 +7,7 @@ traceback. The handlers import the library when they run, so ``elmo --help`` doe
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -52,6 +53,8 @@ from elmo.tasks.options import (
     MIX_L2,
     TrainOptions,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from elmo.tasks.data import Example
@@ -169,13 +172,14 @@ def _check_train_options(args: argparse.Namespace) -> None:
     if args.min_epochs > args.epochs:
         raise ValueError(f"--min-epochs {args.min_epochs} is more than --epochs {args.epochs}: a run stops at "
                          "--epochs, so it would be ignored; give at most --epochs")
+    # Warned of, not refused: scripts give every method of a task the same flags (scripts/run_tasks.py, the
+    # commands docs/results.md prints), so these are expected where a method does without them.
     if "mix_l2" in given and args.elmo != "mix":
-        raise ValueError(f"--mix-l2 pulls a learned scalar mix towards even weights; --elmo {args.elmo} learns no "
-                         "mix: leave it out, or give --elmo mix")
+        log.warning("--mix-l2 pulls a learned scalar mix towards even weights; --elmo %s learns no mix, so it has no "
+                    "effect", args.elmo)
     if args.cache is not None and (args.fine_tune or args.elmo == "none"):
         reason = "--fine-tune runs the biLM inside the task model" if args.fine_tune else "--elmo none reads no biLM"
-        raise ValueError(f"--cache holds the biLM layers read once for training; {reason}, so nothing would be "
-                         "cached: leave it out")
+        log.warning("--cache holds the biLM layers read once for training; %s, so nothing is cached there", reason)
     if args.kind != "qa" and {"max_answer_tokens", "passage_only"} & set(given):
         named = flags(name for name in ("max_answer_tokens", "passage_only") if name in given)
         raise ValueError(f"{named} shape a qa model's answers; a {args.kind} has none: leave them out")
