@@ -69,11 +69,11 @@ def test_perplexity_of_text_the_vocabulary_does_not_cover_says_how_much_is_unk(s
     captured = capsys.readouterr()
     _, vocab = load_language_model(shipped_root / "mini")
     unknown = sum(vocab.token_id(word) == vocab.unk_id for word in text.read_text().split())
-    assert unknown == 7 and f"unknown (<UNK>): 7 ({7 / 9:.1%})" in captured.out.splitlines()
+    assert unknown == 7 and {"unknown (<UNK>): 7", f"unknown share: {7 / 9:.4f}"} <= set(captured.out.splitlines())
     assert f"{7 / 9:.1%} of the 9 tokens are <UNK> to the model's vocabulary" in captured.err
     text.write_text("the dog sees the cat .\n")
     assert main(["perplexity", "--model", "mini", "--corpus", str(text), "--tokenizer", "whitespace"]) == 0
-    assert "unknown (<UNK>): 0 (0.0%)" in capsys.readouterr().out
+    assert "unknown (<UNK>): 0" in capsys.readouterr().out.splitlines()
 
 
 def test_export_writes_the_runs_tokenizer_for_the_embedder_and_perplexity(

@@ -152,7 +152,8 @@ def _perplexity(args: argparse.Namespace) -> int:
     model, vocab = load_language_model(args.model)
     result = evaluate(model, corpus, vocab, args.batch_size, args.unroll_steps)
     print(f"tokens: {result.n_tokens}")
-    print(f"unknown (<UNK>): {result.n_unknown} ({result.unknown_share:.1%})")
+    print(f"unknown (<UNK>): {result.n_unknown}")  # each line "name: number", for scripts that read them
+    print(f"unknown share: {result.unknown_share:.4f}")
     if note := result.unknown_note():
         print(f"elmo perplexity: warning: {note}", file=sys.stderr)
     print(f"forward perplexity: {result.forward:.4f}")
