@@ -160,12 +160,13 @@ def _check_unique_names(flag: str, names: list[str]) -> None:
 def _check_can_listen(host: str, port: int) -> None:
     """ValueError, before any model loads, when ``host:port`` cannot be listened on (a port in use, an address of
     no interface here): uvicorn found it only after every model had loaded, and exited without naming a flag. A
-    trial socket, closed at once, as uvicorn's own (SO_REUSEADDR, which a listening socket still refuses)."""
+    trial socket, closed at once, made as uvicorn makes its own (IPv6 for a host with a colon, else IPv4;
+    SO_REUSEADDR, which a listening socket still refuses)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, protocol) as trial:
+        with socket.socket(family, socket.SOCK_STREAM) as trial:
             trial.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            trial.bind(address)
+            trial.bind((host, port))
     except OSError as error:
         raise ValueError(f"--host {host} --port {port}: cannot listen there ({error.strerror or error})") from None
 
