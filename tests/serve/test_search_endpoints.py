@@ -333,12 +333,14 @@ def test_an_index_of_a_shipped_model_is_matched_to_it_where_a_folder_has_its_nam
     from elmo.search import build_index
     from elmo.serve.config import IndexSpec, ModelSpec
     from elmo.serve.search import model_for_index
+    from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT
 
     (tmp_path / "corpus.txt").write_text("she saw a play\nthe play ended\nplay the game\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     build_index(tmp_path / "corpus.txt", tmp_path / "en", "en", progress=False)
     served = ModelSpec("english", str(shipped_models_root() / "en"))
-    assert model_for_index(IndexSpec("idx", tmp_path / "en"), [served]) == "english"
+    windows = {"max_window_tokens": MAX_WINDOW_TOKENS, "window_context": WINDOW_CONTEXT}  # elmo index's defaults
+    assert model_for_index(IndexSpec("idx", tmp_path / "en"), [served], windows) == "english"
 
 
 def test_an_index_read_otherwise_than_the_service_reads_queries_is_refused_before_any_model_loads(index_dir: Path):
@@ -360,5 +362,6 @@ def test_an_index_read_otherwise_than_the_service_reads_queries_is_refused_befor
     copy = index_dir.parent / "other-tokenizer"
     shutil.copytree(index_dir, copy)
     (copy / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match=rf"built with the {meta['tokenizer']} tokenizer; model 'fixture' splits"):
+    with pytest.raises(ValueError, match=rf"model 'fixture' splits text with the '{tokenizer}' tokenizer, .* was "
+                                         rf"built with '{meta['tokenizer']}'"):
         model_for_index(IndexSpec("idx", copy), [served], window)

@@ -116,6 +116,22 @@ class ContextIndex:
         (``elmo.windows.EARLIER_DEFAULTS``)."""
         return self.meta.get("window", EARLIER_DEFAULTS)
 
+    def check_reads_as(self, tokenizer: str, window: dict[str, int], reader: str) -> None:
+        """SearchError unless ``reader`` (an embedder, a served model) splits query text with the index's tokenizer
+        and cuts long sentences into its windows (``window_of``): a query sentence would get other vectors than its
+        corpus twin. Checked when the embedder is first used, and by ``elmo serve`` before any model loads."""
+        if tokenizer != self.meta["tokenizer"]:
+            raise SearchError(f"{reader} splits text with the {tokenizer!r} tokenizer, {self.directory} was built with "
+                              f"{self.meta['tokenizer']!r}: query sentences must be split as the corpus was; load the "
+                              "embedder with that tokenizer", "embedder")
+        built_with = self.window
+        if window != built_with:
+            raise SearchError(f"{reader} cuts long sentences as {window}: give --max-sentence-tokens "
+                              f"{built_with['max_window_tokens']} --window-context {built_with['window_context']} "
+                              f"(elmo serve), or load the embedder with those; {self.directory} was built with "
+                              f"{built_with}, and a long query sentence would get other vectors than its corpus twin",
+                              "embedder")
+
     @property
     def model_source(self) -> str | None:
         """What loads the model the index was built with (``Embedder.load``, ``ModelDir.find``): its directory,
@@ -150,17 +166,7 @@ class ContextIndex:
                                   f"{self.directory} was built with ({self.meta['fingerprint'][:12]}): other "
                                   "options or weights; query it with that model, or build the index again",
                                   "embedder")
-            if self._embedder.tokenizer_name != self.meta["tokenizer"]:
-                raise SearchError(f"the embedder splits text with the {self._embedder.tokenizer_name!r} tokenizer, "
-                                  f"{self.directory} was built with {self.meta['tokenizer']!r}: query sentences "
-                                  "must be split as the corpus was; load the embedder with that tokenizer",
-                                  "embedder")
-            window = self.window
-            if window_of(self._embedder) != window:
-                raise SearchError(f"the embedder cuts long sentences as {window_of(self._embedder)}, {self.directory} "
-                                  f"was built with {window}: a long query sentence would get other vectors than its "
-                                  "corpus twin; load the embedder with those settings (elmo serve: "
-                                  "--max-sentence-tokens, --window-context)", "embedder")
+            self.check_reads_as(self._embedder.tokenizer_name, window_of(self._embedder), "the embedder")
             self._embedder_checked = True
         return self._embedder
 

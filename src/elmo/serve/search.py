@@ -28,11 +28,11 @@ _T = TypeVar("_T")
 _PLOT_LOCK = threading.Lock()  # pyplot's figure registry is global: draw one map at a time
 
 
-def model_for_index(spec: IndexSpec, models: Sequence[ModelSpec], window: dict[str, int] | None = None) -> str:
+def model_for_index(spec: IndexSpec, models: Sequence[ModelSpec], window: dict[str, int]) -> str:
     """The name of the served model that answers ``spec``'s sentence queries: the one loaded from the directory
-    (or shipped model) the index was built with, whose tokenizer and (given ``window``, the service's
-    ``max_window_tokens`` and ``window_context``) windows must be the index's. Checked before any model loads, so a
-    bad ``--index`` costs nothing; ValueError or FileNotFoundError say what is wrong."""
+    (or shipped model) the index was built with, which must read queries as the index's corpus was read, with
+    the service's ``window`` (``ContextIndex.check_reads_as``). Checked before any model loads, so a bad
+    ``--index`` costs nothing; ValueError or FileNotFoundError say what is wrong."""
     index = ContextIndex.load(spec.directory)
     built_with = index.meta["model"]
     if built_with is None:
@@ -43,15 +43,7 @@ def model_for_index(spec: IndexSpec, models: Sequence[ModelSpec], window: dict[s
         raise ValueError(f"--index {spec.directory} was built with the model {built_with}, which is not found here")
     for model in models:
         if _model_path(model.source) == wanted:
-            tokenizer = ModelDir.find(model.source).tokenizer
-            if index.meta["tokenizer"] != tokenizer:
-                raise ValueError(f"--index {spec.directory} was built with the {index.meta['tokenizer']} tokenizer; "
-                                 f"model {model.name!r} splits text with {tokenizer}")
-            if window is not None and index.window != window:
-                raise ValueError(f"--index {spec.directory} was built with the windows {index.window}; this service "
-                                 f"cuts long sentences as {window}: give --max-sentence-tokens "
-                                 f"{index.window['max_window_tokens']} --window-context "
-                                 f"{index.window['window_context']}")
+            index.check_reads_as(ModelDir.find(model.source).tokenizer, window, f"model {model.name!r}")
             return model.name
     raise ValueError(f"--index {spec.directory} was built with the model {built_with}; serve that model too "
                      f"(--model {built_with})")
@@ -113,10 +105,7 @@ def open_index(name: str, directory: str | Path, model_name: str, embedder: Embe
     stops the start-up. ValueError if the served model (``fingerprint``: its options and weights) is not the one
     the index was built with."""
     index = ContextIndex.load(directory, embedder=BatchedEmbedder(embedder, batcher, timeout_s, fingerprint))
-    if index.meta["tokenizer"] != embedder.tokenizer_name:
-        raise ValueError(f"--index {directory} was built with the {index.meta['tokenizer']} tokenizer; model "
-                         f"{model_name!r} splits text with {embedder.tokenizer_name}")
-    index.embedder  # noqa: B018 -- ValueError if the model's fingerprint or windows differ from the index's
+    index.embedder  # noqa: B018 -- ValueError if the model's fingerprint, tokenizer or windows differ from the index's
     for layer in index.layers:
         index.vectors(layer)
         index.ann(layer)
