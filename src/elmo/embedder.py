@@ -576,14 +576,16 @@ class NonFiniteVectors:
 
     @property
     def reason(self) -> str:
-        if self.dtype is None:
-            return "not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
-        return f"beyond {self.dtype}'s range, written as inf; float32 holds them"
+        return self._text(with_magnitude=False)
 
     def __str__(self) -> str:
+        return self._text(with_magnitude=True)
+
+    def _text(self, with_magnitude: bool) -> str:
         if self.dtype is None:
-            return self.reason
-        return f"beyond {self.dtype}'s range (largest magnitude {self.largest:.4g}), written as inf; float32 holds them"
+            return "not finite (inf or NaN): the mixing weights make them overflow float32; use smaller ones"
+        magnitude = f" (largest magnitude {self.largest:.4g})" if with_magnitude else ""
+        return f"beyond {self.dtype}'s range{magnitude}, written as inf; float32 holds them"
 
 
 def cast_vectors(vectors: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, NonFiniteVectors | None]:
