@@ -3,10 +3,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from run_helpers import train_micro_run
 from training_helpers import write_synthetic_corpus
 
 from elmo.training.batches import NO_TARGET, Batcher
-from elmo.training.corpus import Corpus, CorpusError, RowPosition
+from elmo.training.checkpoints import load_checkpoint
+from elmo.training.corpus import Corpus, CorpusError, RowPosition, first_pass_start
 from elmo.training.vocab import Vocabulary, VocabularyError
 
 
@@ -97,6 +99,49 @@ def test_shards_are_reshuffled_each_epoch_and_every_epoch_reads_every_line_once(
     first, second = read[: len(read) // 2], read[len(read) // 2 :]
     assert Counter(first) == lines and Counter(second) == lines
     assert first != second
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.75])
+def test_a_new_row_starts_at_the_first_line_past_its_fraction_of_its_share_then_reads_every_share_whole(
+        tmp_path: Path, fraction: float):
+    path = write_synthetic_corpus(tmp_path / "text.txt", 90)
+    data = path.read_bytes()
+    line_starts = [0] + [k + 1 for k, byte in enumerate(data[:-1]) if byte == ord("\n")]
+    lines = data.decode().splitlines()
+    corpus = Corpus([str(path)])
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    n_rows = 3
+    batcher = Batcher(corpus, vocab, range(n_rows), n_rows, 4, seed=0, max_epochs=None,
+                      first_pass_start=fraction)
+    for row, reader in enumerate(batcher.readers):
+        share_start, share_end = row * len(data) // n_rows, (row + 1) * len(data) // n_rows
+        in_share = [k for k, start in enumerate(line_starts) if share_start <= start < share_end]
+        first = next(k for k in in_share if line_starts[k] >= share_start + fraction * (share_end - share_start))
+        assert reader.position.offset == line_starts[first]
+        # to the share's end, then (the next pass) the share whole from its start
+        expected = [lines[k].split() for k in range(first, in_share[-1] + 1)] + [lines[k].split() for k in in_share]
+        tokens = reader.take(sum(len(sentence) + 1 for sentence in expected))
+        assert _split_sentences(tokens.forward_inputs) == expected
+    batcher.close()
+
+
+def test_the_seed_draws_where_rows_start_and_training_starts_rows_there(
+        tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path):
+    """Runs with other seeds read other text first (runs continued from a model with a new seed re-read the same
+    opening stretch of every share, as data.md's runs 3b to 17 did)."""
+    fractions = [first_pass_start(seed) for seed in range(8)]
+    assert len(set(fractions)) == 8 and all(0 <= f < 1 for f in fractions)
+    corpus = Corpus([str(synthetic_corpus)])
+    rows = []
+    for seed in (1, 2):
+        run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, f"seed-{seed}", max_steps=1, seed=seed)
+        batcher = Batcher(corpus, Vocabulary.load(run / "vocab.txt"), range(4), 4, 6, seed, None,
+                          first_pass_start=first_pass_start(seed))
+        batcher.next_batch()
+        rows.append(load_checkpoint(run).rows)
+        assert rows[-1] == batcher.positions()
+        batcher.close()
+    assert rows[0] != rows[1]
 
 
 def test_vocab_orders_specials_then_by_descending_frequency():

@@ -11,6 +11,7 @@ from torch import multiprocessing
 from elmo.training import Corpus, TrainingOptions, Vocabulary, train
 from elmo.training.batches import Batcher
 from elmo.training.language_model import StepNoise
+from elmo.training.corpus import first_pass_start
 
 VOCAB_SIZE = 100_000
 N_NEGATIVES = 64
@@ -27,7 +28,7 @@ def _rows_touched(options: TrainingOptions, vocab: Vocabulary, n_steps: int) -> 
     """Per step, the distinct softmax rows of the global batch: negatives and both directions' targets."""
     corpus = Corpus(options.corpus)
     batcher = Batcher(corpus, vocab, range(options.batch_size), options.batch_size, options.unroll_steps,
-                      options.seed, options.epochs)
+                      options.seed, options.epochs, first_pass_start=first_pass_start(options.seed))
     counts = []
     for step in range(n_steps):
         inputs = batcher.next_batch()

@@ -233,8 +233,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                               help="chance that a row starts a step from a zero LSTM state (bilm-tf: 0)")
     train_parser.add_argument("--clip-norm", type=positive_float, default=10.0, help="global gradient-norm clip")
     train_parser.add_argument("--seed", type=non_negative_int, default=0,
-                              help="below 2**64, as PyTorch's generators take; seeds initialization, row order, "
-                                   "sampling and dropout")
+                              help="below 2**64, as PyTorch's generators take; seeds initialization, where a new "
+                                   "run's rows start in their shares of the text, shard order, sampling and dropout")
     train_parser.add_argument("--checkpoint-every", type=positive_int, default=500, help="steps between checkpoints")
     train_parser.add_argument("--keep-checkpoints", type=positive_int, default=3, help="newest checkpoints kept")
     train_parser.add_argument("--valid-every", type=positive_int, default=500,

@@ -185,7 +185,7 @@ class RowReader:
     """
 
     def __init__(self, corpus: Corpus, files: OpenFiles, row: int, n_rows: int, seed: int, max_epochs: int | None,
-                 position: RowPosition | None = None) -> None:
+                 position: RowPosition | None = None, first_pass_start: float = 0.0) -> None:
         self.corpus = corpus
         self.files = files
         self.row = row
@@ -195,8 +195,8 @@ class RowReader:
         self._order_epoch = -1
         self._bases: list[int] = []
         self._order: list[int] = []
-        self.position = position if position is not None else RowPosition(0, self._segment_start(0))
-        self._text_this_pass = bool(self.position.sentence)
+        self.position = position if position is not None else RowPosition(0, self._first_start(first_pass_start))
+        self._text_this_pass = bool(self.position.sentence) or first_pass_start > 0  # a part pass proves nothing
         self._passes_without_text = 0
         if position is not None and not self._at_line_start(position):
             raise CorpusError(f"row {row} was saved at byte {position.offset:,} of pass {position.epoch}, which is not "
@@ -285,7 +285,17 @@ class RowReader:
 
     def _segment_start(self, epoch: int) -> int:
         """The first line start at or after this row's share of the epoch's bytes."""
-        start = self.row * self.corpus.n_bytes // self.n_rows
+        return self._line_start_from(epoch, self.row * self.corpus.n_bytes // self.n_rows)
+
+    def _first_start(self, fraction: float) -> int:
+        """Where a new row starts: the first line start at or after ``fraction`` of its share of the first pass,
+        or the share's start where no line starts in the rest of the share."""
+        share_start = self.row * self.corpus.n_bytes // self.n_rows
+        start = self._line_start_from(0, share_start + int(fraction * (self._segment_end() - share_start)))
+        return start if start < self._segment_end() else self._segment_start(0)
+
+    def _line_start_from(self, epoch: int, start: int) -> int:
+        """The first line start at or after byte ``start`` of the epoch's bytes."""
         if start == 0:
             return 0
         file_index, local = self._locate(epoch, start)
@@ -293,6 +303,17 @@ class RowReader:
             return start
         line = _read_line_at(self.files.get(file_index), local - 1)  # to the end of the line holding byte local-1
         return start - 1 + len(line)
+
+
+def first_pass_start(seed: int) -> float:
+    """Where in its share of the text every row of a new run starts, as a fraction of the share drawn from
+    ``seed``: a run continued from another (``--init-from``) with another seed reads other text first, rather than
+    the same opening stretch of each share again. Rows read on from there to their share's end, then every share
+    whole in each later pass."""
+    return float(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_FIRST_PASS_STREAM,))).random())
+
+
+_FIRST_PASS_STREAM = 1  # a spawn key: numpy keeps the draw apart from file_order's ([seed, epoch], no spawn key)
 
 
 def _read_line_at(handle: BinaryIO, offset: int) -> bytes:
