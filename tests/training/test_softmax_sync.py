@@ -10,8 +10,8 @@ from torch import multiprocessing
 
 from elmo.training import Corpus, TrainingOptions, Vocabulary, train
 from elmo.training.batches import Batcher
-from elmo.training.language_model import StepNoise
 from elmo.training.corpus import first_pass_start
+from elmo.training.language_model import StepNoise
 
 VOCAB_SIZE = 100_000
 N_NEGATIVES = 64
