@@ -112,6 +112,30 @@ def test_a_new_run_refuses_to_write_its_vocabulary_over_the_vocab_it_reads(tmp_p
     assert _snapshot(out) == before
 
 
+def test_text_inside_the_run_directory_is_refused_before_it_is_read(tmp_path: Path, corpus_never_read: None):
+    """A pattern over the run directory would train on the run's own vocab.txt and log and, once they changed,
+    refuse --resume; a run stopped before its first checkpoint may be started again there, so the files exist."""
+    out = tmp_path / "texts"
+    out.mkdir()
+    (out / "a.txt").write_text("a b c\n")
+    (out / LOG_FILE).write_text("")
+    (out / "vocab.txt").write_text("<S>\n</S>\n<UNK>\na\n")
+    with pytest.raises(CorpusError, match=rf"--corpus names {out}/(a|vocab)\.txt, inside the run directory {out}"):
+        train(_options(tmp_path, corpus=[str(out / "*.txt")]), out, progress=False)
+    with pytest.raises(CorpusError, match=rf"--valid names {out}/a\.txt, inside the run directory"):
+        train(_options(tmp_path, valid=[str(out / "a.txt")]), out, progress=False)
+
+
+def test_validation_text_that_is_also_training_text_is_refused_under_any_name(tmp_path: Path,
+                                                                              corpus_never_read: None):
+    options = _options(tmp_path, valid=[str(tmp_path / "." / "corpus.txt")])
+    with pytest.raises(CorpusError, match=r"--valid .*corpus\.txt is also a --corpus file"):
+        train(options, tmp_path / "run", progress=False)
+    (tmp_path / "held-out.txt").write_text("d e\n")
+    with pytest.raises(ReachedTheCorpus):
+        train(_options(tmp_path, valid=[str(tmp_path / "held-out.txt")]), tmp_path / "run", progress=False)
+
+
 @pytest.mark.parametrize("content", ['{"mine": 1}\n', "[1, 2]\n", '{"step": "one"}\n', "not json\n{\"step\": 1}\n"],
                          ids=["no step", "not an object", "a step that is not a number", "not JSON"])
 def test_a_log_jsonl_that_is_not_a_runs_is_refused_naming_it_and_its_line(tmp_path: Path, corpus_never_read: None,

@@ -55,6 +55,28 @@ def check_utf8_text(path: Path) -> None:
         raise CorpusError(str(error)) from error
 
 
+def matched_files(patterns: Sequence[str]) -> list[Path]:
+    """The files that paths or glob patterns name, in order, each once (a name that exists is that file, whatever
+    characters it holds); CorpusError for a pattern that matches nothing or a name that is not a regular file."""
+    if not patterns:
+        raise CorpusError("no corpus files given")
+    paths: list[Path] = []
+    for pattern in patterns:
+        # A name that exists is that file, even where it holds a glob character (`notes[1].txt`)
+        if glob.has_magic(pattern) and not Path(pattern).exists():
+            matches = sorted(glob.glob(pattern))
+            if not matches:
+                raise CorpusError(f"corpus pattern {pattern!r} matches no file")
+            paths.extend(_corpus_file(match, f" (matched by {pattern!r})") for match in matches)
+        else:
+            paths.append(_corpus_file(pattern))
+    # A file that two patterns name is read once (twice, its words counted double and read twice a pass)
+    first: dict[Path, Path] = {}
+    for path in paths:
+        first.setdefault(path.resolve(), path)
+    return list(first.values())
+
+
 class Corpus:
     """Files named by paths or glob patterns (a name that exists is that file, whatever characters it holds),
     tokenized line by line with a named tokenizer. Opening one refuses, before any work, a name that is not a
@@ -62,23 +84,7 @@ class Corpus:
     U+FFFD and goes on as it began), a file that is not UTF-8 text (``check_utf8_text``)."""
 
     def __init__(self, patterns: Sequence[str], tokenizer: str = "whitespace", check_utf8: bool = True) -> None:
-        if not patterns:
-            raise CorpusError("no corpus files given")
-        paths: list[Path] = []
-        for pattern in patterns:
-            # A name that exists is that file, even where it holds a glob character (`notes[1].txt`)
-            if glob.has_magic(pattern) and not Path(pattern).exists():
-                matches = sorted(glob.glob(pattern))
-                if not matches:
-                    raise CorpusError(f"corpus pattern {pattern!r} matches no file")
-                paths.extend(_corpus_file(match, f" (matched by {pattern!r})") for match in matches)
-            else:
-                paths.append(_corpus_file(pattern))
-        # A file that two patterns name is read once (twice, its words counted double and read twice a pass)
-        first: dict[Path, Path] = {}
-        for path in paths:
-            first.setdefault(path.resolve(), path)
-        self.paths = list(first.values())
+        self.paths = matched_files(patterns)
         for path in self.paths if check_utf8 else []:
             check_utf8_text(path)
         self.sizes = [os.path.getsize(path) for path in self.paths]

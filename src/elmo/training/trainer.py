@@ -54,7 +54,7 @@ from elmo.training.checkpoints import (
     save_checkpoint,
     set_aside,
 )
-from elmo.training.corpus import Corpus, CorpusError, first_pass_start
+from elmo.training.corpus import Corpus, CorpusError, first_pass_start, matched_files
 from elmo.training.export import (
     grow_vocabulary,
     lacks_softmax,
@@ -350,6 +350,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         options = saved
     else:
         _check_new_run_directory(out_dir, options)
+        _check_text_files(out_dir, options)
     options.validate()
     new_run = checkpoint is None
     corpus = Corpus(options.corpus, options.tokenizer, check_utf8=new_run)
@@ -494,6 +495,23 @@ def _check_new_run_directory(out_dir: Path, options: TrainingOptions) -> None:
     read_records(out_dir / LOG_FILE)  # RunLogError where another program's log.jsonl stands there
     inputs = [*options.corpus, *options.valid, *([options.vocab] if options.vocab is not None else [])]
     check_not_an_input(out_dir / RUN_VOCAB_FILE, inputs, f"the run's {RUN_VOCAB_FILE}")
+
+
+def _check_text_files(out_dir: Path, options: TrainingOptions) -> None:
+    """CorpusError, before the text is read, for a --corpus or --valid file inside the run directory (a pattern
+    that matches the run's own files: it would train on its vocabulary and log, and refuse to resume once they
+    changed) or a --valid file that is also a --corpus file (validation would score text the run trains on)."""
+    run = out_dir.resolve()
+    corpus = matched_files(options.corpus)
+    valid = matched_files(options.valid) if options.valid else []
+    for option, path in [*(("--corpus", path) for path in corpus), *(("--valid", path) for path in valid)]:
+        if path.resolve().is_relative_to(run):
+            raise CorpusError(f"{option} names {path}, inside the run directory {out_dir}, where the run writes its "
+                              "own files: keep the text outside --out (or give a pattern that does not match it)")
+    for path in valid:
+        if any(same_path(path, trained) for trained in corpus):
+            raise CorpusError(f"--valid {path} is also a --corpus file: validation would score text the run trains "
+                              "on; give held-out text")
 
 
 def _load_for_resume(out_dir: Path, processes: Processes) -> Checkpoint:
