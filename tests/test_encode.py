@@ -101,6 +101,8 @@ def test_flags_that_are_not_booleans_are_refused_not_read_as_true(embedder):
     ([["a", ""]], r"token 1 \(''\) of the sentence \['a', ''\] is empty or only white space"),
     ([["a", "b"], [" \t", "b"]], r"token 0 \(' \\t'\) of the sentence .* is empty or only white space"),
     ([["a", "x\ud800"]], r"token 1 \('x\\ud800'\) .* holds the lone surrogate U\+D800"),
+    ([["a", "\u200b \u2060"]], r"token 1 .* holds only invisible formatting \(U\+200B U\+2060\), which raw text "
+                                r"loses"),  # search and /v1/similarity read it as no word
     ("a \ud800 b", r"token 1 \('\\ud800'\) .* holds the lone surrogate U\+D800"),
     ([["bell\x07", "ok"]], r"token 0 \('bell\\x07'\) .* holds the control character U\+0007; a token must be "
                             r"printable text"),  # refused as elmo embed --text-field refuses it

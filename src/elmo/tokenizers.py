@@ -45,16 +45,19 @@ def clean_text(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-
 def token_problem(token: str) -> str | None:
     """Why a token given as it is (a tokenized sentence) cannot be embedded, or None: empty or only white space
     (the character CNN would see only a word's start and end marks, the empty word's vector, for a token no
-    tokenizer makes), holding a control character (``CONTROL_CHARACTERS``: raw text reads one as a space, so no
+    tokenizer makes), only invisible formatting and white space (``INVISIBLE_FORMATTING``: raw text deletes it, so
+    no tokenizer makes such a token, and search and ``/v1/similarity`` read it as no word), holding a control character (``CONTROL_CHARACTERS``: raw text reads one as a space, so no
     tokenizer makes such a token either; a tab or line feed inside a token is white space, as a space is), or
     holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and the token embedded
     as the empty word). The embedder, the service and ``elmo embed`` refuse the same tokens."""
     if not token.strip():
         return "is empty or only white space"
+    if not INVISIBLE_FORMATTING.sub("", token).strip():
+        shown = " ".join(f"U+{ord(character):04X}" for character in dict.fromkeys(token) if not character.isspace())
+        return f"holds only invisible formatting ({shown}), which raw text loses (clean_text)"
     if control := CONTROL_CHARACTERS.search(token):
         return f"holds the control character U+{ord(control.group()):04X}"
     try:

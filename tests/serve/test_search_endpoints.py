@@ -213,8 +213,9 @@ SENTENCE = "she wrote a play for broadway"
      "invalid_request", "layer"),
     ("/v1/neighbors", {"index": "play", "sentence": "  ", "word": "play"}, 422, "invalid_request", "sentence"),
     ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": ""}, 422, "invalid_request", "word"),
+    ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": " "}, 422, "invalid_request", "word"),
     ("/v1/neighbors", {"index": "play", "sentence": ["a", "\u200b", "play"], "word": " "}, 422, "invalid_request",
-     "word"),  # a blank word matched the blank token and was searched as a word
+     "sentence[1]"),  # a blank word matched this token, which reads as no word, and was searched as a word
     ("/v1/senses", {"index": "play", "word": "\u200b"}, 422, "invalid_request", "word"),
     ("/v1/neighbors", {"index": "play", "sentence": SENTENCE, "word": "play", "colour": "red"}, 422,
      "invalid_request", "colour"),
