@@ -98,8 +98,13 @@ def test_threads_past_the_maximum_are_refused_naming_the_option(capsys, monkeypa
     (["--max-sentence-tokens", "5000"], "--max-sentence-tokens 5000 is more than --max-request-tokens 4096"),
     (["--log-level", "warning", "--access-log"], "--access-log writes at the info level, which --log-level warning "
                                                  "hides"),
+    # settings two flags decide, checked by ServeConfig itself, name the flags (they named only the fields)
+    (["--max-request-tokens", "20000"], "max_queue_tokens (--max-queue-tokens, 16384) must be at least "
+                                        "max_request_tokens (--max-request-tokens, 20000)"),
+    (["--max-sentence-tokens", "4", "--window-context", "2"], "max_sentence_tokens (--max-sentence-tokens) (4) must "
+                                                              "exceed 2 x window_context (--window-context) (2)"),
 ])
-def test_flags_that_would_do_nothing_are_refused_before_serving(flags, expected, capsys, monkeypatch):
+def test_flags_that_would_do_nothing_or_contradict_each_other_are_refused_before_serving(flags, expected, capsys, monkeypatch):
     """Each was accepted and did nothing: no window is cut where long sentences are refused, a sentence over the
     request limit is refused before any window, uvicorn's access lines are at the info level."""
     from elmo.serve import commands

@@ -101,9 +101,10 @@ def _check_windows(name: str, embedder: Embedder, config: ServeConfig) -> None:
                              f"{config.max_sentence_tokens}, window_context={config.context_tokens})")
 
 
-@router.get("/healthz")
+@router.api_route("/healthz", methods=["GET", "HEAD"])
 async def healthz(service: ServiceDep) -> dict[str, object]:
-    """Liveness and readiness for a load balancer: the models are loaded and their batchers running."""
+    """Liveness and readiness for a load balancer: the models are loaded and their batchers running (HEAD too:
+    some health checkers send it)."""
     return {"status": "ok", "models": list(service.models)}
 
 

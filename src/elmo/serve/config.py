@@ -102,12 +102,15 @@ class ServeConfig:
             raise ValueError(f"max_wait_ms is {self.max_wait_ms}; expected a number >= 0")
         if self.drain_bytes < 0:
             raise ValueError(f"drain_bytes is {self.drain_bytes}; expected a number >= 0")
+        # the settings two fields decide are named with elmo serve's flags too: a user of the command sees these
         if self.max_queue_tokens < self.max_request_tokens:
-            raise ValueError(f"max_queue_tokens ({self.max_queue_tokens}) must be at least max_request_tokens "
-                             f"({self.max_request_tokens}), or the largest request could never be admitted")
+            raise ValueError(f"max_queue_tokens (--max-queue-tokens, {self.max_queue_tokens}) must be at least "
+                             f"max_request_tokens (--max-request-tokens, {self.max_request_tokens}), or the largest "
+                             "request could never be admitted")
         if self.long_sentences not in ("window", "refuse"):
             raise ValueError(f"long_sentences is {self.long_sentences!r}; expected 'window' or 'refuse'")
-        check_windows(self.max_sentence_tokens, self.context_tokens, ("max_sentence_tokens", "window_context"))
+        check_windows(self.max_sentence_tokens, self.context_tokens,
+                      ("max_sentence_tokens (--max-sentence-tokens)", "window_context (--window-context)"))
 
     @property
     def context_tokens(self) -> int:

@@ -37,7 +37,8 @@ REFUSALS = (ApiError, SearchError, QueueFull, ShuttingDown, TimeoutError, Client
 
 
 def add_error_handlers(app: FastAPI, config: ServeConfig) -> None:
-    """``refusal`` answers every error of ``REFUSALS``; a body pydantic refused is answered naming its field."""
+    """``refusal`` answers every error of ``REFUSALS``; a body pydantic refused is answered naming its field; any
+    other error is the service's own failure (``_failed``)."""
 
     async def refused(_: Request, error: Exception) -> JSONResponse:
         return refusal(error, config)
@@ -45,6 +46,15 @@ def add_error_handlers(app: FastAPI, config: ServeConfig) -> None:
     for kind in REFUSALS:
         app.add_exception_handler(kind, refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(Exception, _failed)
+
+
+async def _failed(_: Request, error: Exception) -> JSONResponse:
+    """A failure of the service itself (the model raised: out of memory, say), answered in the one error shape
+    rather than Starlette's plain-text 500; Starlette raises the error on after this answer, so the server's log
+    holds its traceback. A failed batch fails every request merged into it."""
+    return _answer(500, "internal_error", f"the service failed answering this request ({type(error).__name__}); "
+                   "its log holds the details")
 
 
 def refusal(error: Exception, config: ServeConfig) -> JSONResponse:

@@ -32,7 +32,8 @@ def error_payload(code: str, message: str, field: str | None = None) -> dict[str
 
 
 def _error_body(code: str, message: str) -> bytes:
-    return json.dumps(error_payload(code, message)).encode()
+    """Serialized as Starlette's ``JSONResponse`` serializes the app's errors, so every error body reads alike."""
+    return json.dumps(error_payload(code, message), ensure_ascii=False, separators=(",", ":")).encode()
 
 
 async def send_json_error(send: Send, status: int, code: str, message: str,
