@@ -147,3 +147,15 @@ def test_a_negative_k_is_refused_naming_k(k):
             search()
         assert refused.value.field == "k"
     assert exact_search(vectors, query, 0)[1].shape == (1, 0)  # zero rows asked, zero given
+
+
+@pytest.mark.parametrize(("factory", "reason"), [
+    ("IDMap,Flat", "add does not make sense with IndexIDMap, use add_with_ids"),  # faiss's own message
+    ("IVF4,Flat", ann_module.UNTRAINED),  # a check that failed: "Error: " before it
+])
+def test_faiss_reason_leaves_out_faiss_s_function_and_source_line(factory, reason):
+    index = faiss.index_factory(8, factory, faiss.METRIC_INNER_PRODUCT)
+    with pytest.raises(RuntimeError) as failed:
+        index.add(np.ones((2, 8), np.float32))
+    assert ".cpp" in str(failed.value)  # the premise: faiss names its source
+    assert ann_module.faiss_reason(failed.value) == reason

@@ -244,3 +244,17 @@ def test_a_folder_named_as_the_shipped_model_does_not_hide_it_from_index_and_nei
     capsys.readouterr()
     assert main(["neighbors", "--index", "en", "--sentence", "I saw the play", "--word", "play", "--k", "2"]) == 0
     assert "play" in capsys.readouterr().out
+
+
+def test_index_refuses_an_out_that_is_a_symbolic_link_before_the_model_loads(fixture_dir, fixture_corpus, tmp_path,
+                                                                             capsys, monkeypatch, no_model_load):
+    """`ln -sfn existing-idx idx-link; elmo index ... --out idx-link` embedded the whole corpus and built the ANN
+    index before publishing refused the link, leaving the finished index unpublished in idx-link.partial."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing-idx").mkdir()
+    (tmp_path / "idx-link").symlink_to("existing-idx")
+    assert main(["index", str(fixture_corpus), "--model", str(fixture_dir), "--out", "idx-link", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "idx-link is a symbolic link (to existing-idx)" in error and len(error.splitlines()) == 1, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "existing-idx", "idx-link"]
+    assert (tmp_path / "idx-link").is_symlink()

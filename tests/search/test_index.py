@@ -694,3 +694,121 @@ def test_an_embedder_that_carries_state_between_batches_is_refused_to_build_and_
     with pytest.raises(SearchError, match="StatefulEmbedder") as refused:
         neighbors(queried_statefully, line, "play")
     assert refused.value.field == "embedder"
+
+
+@pytest.mark.parametrize("target", ["an index", "nothing"])
+def test_an_out_that_is_a_symbolic_link_is_refused_before_any_work_and_left_as_it_is(topic_corpus, fixture_bilm,
+                                                                                    tmp_path, target):
+    """The link passed, the corpus was embedded and the ANN index built, and only publishing refused it."""
+    existing = tmp_path / "existing"
+    if target == "an index":
+        build_index(topic_corpus, existing, ConstructedEmbedder(fixture_bilm), progress=False)
+    meta_before = (existing / "meta.json").read_text() if target == "an index" else None
+    link = tmp_path / "link"
+    link.symlink_to(existing.name)
+    with pytest.raises(SearchError, match=r"link is a symbolic link \(to existing\)") as refused:
+        build_index(topic_corpus, link, _NeverEmbeds(fixture_bilm), progress=False)
+    assert refused.value.field == "out"
+    with pytest.raises(SearchError, match="is a symbolic link"):  # elmo index's check, before the model loads
+        build_module.check_index_options(link, None, fixture_bilm.config.n_output_layers,
+                                         fixture_bilm.config.output_dim, None, None)
+    assert link.is_symlink() and str(link.readlink()) == "existing"
+    assert not (tmp_path / "link.partial").exists()
+    if meta_before is not None:
+        assert (existing / "meta.json").read_text() == meta_before
+
+
+@pytest.mark.parametrize(("meta", "message"), [
+    ([1, 2], r"meta.json holds a JSON list, not an object; the index is damaged"),
+    ({"format": 2}, r"meta.json lacks model, fingerprint, tokenizer, layers, .*, ann; the index is damaged"),
+    ("without layers", r"meta.json lacks layers; the index is damaged: build it again"),
+    ("without ann.candidates", r"meta.json lacks ann.candidates; "),
+    ("an empty window", r"meta.json lacks window.max_window_tokens, window.window_context; "),
+    ("dim as text", r"meta.json: dim is '32'; expected a whole number >= 1"),
+    ("ann as a list", r"meta.json: ann is \[\]; expected an object"),
+    ("not JSON", r"meta.json is not JSON \(.*\); the index is damaged"),
+])
+def test_a_damaged_meta_json_is_refused_by_load_naming_it_and_the_key(topic_corpus, constructed_embedder, tmp_path,
+                                                                     meta, message):
+    """[1, 2] gave an AttributeError, {"format": 2} a KeyError 'ann', a missing key a bare KeyError."""
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, constructed_embedder, progress=False)
+    built = json.loads((out / "meta.json").read_text())
+    damaged = {"without layers": {key: value for key, value in built.items() if key != "layers"},
+               "without ann.candidates": {**built, "ann": {"factories": {}, "nprobe": 1}},
+               "an empty window": {**built, "window": {}}, "dim as text": {**built, "dim": "32"},
+               "ann as a list": {**built, "ann": []}}
+    if meta == "not JSON":
+        (out / "meta.json").write_text('{"format": 2,')
+    else:
+        (out / "meta.json").write_text(json.dumps(damaged.get(meta, meta) if isinstance(meta, str) else meta))
+    with pytest.raises(SearchError, match=message) as refused:
+        ContextIndex.load(out)
+    assert refused.value.field == "directory"
+
+
+@pytest.mark.parametrize("damaged", ["vectors-layer1.f16", "tokens.bin", "sentence_offsets.i8", "layer0.f16"])
+def test_a_file_cut_short_or_missing_is_refused_by_load_naming_it_before_it_is_mapped(topic_corpus,
+                                                                                      constructed_embedder, tmp_path,
+                                                                                      damaged):
+    """A memory map of a file cut short failed as "mmap length is greater than file size", naming no file (the
+    vectors' only at the first search)."""
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, constructed_embedder, layers=["top", 1], progress=False)
+    path = out / damaged
+    size = path.stat().st_size
+    with path.open("r+b") as handle:
+        handle.truncate(size - 3)
+    with pytest.raises(SearchError, match=rf"{damaged} is {size - 3:,} bytes where meta.json makes it {size:,}: "
+                                          r"the index is damaged .*build it again") as refused:
+        ContextIndex.load(out)
+    assert refused.value.field == "directory"
+    path.unlink()
+    with pytest.raises(SearchError, match=rf"{damaged} is missing; the index is damaged: build it again"):
+        ContextIndex.load(out)
+
+
+def test_the_docs_say_an_index_without_a_window_is_checked_against_the_defaults_of_then():
+    """docs/search.md said such indexes were "not checked", while they are read as cut at 256 / 64 and checked."""
+    from elmo.windows import EARLIER_DEFAULTS
+
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "search.md").read_text(encoding="utf-8").split())
+    assert "Indexes built before it was recorded are not checked" not in docs
+    assert f"defaults of then, {EARLIER_DEFAULTS['max_window_tokens']} / {EARLIER_DEFAULTS['window_context']} " \
+           "(`elmo.windows.EARLIER_DEFAULTS`), and checked against them" in docs
+
+
+@pytest.mark.parametrize("factory", ["IDMap,Flat", "IDMap2,Flat", "IDMap,IVF4,Flat"])
+def test_a_factory_whose_index_cannot_take_plain_vectors_is_refused_before_the_corpus_is_embedded(
+        topic_corpus, fixture_bilm, tmp_path, factory):
+    """faiss builds these, so they passed the check, and failed at add() after the whole corpus was embedded, with
+    faiss's C++ function and source line in the message."""
+    with pytest.raises(SearchError, match=rf"^--factory '{factory}' makes a faiss index that cannot index the "
+                                          r"corpus's vectors: add does not make sense with IndexIDMap, use "
+                                          r"add_with_ids$") as refused:
+        build_index(topic_corpus, tmp_path / "index", _NeverEmbeds(fixture_bilm), ann=AnnOptions(factory=factory),
+                    progress=False)
+    assert refused.value.field == "factory"
+    assert not (tmp_path / "index.partial").exists()
+
+
+def test_a_factory_faiss_cannot_parse_is_named_without_faiss_s_source_location(topic_corpus, fixture_bilm, tmp_path):
+    with pytest.raises(SearchError, match=r"^--factory 'bogus' is not a faiss index this build can make: could not "
+                                          r"parse index string bogus$"):
+        build_index(topic_corpus, tmp_path / "index", _NeverEmbeds(fixture_bilm), ann=AnnOptions(factory="bogus"),
+                    progress=False)
+
+
+def test_a_faiss_failure_after_the_embedding_is_named_without_faiss_s_source_location(topic_corpus, fixture_bilm,
+                                                                                      tmp_path, monkeypatch):
+    """The reason was cut after "Error: ", and a faiss message without one kept faiss's C++ function and line."""
+    def failing_build(*args, **kwargs):
+        raise RuntimeError("Error in void faiss::IndexIDMapTemplate<IndexT>::add(faiss::idx_t, const float*) at "
+                           "/project/faiss/IndexIDMap.cpp:75: add does not make sense with IndexIDMap, use "
+                           "add_with_ids")
+
+    monkeypatch.setattr(build_module, "build_ann", failing_build)
+    with pytest.raises(SearchError, match=r"of layer2 \(add does not make sense with IndexIDMap, use add_with_ids\); "
+                                          "the embedded corpus is kept") as refused:
+        build_index(topic_corpus, tmp_path / "index", ConstructedEmbedder(fixture_bilm), progress=False)
+    assert "faiss::" not in str(refused.value) and ".cpp" not in str(refused.value)

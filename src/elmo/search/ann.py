@@ -3,6 +3,7 @@ products that re-rank what it proposes (or scan every row). docs/search.md says 
 default IVF-PQ costs."""
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,11 @@ CHUNK_ROWS = 65_536  # rows of a memory-mapped file read into RAM (as float32) a
 # The largest nprobe taken: a C int's, far above any index's number of lists (read_ann searches all of its lists
 # where nprobe is more); a larger one overflowed faiss's setter at the first query, after the whole build.
 MAX_NPROBE = 2**31 - 1
+# What faiss puts before the reason in its errors: the C++ function and source line that threw, and "Error: " where a
+# check (not a message of its own) failed.
+_FAISS_LOCATION = re.compile(r"^Error in .*? at \S+:\d+: (?:Error: )?", re.DOTALL)
+# The reason faiss gives for adding vectors to an index not trained yet.
+UNTRAINED = "'is_trained' failed"
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,12 @@ def n_lists(index: "faiss.Index") -> int:
         return faiss.extract_index_ivf(index).nlist
     except RuntimeError:  # not an IVF index
         return 1
+
+
+def faiss_reason(error: RuntimeError) -> str:
+    """The reason in one of faiss's errors, without the C++ function and source line that threw it, which tell a
+    user nothing about their --factory or corpus."""
+    return _FAISS_LOCATION.sub("", str(error).strip()) or "faiss gave no reason"
 
 
 def check_k(k: int) -> None:

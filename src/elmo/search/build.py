@@ -23,6 +23,7 @@ from elmo.embed_job.source import EmbedReport, TextFile, check_text_file, read_l
 from elmo.extras import require
 from elmo.files import (
     NotUtf8Error,
+    check_not_a_link,
     check_output_directory,
     publish_directory,
     remove_partial_directories_of,
@@ -32,7 +33,15 @@ from elmo.files import (
 )
 from elmo.layer_choice import LayerChoice, LayerChoiceError, StoredLayer, stored_layer
 from elmo.search import layout
-from elmo.search.ann import AnnOptions, build_ann, default_factory, unit_rows, write_ann
+from elmo.search.ann import (
+    UNTRAINED,
+    AnnOptions,
+    build_ann,
+    default_factory,
+    faiss_reason,
+    unit_rows,
+    write_ann,
+)
 from elmo.search.errors import SearchError
 from elmo.search.layout import layer_name
 from elmo.search.model import LayerEmbedder, check_stateless, window_of
@@ -41,6 +50,7 @@ from elmo.tokenizers import clean_text, word_key
 log = logging.getLogger(__name__)
 
 CHECKPOINT_BATCHES = 16  # batches of lines between checkpoints: one chunk of Embedder's (its bucket_batches)
+TRIAL_VECTORS = 8  # random vectors _check_factory adds to a trial index of --factory
 
 
 @dataclass
@@ -318,11 +328,10 @@ def build_index(
         try:
             built = build_ann(vectors, ann)
         except RuntimeError as error:  # faiss's: e.g. fewer training vectors than an IVF factory has lists
-            reason = str(error).strip().split("Error: ")[-1] or "faiss failed"  # not faiss's C++ source location
             raise SearchError(f"faiss could not build --factory {factory!r} over the {n_indexed:,} indexed tokens "
-                              f"of {name} ({reason}); the embedded corpus is kept in {partial}: run again with "
-                              "--resume and another --factory (Flat, or IVF with at most one list per 39 tokens) "
-                              "to finish it without embedding again", "factory") from None
+                              f"of {name} ({faiss_reason(error)}); the embedded corpus is kept in {partial}: run "
+                              "again with --resume and another --factory (Flat, or IVF with at most one list per 39 "
+                              "tokens) to finish it without embedding again", "factory") from None
         write_ann(built, partial / layout.ann_file(name))
         report.factories[name] = factory
     meta = {"format": layout.FORMAT_VERSION, "model": model_name, "model_shipped": shipped,
@@ -351,8 +360,13 @@ def _split_example(embedder: LayerEmbedder) -> str:
 
 
 def _check_out(out: Path) -> None:
-    """Refuse, before any work, an ``out`` that is a file or a directory holding something other than an index:
-    publishing the index replaces the whole directory, built beside it first (its folder must take one)."""
+    """Refuse, before any work, an ``out`` that is a symbolic link (``check_not_a_link``), a file or a directory
+    holding something other than an index: publishing the index replaces the whole directory, built beside it first
+    (its folder must take one), and refuses a link only after the whole build."""
+    try:
+        check_not_a_link(out)
+    except ValueError as error:
+        raise SearchError(str(error), "out") from None
     check_output_directory(out.parent, f"--out {out}: its folder")
     if out.is_file():
         raise SearchError(f"{out} is a file; the index is a directory (give a new path)", "out")
@@ -377,16 +391,27 @@ def _holds_only_an_index(directory: Path) -> bool:
 
 
 def _check_factory(factory: str, dim: int) -> None:
-    """Refuse a faiss factory string that faiss cannot build for vectors of ``dim``, before the corpus is
-    embedded."""
+    """Refuse, before the corpus is embedded, a faiss factory string that faiss cannot build for vectors of ``dim``,
+    or whose index cannot take plain vectors (``IDMap,Flat`` wants an id with each): the build adds the corpus's
+    only after embedding it all. A trial index takes a few random vectors and a search; one that must be trained
+    first goes as far as it can untrained (whether the corpus has tokens enough to train it shows only after the
+    embedding)."""
     import faiss
 
     try:
-        faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        trial = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "faiss cannot build it"
-        raise SearchError(f"--factory {factory!r} is not a faiss index this build can make: {reason}",
+        raise SearchError(f"--factory {factory!r} is not a faiss index this build can make: {faiss_reason(error)}",
                           "factory") from None
+    trial_vectors = unit_rows(np.random.default_rng(0).standard_normal((TRIAL_VECTORS, dim)))
+    try:
+        trial.add(trial_vectors)
+        trial.search(trial_vectors, 1)
+    except RuntimeError as error:
+        reason = faiss_reason(error)
+        if trial.is_trained or reason != UNTRAINED:
+            raise SearchError(f"--factory {factory!r} makes a faiss index that cannot index the corpus's vectors: "
+                              f"{reason}", "factory") from None
 
 
 def _model_reference(model: str) -> tuple[str, bool]:

@@ -61,6 +61,54 @@ def highlighted(tokens: list[str], token_index: int, start: str = "[", end: str 
     return " ".join(f"{start}{token}{end}" if i == token_index else token for i, token in enumerate(tokens))
 
 
+def _read_meta(meta_file: Path) -> dict:
+    """``meta.json`` of an index, refused (SearchError, field ``directory``) naming it and the key at fault unless
+    it is of this format and holds every key the reader uses as ``layout.META_FIELDS`` describes: a damaged one
+    would fail later as a bare KeyError or AttributeError."""
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise SearchError(f"{meta_file} is not JSON ({error}); the index is damaged: build it again",
+                          "directory") from None
+    if not isinstance(meta, dict):
+        raise SearchError(f"{meta_file} holds a JSON {type(meta).__name__}, not an object; the index is damaged: "
+                          "build it again", "directory")
+    if meta.get("format") != layout.FORMAT_VERSION:
+        raise SearchError(f"{meta_file}: index format {meta.get('format')!r}; this version reads "
+                          f"{layout.FORMAT_VERSION} (build the index again with this version)", "directory")
+    missing = []
+    for key, field in layout.META_FIELDS.items():
+        *parents, name = key.split(".")
+        if any(parent not in meta for parent in parents):
+            continue  # an object left out: named missing already, or one that may be left out
+        holder = meta
+        for parent in parents:  # checked above as an object
+            holder = holder[parent]
+        if name not in holder:
+            if key not in layout.OPTIONAL_META:
+                missing.append(key)
+        elif not field.holds(holder[name]):
+            raise SearchError(f"{meta_file}: {key} is {holder[name]!r}; expected {field.expected}", "directory")
+    if missing:
+        raise SearchError(f"{meta_file} lacks {', '.join(missing)}; the index is damaged: build it again",
+                          "directory")
+    return meta
+
+
+def _check_file_sizes(directory: Path, meta: dict) -> None:
+    """SearchError (field ``directory``) naming a file of fixed-size records that is missing or not the length
+    ``meta.json``'s counts make it (``layout.file_sizes``), before it is mapped: a memory map of a file cut short
+    fails as "mmap length is greater than file size", naming no file."""
+    for name, expected in layout.file_sizes(meta).items():
+        path = directory / name
+        if not path.is_file():
+            raise SearchError(f"{path} is missing; the index is damaged: build it again", "directory")
+        size = path.stat().st_size
+        if size != expected:
+            raise SearchError(f"{path} is {size:,} bytes where {layout.META} makes it {expected:,}: the index is "
+                              "damaged (a copy cut short?); build it again", "directory")
+
+
 class ContextIndex:
     """An index directory written by ``build_index``, memory-mapped; the ANN indexes load on first use."""
 
@@ -95,14 +143,8 @@ class ContextIndex:
                               "directory")
         if not meta_file.is_file():
             raise FileNotFoundError(f"{directory} is not a finished index (no {layout.META}){hint}")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != layout.FORMAT_VERSION:
-            raise SearchError(f"{meta_file}: index format {meta.get('format')!r}; this version reads "
-                              f"{layout.FORMAT_VERSION} (build the index again with this version)", "directory")
-        nprobe = meta["ann"]["nprobe"]  # one above the index's lists is searched as all of them (read_ann)
-        if isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1:
-            raise SearchError(f"{meta_file}: ann.nprobe is {nprobe!r}; expected the number of inverted lists searched "
-                              "per query, a whole number >= 1 (set it there)", "directory")
+        meta = _read_meta(meta_file)
+        _check_file_sizes(directory, meta)
         return cls(directory, meta, embedder)
 
     @property

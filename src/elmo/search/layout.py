@@ -18,7 +18,9 @@
   written there, before the index is published.
 """
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,6 +45,55 @@ TOKEN_DTYPE = np.dtype([("sentence", "<i8"), ("position", "<i4"), ("word", "<i4"
 SETTINGS_IN_META = {"corpus": "corpus", "sha256": "corpus_sha256", "model": "fingerprint", "tokenizer": "tokenizer",
                     "window": "window", "layers": "layers", "words_only": "words_only"}
 INDEX_FILES = frozenset({META, SENTENCES, SENTENCE_OFFSETS, TOKENS, VOCAB, COUNTS, LAYER0})
+
+
+class MetaField(NamedTuple):
+    """What a ``meta.json`` key must hold for the reader: ``holds`` tells, ``expected`` says it in words."""
+
+    holds: Callable[[object], bool]
+    expected: str
+
+
+def _whole(value: object, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+# The keys of meta.json the reader uses (after ``format``), a dot for a key inside an object. "window" may be left
+# out (indexes built before it was recorded: ``ContextIndex.window``), the keys inside it only with it; every
+# other is required.
+META_FIELDS = {
+    "model": MetaField(lambda value: value is None or isinstance(value, str), "a model directory or name, or null"),
+    "fingerprint": MetaField(lambda value: isinstance(value, str), "the model's fingerprint, a string"),
+    "tokenizer": MetaField(lambda value: isinstance(value, str), "a tokenizer's name"),
+    "layers": MetaField(lambda value: isinstance(value, list) and bool(value)
+                        and all(isinstance(name, str) and name for name in value), "a non-empty list of layer names"),
+    "n_layers": MetaField(lambda value: _whole(value, 1), "a whole number >= 1"),
+    "dim": MetaField(lambda value: _whole(value, 1), "a whole number >= 1"),
+    "n_sentences": MetaField(_whole, "a whole number >= 0"),
+    "n_tokens": MetaField(_whole, "a whole number >= 0"),
+    "n_indexed": MetaField(_whole, "a whole number >= 0"),
+    "n_words": MetaField(_whole, "a whole number >= 0"),
+    "window": MetaField(lambda value: isinstance(value, dict), "an object"),
+    "window.max_window_tokens": MetaField(lambda value: _whole(value, 1), "a whole number >= 1"),
+    "window.window_context": MetaField(_whole, "a whole number >= 0"),
+    "ann": MetaField(lambda value: isinstance(value, dict), "an object"),
+    "ann.factories": MetaField(lambda value: isinstance(value, dict), "an object"),
+    "ann.candidates": MetaField(lambda value: _whole(value, 1), "a whole number >= 1"),
+    # one above the index's lists is searched as all of them (``ann.read_ann``)
+    "ann.nprobe": MetaField(lambda value: _whole(value, 1), "the number of inverted lists searched per query, a "
+                            "whole number >= 1 (set it there)"),
+}
+OPTIONAL_META = frozenset({"window"})
+
+
+def file_sizes(meta: dict) -> dict[str, int]:
+    """The byte length of each file of fixed-size records, as ``meta.json``'s counts (checked: ``META_FIELDS``) make
+    it: what the reader maps."""
+    vectors_bytes = meta["n_indexed"] * meta["dim"] * VECTOR_DTYPE.itemsize
+    return {TOKENS: meta["n_indexed"] * TOKEN_DTYPE.itemsize,
+            SENTENCE_OFFSETS: (meta["n_sentences"] + 1) * OFFSET_DTYPE.itemsize,
+            LAYER0: meta["n_words"] * meta["dim"] * VECTOR_DTYPE.itemsize,
+            **{vectors_file(layer): vectors_bytes for layer in meta["layers"]}}
 
 
 def is_index_file(name: str) -> bool:
