@@ -314,7 +314,11 @@ def test_a_malformed_line_is_named(tmp_path: Path, fixture_dir: Path, capsys):
     ("classifier", write_labelled, TEXTS, "dev", "pos\ta good film\n\nneg\tbad\npostive\ta fine film\n",
      "dev.tsv:4: label 'postive' of the dev split is not in the train split (neg, pos)"),
     ("tagger", write_tagged, SENTENCES, "test", "mr\tO\nann\tB-PER\n\nbob\tO\nran\tB-PRE\n",
-     "test.tsv:5: label 'B-PRE' of the test split is not in the train split (O, B-PER)"),
+     "test.tsv:5: tag 'B-PRE' of the test split is of entity type 'PRE', which the train split lacks (its types: "
+     "PER)"),
+    # Read as B-LOC: quoted as the file writes it.
+    ("tagger", write_tagged, SENTENCES, "dev", "mr\tO\nann\tB-PER\n\nrome\tS-LOC\n",
+     "dev.tsv:4: tag 'S-LOC' of the dev split is of entity type 'LOC', which the train split lacks (its types: PER)"),
 ])
 def test_a_label_only_dev_or_test_holds_is_refused_naming_its_line_before_anything_is_embedded(
         tmp_path: Path, fixture_dir: Path, capsys, kind, write, rows, split, content, expected):
@@ -342,6 +346,48 @@ def test_a_dev_or_test_split_that_is_the_train_file_is_warned_of(tmp_path: Path,
                                   "test": tmp_path / "test.tsv"})
     assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
         "the dev split is the train file"]
+
+
+def test_a_test_split_that_is_the_dev_file_is_warned_of_naming_both_flags(tmp_path: Path, caplog):
+    """Early stopping chose the epoch on the test data, so the test score it reported was optimistic, without a word."""
+    import logging
+
+    from elmo.tasks.pipeline import require_examples
+
+    for name in ("train", "dev"):
+        (tmp_path / f"{name}.tsv").write_text(f"pos\t{name}\n")
+    with caplog.at_level(logging.WARNING, logger="elmo.tasks.pipeline"):
+        require_examples({"train": [1], "dev": [1], "test": [1]},
+                         {"train": tmp_path / "train.tsv", "dev": tmp_path / "dev.tsv",
+                          "test": tmp_path / "." / "dev.tsv"})
+    assert [record.getMessage() for record in caplog.records] == [
+        f"the test split is the dev file ({tmp_path / '.' / 'dev.tsv'}, given as --dev and --test): early stopping "
+        "picks the epoch that scores best on it, so the test score is optimistic, not a measure on new data"]
+
+
+def test_a_tagger_learns_B_and_I_of_each_train_type_so_a_longer_dev_entity_of_it_is_read(tmp_path: Path,
+                                                                                         fixture_dir: Path):
+    """Train's locations are one character each (S-LOC), dev's has two (B-LOC E-LOC): its I-LOC was refused as a
+    label train lacks, quoted as 'I-LOC', a tag the file does not hold."""
+    write_tagged(tmp_path / "train.bio", [(list("北去"), ["S-LOC", "O"]), (list("去北"), ["O", "S-LOC"])] * 3)
+    (tmp_path / "dev.bio").write_text("北\tB-LOC\n京\tE-LOC\n去\tO\n\n", encoding="utf-8")
+    out = tmp_path / "zh"
+    assert main(["task", "train", "tagger", "--train", str(tmp_path / "train.bio"), "--dev", str(tmp_path / "dev.bio"),
+                 "--test", str(tmp_path / "dev.bio"), "--model", str(fixture_dir), "--out", str(out), "--segment",
+                 "jieba", "--epochs", "1", "--quiet"]) == 0
+    assert json.loads((out / "task.json").read_text(encoding="utf-8"))["labels"] == ["O", "B-LOC", "I-LOC"]
+
+
+def test_a_tagger_train_split_without_an_entity_tag_is_refused_naming_it_before_anything_is_embedded(
+        tmp_path: Path, fixture_dir: Path, capsys, no_model_load):
+    """Every train tag O: the model could only tag O, and scored entity F1 0 after the whole run."""
+    splits = _files(tmp_path, write_tagged, SENTENCES, "bio")
+    write_tagged(tmp_path / "train.bio", [(tokens, ["O"] * len(tokens)) for tokens, _ in SENTENCES])
+    out = tmp_path / "out"
+    assert main(["task", "train", "tagger", *splits, "--model", str(fixture_dir), "--out", str(out), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'train.bio'}: every tag of the train split is O" in error and len(error.splitlines()) == 1
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind, write, rows", [("tagger", write_tagged, SENTENCES),

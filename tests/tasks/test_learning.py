@@ -63,6 +63,14 @@ def _data(make, sizes=(300, 60, 120)):
     return [[make(rng) for _ in range(size)] for size in sizes]
 
 
+def test_labels_of_a_tagger_are_O_then_B_and_I_of_each_entity_type_in_sorted_order():
+    """Both B- and I- whichever train holds: a model whose train entities of a type are all one token long can
+    still tag a longer one, which a dev or test file holding one was refused for."""
+    train = [Example.of_words(["ann", "in", "new", "york"], ["B-PER", "O", "B-LOC", "I-LOC"]),
+             Example.of_words(["acme"], ["B-ORG"])]
+    assert labels_of("tagger", train) == ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
+
+
 def test_tagger_learns_context_dependent_entities():
     seed_everything(0)
     train, dev, test = _data(_ner_sentence)

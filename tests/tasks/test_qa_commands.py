@@ -40,6 +40,37 @@ def test_qa_trains_on_cached_layers_and_predict_gives_the_reported_answers(tmp_p
     assert scores["f1"] == pytest.approx(metrics["test"])
     assert scores["exact_match"] == pytest.approx(metrics["test_exact_match"])
 
+    # Answers in the input are not read (the help says so): malformed or wrong ones change nothing.
+    for row, answers in zip(rows, ([{"text": "w0"}], "Rome", [{"text": "x", "start": 999}]), strict=False):
+        row["answers"] = answers
+    write_qa(tmp_path / "questions.jsonl", rows)
+    assert main(["task", "predict", str(out), "--input", str(tmp_path / "questions.jsonl"),
+                 "--output", str(tmp_path / "again.jsonl")]) == 0
+    assert (tmp_path / "again.jsonl").read_text(encoding="utf-8") == answers_file.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_a_qa_line_that_is_no_json_object_is_refused_in_one_line_naming_it(tmp_path: Path, fixture_dir: Path, capsys,
+                                                                           command):
+    """A line such as "just a string" stopped both commands with an AttributeError traceback."""
+    path = tmp_path / "rows.jsonl"
+    write_qa(path, toy_rows(2, 0))
+    with path.open("a", encoding="utf-8") as file:
+        file.write('"just a string"\n')
+    if command == "train":
+        argv = ["task", "train", "qa", "--train", str(path), "--dev", str(path), "--test", str(path), "--model",
+                str(fixture_dir), "--out", str(tmp_path / "qa"), "--quiet"]
+    else:
+        model = tmp_path / "model"
+        model.mkdir()
+        (model / "task.json").write_text(json.dumps({"kind": "qa", "labels": [], "elmo": None,
+                                                     "model": str(fixture_dir)}), encoding="utf-8")
+        argv = ["task", "predict", str(model), "--input", str(path)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f'{path}:3: expected a JSON object {{"id", "question", "passage", "answers"}}, got "just a string"' in error
+    assert len(error.strip().splitlines()) == 1, error
+
 
 def test_qa_refuses_fine_tuning_in_one_line(tmp_path: Path, fixture_dir: Path, capsys):
     write_qa(tmp_path / "a.jsonl", toy_rows(4, 0))

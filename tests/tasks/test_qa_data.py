@@ -39,6 +39,52 @@ def test_an_answer_not_at_its_stated_offset_is_refused_with_the_line(tmp_path):
         read_qa(path, str.split)
 
 
+@pytest.mark.parametrize(("line", "expected"), [
+    ('"just a string"', 'expected a JSON object {"id", "question", "passage", "answers"}, got "just a string"'),
+    ("[1, 2]", 'expected a JSON object {"id", "question", "passage", "answers"}, got [1, 2]'),
+])
+def test_a_line_that_is_json_but_no_object_is_refused_naming_its_line(tmp_path, line, expected):
+    """It raised AttributeError ('str' object has no attribute 'get'), a traceback naming no file."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"id": "q", "question": "x?", "passage": "a b c"}) + f"\n{line}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        read_qa(path, str.split)
+    assert str(raised.value) == f"{path}:2: {expected}"
+
+
+@pytest.mark.parametrize(("answers", "expected"), [
+    ([{"text": "b"}], "question 'q', answer 1: 'start' must be a whole number of characters, 0 or more; got null"),
+    ([{"text": "b", "start": 2.0}], "question 'q', answer 1: 'start' must be a whole number of characters, 0 or "
+                                    "more; got 2.0"),
+    ([{"text": "a", "start": True}], "question 'q', answer 1: 'start' must be a whole number of characters, 0 or "
+                                     "more; got true"),
+    ([{"text": "b", "start": 2}, {"start": 2}], "question 'q', answer 2: 'text' must be a non-empty string; got "
+                                                "null"),
+    ("b", "question 'q': 'answers' must be a list of objects {\"text\": string, \"start\": character offset}; got "
+          '"b"'),
+    (["b"], "question 'q', answer 1: 'answers' must be a list of objects {\"text\": string, \"start\": character "
+            'offset}; got "b"'),
+])
+def test_malformed_answers_are_refused_naming_the_line_question_and_what_is_wrong(tmp_path, answers, expected):
+    """They raised KeyError (read as "file:1: 'start'"), TypeError ("string indices must be integers"), or took
+    True for character 1."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "q", "question": "x?", "passage": "a b c", "answers": answers}) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        read_qa(path, str.split)
+    assert str(raised.value) == f"{path}:1: {expected}"
+
+
+def test_questions_to_answer_are_read_without_their_answers(tmp_path):
+    """``elmo task predict`` says a file's answers are ignored; a wrong one refused the file."""
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps({"id": "q", "question": "x?", "passage": "a b c",
+                                "answers": [{"text": "b", "start": 0}, "junk"]}) + "\n", encoding="utf-8")
+    [example] = read_qa(path, str.split, with_answers=False)
+    assert (example.key, example.passage_words, example.answers, example.span) == ("q", ("a", "b", "c"), (), None)
+
+
 def test_a_repeated_id_is_refused_naming_both_lines(tmp_path):
     """Answers and gold answers are matched by id: of two questions with one id only the last would be scored."""
     path = tmp_path / "twice.jsonl"

@@ -35,6 +35,8 @@ from elmo.tasks.data import (
     TASK_KINDS,
     check_input_file,
     classification_examples,
+    conll_fields,
+    entity_types,
     read_labelled,
     read_tagged,
     tagging_examples,
@@ -94,7 +96,7 @@ def _train(args: argparse.Namespace) -> int:
               for name in ("train", "dev", "test")}
     require_examples(splits, {name: getattr(args, name) for name in splits})
     labels = labels_of(args.kind, splits["train"])
-    _check_labels_in_train(args.kind, labels, splits, {name: Path(getattr(args, name)) for name in splits})
+    _check_labels(args.kind, labels, splits, {name: Path(getattr(args, name)) for name in splits})
     static = load_static(static_name)
     warn_of_low_static_coverage(static, args.static, (word for example in splits["train"] for word in example.words))
     layers = embedder = None
@@ -125,25 +127,39 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_labels_in_train(kind: str, labels: Sequence[str], splits: dict[str, list["Example"]],
-                           files: dict[str, Path]) -> None:
-    """ValueError naming the file, line and split of the first dev or test label (tag or class) that the train
-    split lacks: the model learns only train's labels, and one met only in dev or test (a typo) would have become
-    a class it never saw."""
+def _check_labels(kind: str, labels: Sequence[str], splits: dict[str, list["Example"]],
+                  files: dict[str, Path]) -> None:
+    """ValueError, before any embedding, for a tagger's train split without an entity tag (every tag ``O``: its
+    model could only ever tag ``O``, entity F1 0), naming the train file; and naming the file, line and split of
+    the first dev or test label that train lacks, a tagger's entity type or a class: the model learns only train's
+    labels, and one met only in dev or test (a typo) would have become a class it never saw. A tagger's labels
+    hold ``B-`` and ``I-`` of each of train's types (``labels_of``), so a tag is refused for its type alone, and
+    quoted as the file writes it (``E-LOC``, not the ``I-LOC`` it is read as)."""
+    types = entity_types(labels) if kind == "tagger" else []
+    if kind == "tagger" and not types:
+        raise ValueError(f"{files['train']}: every tag of the train split is O; a tagger learns the entity types "
+                         "its train split tags (B-/I-, BMES or BIOES), and with none it can only tag O (entity F1 0)")
     known = set(labels)
     for name in ("dev", "test"):
         for index, example in enumerate(splits[name]):
             for position, label in enumerate((example.tags or ()) if kind == "tagger" else (example.label or "",)):
-                if label not in known:
-                    line = _line_number(files[name], kind, index, position)
-                    raise ValueError(f"{files[name]}:{line}: label {label!r} of the {name} split is not in the train "
-                                     f"split ({', '.join(labels)}); a model learns only the labels it trains on")
+                if label in known:
+                    continue
+                number, line = _source_line(files[name], kind, index, position)
+                if kind == "tagger":
+                    raise ValueError(f"{files[name]}:{number}: tag {conll_fields(line)[-1].strip()!r} of the {name} "
+                                     f"split is of entity type {label.partition('-')[2]!r}, which the train split "
+                                     f"lacks (its types: {', '.join(types)}); a model learns only the labels it "
+                                     "trains on")
+                raise ValueError(f"{files[name]}:{number}: label {label!r} of the {name} split is not in the train "
+                                 f"split ({', '.join(labels)}); a model learns only the labels it trains on")
 
 
-def _line_number(path: Path, kind: str, index: int, position: int) -> int:
-    """The line of ``path`` that token ``position`` of example ``index`` was read from: a classifier's examples
-    are its non-blank lines, a tagger's are blocks of them between blank lines, a token a line."""
-    blocks: list[list[int]] = []
+def _source_line(path: Path, kind: str, index: int, position: int) -> tuple[int, str]:
+    """The number and text of the line of ``path`` that token ``position`` of example ``index`` was read from: a
+    classifier's examples are its non-blank lines, a tagger's are blocks of them between blank lines, a token a
+    line."""
+    blocks: list[list[tuple[int, str]]] = []
     after_blank = True
     for number, line in enumerate(text_lines(path), start=1):
         if not line.strip():
@@ -151,7 +167,7 @@ def _line_number(path: Path, kind: str, index: int, position: int) -> int:
             continue
         if kind != "tagger" or after_blank:
             blocks.append([])
-        blocks[-1].append(number)
+        blocks[-1].append((number, line))
         after_blank = False
     return blocks[index][position]
 
@@ -276,7 +292,7 @@ def _predict_qa(spec: "TaskSpec", args: argparse.Namespace) -> int:
     from elmo.tasks.qa_data import read_qa
     from elmo.tasks.qa_pipeline import answer_questions
 
-    examples = read_qa(args.input, text_tokenizer_of(spec.bilm_model))
+    examples = read_qa(args.input, text_tokenizer_of(spec.bilm_model), with_answers=False)
     _require_input(args.input, len(examples), "questions")
     model = spec.load_weights(args.task_model, spec.build_qa())
     answers = answer_questions(spec, model, examples, load_static(spec.static, spec.static_sha256))
@@ -462,8 +478,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:
                                                         "lines (read as labelled when every line starts with one "
                                                         "of the model's labels and a tab), answered line for line "
                                                         "(a blank line with an empty label); "
-                                                        "qa: JSON lines of id, question, passage (answers "
-                                                        "ignored), answered as JSON lines of id, answer")
+                                                        "qa: JSON lines of id, question, passage (answers, "
+                                                        "if any, not read), answered as JSON lines of id, answer")
     predict.add_argument("--output", default=None, help="file to write the predictions to (default, or -: "
                                                         "standard output)")
     predict.set_defaults(func=_predict, extra="tasks")

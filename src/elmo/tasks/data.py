@@ -11,7 +11,7 @@ classification is ``label TAB text`` per line.
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -95,6 +95,11 @@ def to_bio(tags: Sequence[str]) -> list[str]:
     return bio
 
 
+def entity_types(tags: Iterable[str]) -> list[str]:
+    """The entity types of BIO ``tags`` (``PER`` of ``B-PER`` and ``I-PER``), sorted."""
+    return sorted({tag.partition("-")[2] for tag in tags if tag != "O"})
+
+
 # --- files ---------------------------------------------------------------------------------------------
 
 def check_input_file(path: str | Path, what: str) -> Path:
@@ -129,7 +134,7 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
     tags: list[str] = []
     columns: tuple[int, int] | None = None  # the first line of more than one field: its number and count
     for number, line in enumerate([*text_lines(path), ""], start=1):
-        fields = line.split("\t") if "\t" in line else line.split()
+        fields = conll_fields(line)
         if not line.strip():
             if tokens:
                 sentences.append((tokens, to_bio(tags)))
@@ -146,6 +151,12 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
         tokens.append(fields[0].strip())
         tags.append(_checked_tag(fields[-1].strip(), f"{path}:{number}") if require_tags else "O")
     return sentences
+
+
+def conll_fields(line: str) -> list[str]:
+    """The fields of a CoNLL line: split at its tabs where it holds one (a token may then hold spaces), else at
+    white space; a tag is the last field."""
+    return line.split("\t") if "\t" in line else line.split()
 
 
 def _check_columns(fields: list[str], first: tuple[int, int] | None, where: str) -> None:

@@ -134,17 +134,24 @@ def embed_examples(embedder: "Embedder", splits: Mapping[str, Sequence[Example]]
 def require_examples(splits: Mapping[str, Sequence], files: Mapping[str, str | Path] | None = None) -> None:
     """ValueError naming each of ``train``, ``dev`` and ``test`` that holds no examples (and its file, from
     ``files``): checked before any embedding or training, as an empty test split is otherwise found only
-    when it is scored, after the whole run, and the model is never saved."""
+    when it is scored, after the whole run, and the model is never saved. A dev or test file that is an
+    earlier split's file is warned of, once, for the first such split: scored on train, it measures data the
+    model was trained on; test scored on dev is the data early stopping chose the epoch on, so it is optimistic."""
     files = files or {}
     empty = [f"{files[name]}: the {name} split holds no examples" if name in files
              else f"the {name} split holds no examples" for name in ("train", "dev", "test") if not splits.get(name)]
     if empty:
         raise ValueError("; ".join(empty) + " (a task model trains on train, stops on dev and is scored on test)")
-    train_file = Path(files["train"]).resolve() if "train" in files else None
-    for name in ("dev", "test"):
-        if train_file is not None and name in files and Path(files[name]).resolve() == train_file:
-            log.warning("the %s split is the train file (%s): its score then measures the data the model was "
-                        "trained on, not new data", name, files[name])
+    resolved = {name: Path(path).resolve() for name, path in files.items()}
+    for name, earlier in (("dev", ("train",)), ("test", ("train", "dev"))):
+        same = next((other for other in earlier if other in resolved and resolved.get(name) == resolved[other]), None)
+        if same is None:
+            continue
+        why = ("its score then measures the data the model was trained on, not new data" if same == "train" else
+               "early stopping picks the epoch that scores best on it, so the test score is optimistic, not a "
+               "measure on new data")
+        log.warning("the %s split is the %s file (%s, given as --%s and --%s): %s", name, same, files[name], same,
+                    name, why)
 
 
 def train_and_test(spec: TaskSpec, splits: Mapping[str, Sequence[Example]], layers: dict[str, list[np.ndarray]] | None,

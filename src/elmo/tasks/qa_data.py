@@ -1,9 +1,9 @@
 """Extractive QA examples and their file format.
 
 A file holds one JSON object a line: ``{"id", "question", "passage", "answers": [{"text", "start"}]}``
-(SQuAD's fields for one question, ``start`` a character offset into ``passage``); ``answers`` may be absent
-when only predictions are wanted. Passage and question are split by the biLM's tokenizer after ``clean_text``,
-as the embedder reads them; each passage token is found back in the passage as the file holds it
+(SQuAD's fields for one question, ``start`` a character offset into ``passage``); ``answers`` may be absent,
+and is not read, when only predictions are wanted. Passage and question are split by the biLM's tokenizer after
+``clean_text``, as the embedder reads them; each passage token is found back in the passage as the file holds it
 (``passage_offsets``), so a predicted token span maps to the exact characters it covers, invisible formatting
 and decomposed accents included, and a gold character span to the tokens that overlap it.
 """
@@ -102,8 +102,9 @@ def answer_span(offsets: Sequence[tuple[int, int]], start: int, length: int) -> 
     return (covered[0], covered[-1]) if covered else None
 
 
-def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
-    """One file row as an example; the first answer that lies in the passage gives the training span."""
+def qa_example(row: dict, tokenize: Callable[[str], list[str]], with_answers: bool = True) -> QAExample:
+    """One file row as an example; the first answer that lies in the passage gives the training span. Without
+    ``with_answers`` (questions to answer) ``answers`` is not read, whatever it holds."""
     for field in ("id", "question", "passage"):
         if not isinstance(row.get(field), str) or not row[field].strip():
             raise ValueError(f"QA row {str(row)[:80]!r} needs a non-empty string {field!r}")
@@ -113,8 +114,7 @@ def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
         raise ValueError(f"question {row['id']!r}: the tokenizer left no words in its question or passage")
     offsets = passage_offsets(row["passage"], passage_words)
     answers, span = [], None
-    for answer in row.get("answers") or ():
-        text, start = answer["text"], int(answer["start"])
+    for text, start in _answers(row) if with_answers else ():
         if row["passage"][start:start + len(text)] != text:
             raise ValueError(f"question {row['id']!r}: answer {text!r} is not at character {start} of its passage")
         answers.append(text)
@@ -124,9 +124,35 @@ def qa_example(row: dict, tokenize: Callable[[str], list[str]]) -> QAExample:
                      tuple(offsets), tuple(answers), span)
 
 
-def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAExample]:
-    """The examples of a QA file; ValueError naming the line of a bad row or of a repeated id (answers and
-    gold are matched by id, so a repeated one would score only its last question)."""
+def _answers(row: dict) -> list[tuple[str, int]]:
+    """``row``'s answers as (text, start); none where ``answers`` is absent or null. ValueError naming the question
+    and what is wrong where it is not a list of objects each with a non-empty string ``text`` and a whole-number
+    ``start`` of 0 or more (a float or a boolean is no character offset)."""
+    answers = row.get("answers")
+    if answers is None:
+        return []
+    expected = "'answers' must be a list of objects {\"text\": string, \"start\": character offset}"
+    if not isinstance(answers, list):
+        raise ValueError(f"question {row['id']!r}: {expected}; got {json.dumps(answers, ensure_ascii=False)[:60]}")
+    read = []
+    for number, answer in enumerate(answers, start=1):
+        where = f"question {row['id']!r}, answer {number}"
+        if not isinstance(answer, dict):
+            raise ValueError(f"{where}: {expected}; got {json.dumps(answer, ensure_ascii=False)[:60]}")
+        text, start = answer.get("text"), answer.get("start")
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{where}: 'text' must be a non-empty string; got {json.dumps(text, ensure_ascii=False)}")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise ValueError(f"{where}: 'start' must be a whole number of characters, 0 or more; got "
+                             f"{json.dumps(start, ensure_ascii=False)}")
+        read.append((text, start))
+    return read
+
+
+def read_qa(path: str | Path, tokenize: Callable[[str], list[str]], with_answers: bool = True) -> list[QAExample]:
+    """The examples of a QA file; ValueError naming the line of a bad row (one that is no JSON object, or whose
+    answers are malformed) or of a repeated id (answers and gold are matched by id, so a repeated one would score
+    only its last question). Without ``with_answers`` (questions to answer) the answers are not read."""
     path = check_input_file(path, "JSON-lines QA")
     examples = []
     lines_of_ids: dict[str, int] = {}
@@ -137,8 +163,11 @@ def read_qa(path: str | Path, tokenize: Callable[[str], list[str]]) -> list[QAEx
             row = json.loads(line)
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object {{\"id\", \"question\", \"passage\", "
+                             f"\"answers\"}}, got {line.strip()[:60]}")
         try:
-            example = qa_example(row, tokenize)
+            example = qa_example(row, tokenize, with_answers)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path}:{number}: {error}") from None
         if example.key in lines_of_ids:

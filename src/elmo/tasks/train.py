@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from elmo.tasks.classifier import SentenceClassifier
-from elmo.tasks.data import Example
+from elmo.tasks.data import Example, entity_types
 from elmo.tasks.inputs import Item, collate, make_items
 from elmo.tasks.options import TrainOptions
 from elmo.tasks.spec import TaskSpec
@@ -136,9 +136,11 @@ def items_for(spec: TaskSpec, examples: Sequence[Example], layers: Sequence[np.n
 
 
 def labels_of(kind: str, *splits: Sequence[Example]) -> tuple[str, ...]:
-    """Every tag (``O`` first, then sorted) or class (sorted) in the given splits; a model's labels are those of
-    its train split alone (``elmo task train`` refuses a dev or test label that train lacks)."""
+    """A tagger's tags: ``O``, then ``B-T`` and ``I-T`` for each entity type ``T`` of the given splits, the types
+    sorted; both, whichever the splits hold, so that a model trained where every entity of a type is one token
+    can still tag a longer one. A classifier's classes, sorted. A model's labels are those of its train split
+    alone (``elmo task train`` refuses a dev or test entity type or class that train lacks)."""
     if kind == "tagger":
-        found = {tag for examples in splits for example in examples for tag in example.tags or ()}
-        return ("O", *sorted(found - {"O"}))
+        types = entity_types(tag for examples in splits for example in examples for tag in example.tags or ())
+        return ("O", *(f"{prefix}-{entity}" for entity in types for prefix in ("B", "I")))
     return tuple(sorted({example.label or "" for examples in splits for example in examples}))
