@@ -53,7 +53,7 @@ from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
-from elmo.tokenizers import TokenWithoutText, clean_text, get_tokenizer, token_problem
+from elmo.tokenizers import RefusedToken, clean_text, get_tokenizer, token_problem
 from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT, check_windows
 
 Sentence = str | Sequence[str]
@@ -493,11 +493,11 @@ def _available(device: str | torch.device) -> torch.device:
 
 
 def _refuse_tokens_without_text(tokens: list[str]) -> None:
-    """TokenWithoutText (a ValueError) naming the first token ``elmo.tokenizers.token_problem`` refuses: no
+    """RefusedToken (a ValueError) naming the first token ``elmo.tokenizers.token_problem`` refuses: no
     tokenizer makes such a token, and most would be embedded as the empty word."""
     for position, token in enumerate(tokens):
         if problem := token_problem(token):
-            raise TokenWithoutText(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token "
+            raise RefusedToken(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token "
                                    "must be printable text", position)
 
 

@@ -49,8 +49,9 @@ def token_problem(token: str) -> str | None:
     """Why a token given as it is (a tokenized sentence) cannot be embedded, or None: empty or only white space
     (the character CNN would see only a word's start and end marks, the empty word's vector, for a token no
     tokenizer makes), only invisible formatting and white space (``INVISIBLE_FORMATTING``: raw text deletes it, so
-    no tokenizer makes such a token, and search and ``/v1/similarity`` read it as no word), holding a control character (``CONTROL_CHARACTERS``: raw text reads one as a space, so no
-    tokenizer makes such a token either; a tab or line feed inside a token is white space, as a space is), or
+    no tokenizer makes such a token, and search and ``/v1/similarity`` read it as no word), holding a control
+    character (``CONTROL_CHARACTERS``: raw text reads one as a space, so no tokenizer makes such a token either; a
+    tab or line feed inside a token is white space, as a space is), or
     holding a lone surrogate (half a character, which UTF-8 cannot hold: it was dropped, and the token embedded
     as the empty word). The embedder, the service and ``elmo embed`` refuse the same tokens."""
     if not token.strip():
@@ -67,7 +68,7 @@ def token_problem(token: str) -> str | None:
     return None
 
 
-class TokenWithoutText(ValueError):
+class RefusedToken(ValueError):
     """A given token that ``token_problem`` refuses, at ``position`` in its sentence (the service names it so)."""
 
     def __init__(self, message: str, position: int) -> None:

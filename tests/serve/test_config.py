@@ -104,7 +104,8 @@ def test_threads_past_the_maximum_are_refused_naming_the_option(capsys, monkeypa
     (["--max-sentence-tokens", "4", "--window-context", "2"], "max_sentence_tokens (--max-sentence-tokens) (4) must "
                                                               "exceed 2 x window_context (--window-context) (2)"),
 ])
-def test_flags_that_would_do_nothing_or_contradict_each_other_are_refused_before_serving(flags, expected, capsys, monkeypatch):
+def test_flags_that_would_do_nothing_or_contradict_each_other_are_refused_before_serving(flags, expected, capsys,
+                                                                                         monkeypatch):
     """Each was accepted and did nothing: no window is cut where long sentences are refused, a sentence over the
     request limit is refused before any window, uvicorn's access lines are at the info level."""
     from elmo.serve import commands

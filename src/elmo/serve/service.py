@@ -17,7 +17,7 @@ from elmo.serve.config import ServeConfig
 from elmo.serve.errors import ApiError, ClientGone
 from elmo.serve.metrics import Metrics
 from elmo.serve.search import SearchRunner, ServedIndex
-from elmo.tokenizers import TokenWithoutText
+from elmo.tokenizers import RefusedToken
 
 _T = TypeVar("_T")
 
@@ -88,7 +88,7 @@ class Service:
         config = self.config
         try:
             tokens = model.embedder.tokenize(sentence)
-        except TokenWithoutText as error:  # given tokens (raw text's lone surrogates were refused on reading)
+        except RefusedToken as error:  # given tokens (raw text's lone surrogates were refused on reading)
             raise ApiError(422, "invalid_request", str(error), f"{field}[{error.position}]") from None
         if not tokens:
             raise ApiError(422, "invalid_request", "the sentence has no tokens", field)
