@@ -12,7 +12,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from elmo.command_line import (
     dropout_rate,
@@ -59,6 +59,7 @@ from elmo.tasks.options import (
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from elmo.embedder import Embedder
     from elmo.tasks.data import Example
     from elmo.tasks.qa_data import QAExample
     from elmo.tasks.spec import TaskSpec
@@ -114,9 +115,7 @@ def _train(args: argparse.Namespace) -> int:
                     static_name, static.dim if static is not None else 0, args.segment, args.segment is not None,
                     args.max_words, args.hidden, args.dropout, args.mix_l2, args.fine_tune,
                     encoder=args.encoder, encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256,
-                    max_window_tokens=None if embedder is None else embedder.max_window_tokens,
-                    window_context=None if embedder is None else embedder.window_context)
+                    static_sha256=static_sha256, **_bilm_reading(embedder))
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)
@@ -125,6 +124,14 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{summary['metric']}: dev {summary['dev']:.4f}, test {summary['test']:.4f} (best epoch "
           f"{summary['best_epoch']} of {summary['epochs_run']}, {summary['seconds']:.0f} s){mix}; model in {args.out}")
     return 0
+
+
+def _bilm_reading(embedder: "Embedder | None") -> dict[str, Any]:
+    """What a task model records of the biLM that embedded its features (none without ELMo features): its
+    fingerprint and its windows, which prediction checks and reads with."""
+    return {"bilm_fingerprint": None if embedder is None else embedder.fingerprint,
+            "max_window_tokens": None if embedder is None else embedder.max_window_tokens,
+            "window_context": None if embedder is None else embedder.window_context}
 
 
 def _check_labels(kind: str, labels: Sequence[str], splits: dict[str, list["Example"]],
@@ -255,9 +262,7 @@ def _train_qa(args: argparse.Namespace) -> int:
                     mix_l2=args.mix_l2,
                     max_answer_tokens=args.max_answer_tokens, passage_only=args.passage_only, encoder=args.encoder,
                     encoder_layers=args.encoder_layers, encoder_heads=args.encoder_heads,
-                    bilm_fingerprint=None if embedder is None else embedder.fingerprint, static_sha256=static_sha256,
-                    max_window_tokens=None if embedder is None else embedder.max_window_tokens,
-                    window_context=None if embedder is None else embedder.window_context)
+                    static_sha256=static_sha256, **_bilm_reading(embedder))
     options = TrainOptions(args.epochs, args.patience, args.min_epochs, args.batch_size, args.lr, seed=args.seed)
     model, summary = train_and_test_qa(spec, splits, layers, static, options)
     spec.save(model, args.out, summary)

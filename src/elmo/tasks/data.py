@@ -140,15 +140,16 @@ def read_tagged(path: str | Path, require_tags: bool = True) -> list[tuple[list[
                 sentences.append((tokens, to_bio(tags)))
                 tokens, tags = [], []
             continue
-        if (require_tags and len(fields) < 2) or not fields[0].strip():
+        token = fields[0].strip()
+        if (require_tags and len(fields) < 2) or not token:
             raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
         if not require_tags:
             if columns is None and len(fields) > 1:
                 columns = (number, len(fields))
             _check_columns(fields, columns, f"{path}:{number}")
-        if problem := token_problem(fields[0].strip()):  # refused here, naming the line, not when embedded
+        if problem := token_problem(token):  # refused here, naming the line, not when embedded
             raise ValueError(f"{path}:{number}: the token {problem}; a token must be printable text")
-        tokens.append(fields[0].strip())
+        tokens.append(token)
         tags.append(_checked_tag(fields[-1].strip(), f"{path}:{number}") if require_tags else "O")
     return sentences
 
