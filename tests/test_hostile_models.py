@@ -142,3 +142,59 @@ def test_a_damaged_compressed_chunk_is_refused_naming_the_file_and_dataset(model
     path.write_bytes(bytes(data))
     with pytest.raises(WeightFormatError, match=rf"weights.hdf5: {LSTM_KERNEL} could not be read \("):
         load_bilm(model_copy / "options.json", path)
+
+
+def _replace_with_external_storage(path, name: str, outside) -> None:
+    with h5py.File(path, "a") as handle:
+        shape = handle[name].shape
+        del handle[name]
+        handle.create_dataset(name, shape=shape, dtype="<f4", external=[(str(outside), 0, h5py.h5f.UNLIMITED)])
+
+
+def test_a_dataset_stored_in_another_file_is_refused_not_read_as_zeros_or_that_files_bytes(model_copy):
+    """HDF5 external storage passed every check: the outside file's bytes (a secret, say) loaded as weights, and
+    a short one as zeros."""
+    path, bias = model_copy / "weights.hdf5", "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B"
+    (model_copy / "secret.txt").write_text("TOKEN=abcdefgh-secret-value\n" * 200)
+    _replace_with_external_storage(path, bias, model_copy / "secret.txt")
+    with pytest.raises(WeightFormatError, match=rf"weights.hdf5: {bias} keeps its data in other files"):
+        load_bilm(model_copy / "options.json", path)
+
+
+def test_a_link_to_data_elsewhere_is_refused_where_a_weight_is_and_as_an_extra_name(model_copy, fixture_dir,
+                                                                                   tmp_path):
+    """An external link loaded another file's numbers; an extra link escaped the unused-name check, whose walk
+    of the file skips links."""
+    path, other = model_copy / "weights.hdf5", tmp_path / "other.hdf5"
+    with h5py.File(path, "r") as handle, h5py.File(other, "w") as outside:
+        outside["char_embed"] = handle["char_embed"][...] + 1.0  # another model's numbers
+    with h5py.File(path, "a") as handle:
+        del handle["char_embed"]
+        handle["char_embed"] = h5py.ExternalLink(str(other), "char_embed")
+    with pytest.raises(WeightFormatError, match=r"weights.hdf5: char_embed is a link to data elsewhere"):
+        load_bilm(model_copy / "options.json", path)
+
+    shutil.copy(fixture_dir / "lm_weights.hdf5", path)
+    with h5py.File(path, "a") as handle:
+        handle["softmax"] = h5py.SoftLink("/char_embed")
+    with pytest.raises(WeightFormatError, match=r"weights.hdf5 holds softmax, which options.json does not use"):
+        load_bilm(model_copy / "options.json", path)
+
+
+def test_a_damaged_header_is_refused_naming_the_file_not_as_h5pys_bare_error(model_copy):
+    """Single flipped bytes in the file's metadata raised KeyError or RuntimeError from inside h5py, shown as a
+    traceback by elmo info; any of them is now the loader's error, naming the file."""
+    path = model_copy / "weights.hdf5"
+    original = path.read_bytes()
+    escaped = []
+    for offset in range(0, 4096, 23):
+        data = bytearray(original)
+        data[offset] ^= 0xFF
+        path.write_bytes(bytes(data))
+        try:
+            load_bilm(model_copy / "options.json", path)
+        except WeightFormatError as error:
+            assert "weights.hdf5" in str(error)
+        except Exception as error:  # what escaped is the finding
+            escaped.append((offset, repr(error)[:80]))
+    assert not escaped, escaped

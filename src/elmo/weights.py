@@ -127,9 +127,16 @@ def read_datasets(weight_file: str | Path, config: BiLMConfig, options_name: str
     datasets = {}
     with handle:
         expected = expected_datasets(config)
-        for name, shape in expected.items():
-            _check_dataset(handle, name, shape, weight_file, options_name)
-        for name in _dataset_names(handle):
+        try:  # a damaged header fails inside h5py as a KeyError, RuntimeError or ValueError naming nothing
+            for name, shape in expected.items():
+                _check_dataset(handle, name, shape, weight_file, options_name)
+            names = _dataset_names(handle)
+        except (KeyError, RuntimeError, ValueError, OSError) as error:
+            if isinstance(error, WeightFormatError):
+                raise
+            raise WeightFormatError(f"{weight_file}: its layout could not be read ({error}); the file is damaged"
+                                    ) from None
+        for name in names:
             if name not in expected:
                 raise WeightFormatError(
                     f"{weight_file} holds {name}, which {options_name} does not use ({_unused_because(name, config)});"
@@ -154,7 +161,14 @@ def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_
                    options_name: str) -> None:
     if name not in handle or not isinstance(handle[name], h5py.Dataset):
         raise WeightFormatError(f"{weight_file} lacks {name}; is {options_name} from another model?")
+    if not isinstance(handle.get(name, getlink=True), h5py.HardLink):
+        raise WeightFormatError(f"{weight_file}: {name} is a link to data elsewhere; expected the weights stored "
+                                "in this file")
     dataset = handle[name]
+    if dataset.id.get_create_plist().get_external_count() or dataset.is_virtual:
+        raise WeightFormatError(f"{weight_file}: {name} keeps its data in other files (HDF5 external or virtual "
+                                "storage), which load as zeros or as any file's bytes; expected the weights stored "
+                                "in this file")
     if dataset.shape != shape:
         raise WeightFormatError(f"{weight_file}: {name} has shape {dataset.shape}; {options_name} expects {shape}")
     if not np.issubdtype(dataset.dtype, np.floating):
@@ -170,13 +184,19 @@ def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_
 
 
 def _dataset_names(handle: h5py.File) -> list[str]:
+    """Every dataset's name and every soft or external link's (whatever it names: ``visititems`` skips links)."""
     names: list[str] = []
 
     def collect(name: str, item: object) -> None:
         if isinstance(item, h5py.Dataset):
             names.append(name)
 
+    def collect_links(name: str, link: object) -> None:
+        if isinstance(link, h5py.SoftLink | h5py.ExternalLink):
+            names.append(name)
+
     handle.visititems(collect)
+    handle.visititems_links(collect_links)
     return names
 
 

@@ -58,8 +58,8 @@ from elmo.weights import save_bilm
 SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.int8)  # the weight's; an int8 weight has a float32 scale
 INT8_STEPS = 127  # an int8 row holds -127..127 steps of its scale (-128 unused: the range stays symmetric)
 # softmax.safetensors metadata: the sha256 of the vocabulary its rows follow, so that a vocab.txt of the same size
-# in another order (or another run's) is refused rather than scored against the wrong rows. Files without it (the
-# shipped zh, exports before 2026-12-06) load as before.
+# in another order (or another run's) is refused rather than scored against the wrong rows. Files without it
+# (exports before 2026-12-06) load as before.
 VOCAB_DIGEST_KEY = "vocab_sha256"
 
 
