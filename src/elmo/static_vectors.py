@@ -73,14 +73,15 @@ class StaticVectors:
         return sum(token in self for token in tokens) / len(tokens) if tokens else 1.0
 
     def nearest(self, query: str | np.ndarray, k: int = 10, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
-        """The ``k`` words of highest cosine to ``query`` (a word, left out of its own answer, or a vector)."""
-        if k < 1:
-            raise ValueError(f"k is {k}; expected at least 1")
+        """The ``k`` words of highest cosine to ``query`` (a word, left out of its own answer in any case, as search
+        reads case variants as one word; or a vector), each word once (a repeated word's first row, as lookups)."""
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"k is {k!r}; expected a whole number, at least 1")
         if isinstance(query, str):
-            excluded = {self.key(query), *map(self.key, exclude)}
+            excluded = {self.key(word).casefold() for word in (query, *exclude)}
             query = self.vector(query)
         else:
-            excluded = set(map(self.key, exclude))
+            excluded = {self.key(word).casefold() for word in exclude}
             query = np.asarray(query, dtype=np.float32)
             if query.shape != (self.dim,):
                 raise ValueError(f"query vector has shape {query.shape}; these vectors have dim {self.dim}")
@@ -92,7 +93,7 @@ class StaticVectors:
         results: list[tuple[str, float]] = []
         for row in order:
             word = self.words[row]
-            if word not in excluded:
+            if self.index[word] == row and self.key(word).casefold() not in excluded:
                 results.append((word, float(cosines[row])))
                 if len(results) == k:
                     break

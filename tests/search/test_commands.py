@@ -51,6 +51,12 @@ def test_plain_neighbors_highlight_the_word_and_show_layer0_words(fixture_dir, f
     assert uses >= 2
     assert out.count("[schools]") == min(3, uses)
     assert "under the model's layer 0" in out
+    # a word the corpus lacks gets a line saying why there is no layer-0 table (it was left out unsaid)
+    assert main(["neighbors", "--index", str(tmp_path / "index"), "--sentence", "the zebras will open",
+                 "--word", "zebras", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "under the model's layer 0" not in out
+    assert "no layer-0 neighbours: the corpus's vocabulary lacks 'zebras'" in out
 
 
 def test_senses_command_writes_a_png(fixture_dir, fixture_corpus, tmp_path, capsys):

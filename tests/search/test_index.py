@@ -122,7 +122,9 @@ def test_layer0_static_neighbours_are_context_free_vectors_of_the_vocabulary(top
     assert (index.vocabulary_form("PLAY"), index.vocabulary_form("play"), index.vocabulary_form("tennis")) == \
         ("play", "play", None)
     play = static.vector("play")
-    expected = sorted((float(static.vector(w) @ play) for w in index.words if w != "play"), reverse=True)[:3]
+    # the query's own word is left out in any case (search reads case variants as one word)
+    expected = sorted((float(static.vector(w) @ play) for w in index.words if w.casefold() != "play"),
+                      reverse=True)[:3]
     assert [score for _, score in static.nearest("play", k=3)] == pytest.approx(expected)
 
 

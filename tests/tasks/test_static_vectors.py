@@ -51,9 +51,18 @@ def test_errors_name_the_bad_input():
         StaticVectors(["a", "b"], np.zeros((3, 2)))
     with pytest.raises(ValueError, match="dim 3"):
         _vectors().nearest(np.zeros(2))
-    for k in (0, -1):  # the whole vocabulary came back
-        with pytest.raises(ValueError, match=f"k is {k}; expected at least 1"):
+    for k in (0, -1, 2.5, True):  # the whole vocabulary came back (2.5 never equals a count; True was 1)
+        with pytest.raises(ValueError, match=f"k is {k!r}; expected a whole number, at least 1"):
             _vectors().nearest("cat", k=k)
+
+
+def test_a_word_is_not_its_own_neighbour_in_any_case_and_a_repeated_word_comes_once():
+    vectors = StaticVectors(["Play", "play", "PLAY", "game", "game", "rest"],
+                            np.array([[1, 0], [1, 0.01], [1, 0.02], [1, 0.3], [1, 0.31], [0, 1]]))
+    assert [word for word, _ in vectors.nearest("Play", k=3)] == ["game", "rest"]
+    assert [word for word, _ in vectors.nearest(np.array([1.0, 0.0]), k=3)] == ["Play", "play", "PLAY"]
+    lowered = StaticVectors(["a", "b", "c", "B"], np.eye(4, 3) + 0.1, lowercase=True)
+    assert "B" not in [word for word, _ in lowered.nearest("B", k=3)]  # compared by the lowercased key
 
 
 def test_a_file_that_is_no_static_vectors_npz_is_refused_naming_it_without_numpys_advice(tmp_path: Path):

@@ -108,6 +108,8 @@ def _neighbors(args: argparse.Namespace) -> int:
         lines = _table(f"nearest words to {form!r} under the model's layer 0 (no context):",
                        index.static_vectors.nearest(form, static_k))
         print("\n".join(["", *lines]))
+    else:
+        print(f"\nno layer-0 neighbours: the corpus's vocabulary lacks {args.word!r}")
     if args.glove:
         from elmo.static_vectors import StaticVectors
 
