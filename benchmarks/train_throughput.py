@@ -7,7 +7,8 @@ fp32 matmul peak measured in the same run, and peak RSS, for each preset, batch 
 Paths: ``paired`` (the training kernels: both directions' LSTM layers with their own backward, the sampled softmax's
 own backward) and ``step-loop`` (autograd through each direction's step loop, ``LanguageModel.reference_kernels``);
 ``paired-glibc-malloc`` is ``paired`` with glibc returning freed memory on its own (``elmo.memory.keep_freed_memory``
-not called).
+not called); ``paired-bf16`` is ``paired`` with its matrix products on bfloat16 copies (``--precision bfloat16``;
+its GFLOP/s are still held against the float32 peak).
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
 the training kernels), so both are measured side by side; the ratio column is against ``step-loop``, or against
 ``baseline`` where ``step-loop`` does not run. Each measurement runs in its own process, so its peak RSS is its
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 PATHS = ("step-loop", "paired")
 GLIBC_MALLOC = "paired-glibc-malloc"  # the paired path with glibc's own trimming (elmo train before keep_freed_memory)
+BFLOAT16 = "paired-bf16"  # the paired path with its products in bfloat16 (elmo train --precision bfloat16)
 
 
 def write_corpus(path: Path, n_sentences: int, n_words: int, seed: int) -> None:
@@ -112,6 +114,8 @@ def measure(args: argparse.Namespace) -> dict:
         model = LanguageModel(config, len(vocab))
         initialize_like_bilm_tf(model)
         model.reference_kernels = args.path == "step-loop"
+        if args.path == BFLOAT16:
+            model.product_dtype = torch.bfloat16
         model.to(device)
         # The optimizer `elmo train` makes by default (bilm-tf's Adagrad), as the code under test makes it.
         optimizer = trainer._make_optimizer(model, trainer.TrainingOptions(corpus=[str(corpus_path)]))
@@ -183,7 +187,7 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["tiny", "small"], help="preset names or options.json")
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, "baseline"], default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, BFLOAT16, "baseline"], default=list(PATHS))
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--negatives", type=int, default=8192)

@@ -27,3 +27,9 @@ def micro_options_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def synthetic_corpus(tmp_path: Path) -> Path:
     return write_synthetic_corpus(tmp_path / "corpus.txt", 400)
+
+
+@pytest.fixture
+def held_out_corpus(tmp_path: Path) -> Path:
+    """Validation text of the same grammar in a file of its own (training text is refused as --valid)."""
+    return write_synthetic_corpus(tmp_path / "held-out.txt", 60, seed=1)

@@ -122,3 +122,22 @@ def test_a_resume_whose_limit_the_run_has_passed_says_there_is_nothing_to_train(
                      progress=False) == 3
     assert "the run is at step 3, at or past its limit of 2 steps (--max-steps or --epochs): nothing to train" \
         in caplog.text
+
+
+def test_a_bfloat16_run_keeps_its_precision_on_resume_and_continues_bit_identically(
+    tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path
+):
+    """--precision is the run's own: a resumed run reads it from the checkpoint (and runs its products in
+    bfloat16 again, which a float32 continuation would not give bit for bit)."""
+    whole = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "whole", max_steps=6,
+                            precision="bfloat16")
+    float32 = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "float32", max_steps=6)
+    run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=3, checkpoint_every=3,
+                          precision="bfloat16")
+    assert load_checkpoint(run).options["precision"] == "bfloat16"
+    assert train(TrainingOptions(corpus=[], max_steps=6), run, resume=True, progress=False) == 6
+    resumed = load_file(str(list_checkpoints(run)[-1] / "model.safetensors"))
+    expected = load_file(str(list_checkpoints(whole)[-1] / "model.safetensors"))
+    assert all(torch.equal(resumed[name], tensor) for name, tensor in expected.items())
+    other = load_file(str(list_checkpoints(float32)[-1] / "model.safetensors"))
+    assert not all(torch.equal(other[name], tensor) for name, tensor in expected.items())

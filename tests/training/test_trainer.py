@@ -396,8 +396,10 @@ def test_a_run_started_with_relative_paths_resumes_from_another_directory_and_re
     capsys: pytest.CaptureFixture
 ):
     monkeypatch.chdir(synthetic_corpus.parent)
+    held_out = synthetic_corpus.with_name("held-out.txt")
+    held_out.write_text("\n".join(synthetic_corpus.read_text().splitlines()[:20]) + "\n")  # its own file
     arguments = ["train", "--corpus", synthetic_corpus.name, "--vocab", os.path.relpath(vocab_file),
-                 "--config", os.path.relpath(micro_options_file), "--valid", synthetic_corpus.name,
+                 "--config", os.path.relpath(micro_options_file), "--valid", held_out.name,
                  "--out", "run", "--max-steps", "2", "--checkpoint-every", "1", "--quiet"]
     assert main(arguments) == 0
     run = synthetic_corpus.parent / "run"
@@ -548,23 +550,23 @@ def test_ctrl_c_saves_the_step_and_exits_130_without_a_traceback(
 
 
 def test_validation_evaluates_as_many_rows_at_once_as_valid_batch_size_says(
-    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path
+    tmp_path: Path, synthetic_corpus: Path, held_out_corpus: Path, vocab_file: Path, micro_options_file: Path
 ):
     run = tmp_path / "run"
     subprocess.run(_train_command("--corpus", str(synthetic_corpus), "--vocab", str(vocab_file), "--config",
                                   str(micro_options_file), "--batch-size", "4", "--unroll-steps", "6", "--negatives",
-                                  "12", "--valid", str(synthetic_corpus), "--valid-every", "2",
+                                  "12", "--valid", str(held_out_corpus), "--valid-every", "2",
                                   "--valid-batch-size", "3", "--max-steps", "2", "--out", str(run)),
                    check=True, capture_output=True)
     records = [record for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
                if "valid_perplexity" in record]
     logged = [record["valid_perplexity"] for record in records]
     model, vocab = load_language_model(run)
-    corpus = Corpus([str(synthetic_corpus)])
+    corpus = Corpus([str(held_out_corpus)])
     assert logged == [pytest.approx(evaluate(model, corpus, vocab, 3, 6).average, rel=1e-9)]
-    words = synthetic_corpus.read_text().split()
+    words = held_out_corpus.read_text().split()
     unknown = sum(vocab.token_id(word) == vocab.unk_id for word in words)
-    targets = len(words) + len(synthetic_corpus.read_text().splitlines())
+    targets = len(words) + len(held_out_corpus.read_text().splitlines())
     assert [record["valid_unknown_share"] for record in records] == [pytest.approx(unknown / targets)]
     assert evaluate(model, corpus, vocab, 32, 6).average != pytest.approx(logged[0], rel=1e-6)  # rows matter
 
@@ -610,7 +612,7 @@ def test_an_out_that_is_a_file_and_too_few_epochs_are_refused_before_the_model_i
 
 
 def test_a_stop_asked_for_at_a_validation_step_saves_at_once_without_validating(
-    tmp_path: Path, synthetic_corpus: Path, vocab_file: Path, micro_options_file: Path,
+    tmp_path: Path, synthetic_corpus: Path, held_out_corpus: Path, vocab_file: Path, micro_options_file: Path,
     monkeypatch: pytest.MonkeyPatch
 ):
     import elmo.training.trainer as trainer
@@ -625,7 +627,7 @@ def test_a_stop_asked_for_at_a_validation_step_saves_at_once_without_validating(
     monkeypatch.setattr(trainer.StepNoise, "draw", staticmethod(draw_then_stop_at_step_3))
     run = tmp_path / "run"
     options = _options(synthetic_corpus, vocab_file, micro_options_file, max_steps=8, valid_every=2,
-                       valid=[str(synthetic_corpus)])
+                       valid=[str(held_out_corpus)])
     with pytest.raises(trainer.TrainingInterrupted) as stopped:
         train(options, run, progress=False)
     assert stopped.value.step == 4 and stopped.value.checkpoint == run / "checkpoints" / "step-00000004"

@@ -62,16 +62,18 @@ def pick_kernel(stack: LstmStack, inputs: torch.Tensor, batch_sizes: list[int],
 def run_directions(forward_stack: LstmStack, backward_stack: LstmStack, inputs: torch.Tensor, batch_sizes: list[int],
                    h0: torch.Tensor, c0: torch.Tensor, restarts: dict[int, torch.Tensor] | None = None,
                    input_dropout: Dropout | None = None,
-                   reference: bool = False) -> DirectionsOutput:
+                   reference: bool = False, product_dtype: torch.dtype | None = None) -> DirectionsOutput:
     """Both stacks over ``inputs (2, positions, input_dim)``, packed time-major as ``modules/lstm.py`` describes,
     from ``h0 (2, n_layers, rows, projection_dim)`` and ``c0 (2, n_layers, rows, dim)``.
 
     ``input_dropout(direction, layer_index, layer_input (positions, width))``, in training, replaces each layer's
     input before the layer and its skip connection read it. ``reference`` forces the step loop.
+    ``product_dtype`` (``modules/low_precision.py``): the type the paired layers' matrix products run in.
     """
     kernel = pick_kernel(forward_stack, inputs, batch_sizes, restarts, reference)
     if kernel is Kernel.PAIRED:
-        return _run_paired(forward_stack, backward_stack, inputs, batch_sizes[0], h0, c0, input_dropout)
+        return _run_paired(forward_stack, backward_stack, inputs, batch_sizes[0], h0, c0, input_dropout,
+                           product_dtype)
     directions = []
     for direction, stack in enumerate((forward_stack, backward_stack)):
         dropout = None if input_dropout is None else functools.partial(input_dropout, direction)
@@ -85,7 +87,7 @@ def run_directions(forward_stack: LstmStack, backward_stack: LstmStack, inputs: 
 
 def _run_paired(forward_stack: LstmStack, backward_stack: LstmStack, inputs: torch.Tensor, n_rows: int,
                 h0: torch.Tensor, c0: torch.Tensor,
-                input_dropout: Dropout | None) -> DirectionsOutput:
+                input_dropout: Dropout | None, product_dtype: torch.dtype | None) -> DirectionsOutput:
     layer_outputs, finals_h, finals_c = [], [], []
     layer_input = inputs
     for index, (forward_layer, backward_layer) in enumerate(zip(forward_stack.projected_lstms(),
@@ -94,7 +96,7 @@ def _run_paired(forward_stack: LstmStack, backward_stack: LstmStack, inputs: tor
             layer_input = torch.stack([input_dropout(direction, index, layer_input[direction]) for direction in (0, 1)])
         output, h, c = paired_lstm_layer(layer_input, h0[:, index], c0[:, index], n_rows,
                                          pair_weights(forward_layer, backward_layer), forward_layer.cell_clip,
-                                         forward_layer.proj_clip)
+                                         forward_layer.proj_clip, product_dtype)
         if index > 0 and forward_stack.use_skip_connections:
             output = output + layer_input
         layer_outputs.append(output)

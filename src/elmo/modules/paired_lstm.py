@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from elmo.modules.first_order import first_order_only
+from elmo.modules.low_precision import product
 from elmo.modules.lstm import ProjectedLstm, lstm_cell
 from elmo.modules.prepacked import ReorderedWeight, can_reorder
 
@@ -42,18 +43,31 @@ class PairWeights(NamedTuple):
 
 class _PairProduct:
     """``inputs (2, rows, n_in) -> (2, rows, n_out)`` against ``weight (2, n_out, n_in)``, run at every step of one
-    call of the kernel: on CPU float32 each direction's weight is reordered for oneDNN once per call
-    (``ReorderedWeight``), so no step repacks it; elsewhere one batched product."""
+    call of the kernel: with a ``product_dtype`` (``modules/low_precision.py``) one batched product of that type's
+    copies, the weight's made once per call; else on CPU float32 each direction's weight is reordered for oneDNN
+    once per call (``ReorderedWeight``), so no step repacks it; elsewhere one batched product."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, product_dtype: torch.dtype | None = None) -> None:
+        self.product_dtype = None if product_dtype == weight.dtype else product_dtype
         self.weight_t = weight.transpose(1, 2)
         self.reordered = None
-        if can_reorder(weight):
+        if self.product_dtype is not None:
+            self.weight_t = self.weight_t.to(self.product_dtype)
+        elif can_reorder(weight):
             self.reordered = [ReorderedWeight(direction_weight) for direction_weight in weight]
 
     def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None, addend: torch.Tensor | None = None,
                  bias: torch.Tensor | None = None) -> torch.Tensor:
         """``addend + inputs @ weight.T + bias`` per direction; ``bias`` ``(2, n_out)``, ``addend`` like the result."""
+        if self.product_dtype is not None:
+            low = torch.bmm(inputs.to(self.product_dtype), self.weight_t)
+            if out is None:
+                out = inputs.new_empty(low.shape)
+            if addend is None:
+                out.copy_(low)
+            else:
+                torch.add(addend, low, out=out)
+            return out if bias is None else out.add_(bias[:, None, :])
         if self.reordered is None:
             if bias is not None:
                 addend = bias[:, None, :] if addend is None else addend + bias[:, None, :]
@@ -82,12 +96,13 @@ class PairedLstmLayer(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, n_rows: int,
-                cell_clip: float, proj_clip: float, input_weight: torch.Tensor, recurrent_weight: torch.Tensor,
-                bias: torch.Tensor, projection: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+                cell_clip: float, proj_clip: float, product_dtype: torch.dtype | None, input_weight: torch.Tensor,
+                recurrent_weight: torch.Tensor, bias: torch.Tensor,
+                projection: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         n_positions, dim = inputs.shape[1], c0.shape[2]
-        gates = _PairProduct(input_weight)(inputs, bias=bias)  # then + U h, step by step
-        recurrent = _PairProduct(recurrent_weight)
-        project = _PairProduct(projection) if projection is not None else None
+        gates = _PairProduct(input_weight, product_dtype)(inputs, bias=bias)  # then + U h, step by step
+        recurrent = _PairProduct(recurrent_weight, product_dtype)
+        project = _PairProduct(projection, product_dtype) if projection is not None else None
         new = inputs.new_empty
         by_cell = new((3, 2, n_positions, dim))  # d c / d (i, j, f) before their nonlinearities
         by_hidden_o = new((2, n_positions, dim))  # d hidden / d o
@@ -123,7 +138,7 @@ class PairedLstmLayer(torch.autograd.Function):
         output_passes = None
         if proj_clip and project is not None:
             output_passes = outputs_unclipped.abs() <= proj_clip
-        ctx.n_rows = n_rows
+        ctx.n_rows, ctx.product_dtype = n_rows, product_dtype
         ctx.save_for_backward(inputs, h0, c0, input_weight, recurrent_weight, bias, projection, by_cell, by_hidden_o,
                               hidden_to_cell, forget_gates, cell_passes, hidden, outputs, output_passes)
         return outputs, h.clone(), c.clone()
@@ -141,12 +156,12 @@ class PairedLstmLayer(torch.autograd.Function):
         """The gradients of ``forward``'s inputs, computed without autograd."""
         (inputs, h0, _c0, input_weight, recurrent_weight, _bias, projection, by_cell, by_hidden_o, hidden_to_cell,
          forget_gates, cell_passes, hidden, outputs, output_passes) = ctx.saved_tensors
-        n_rows = ctx.n_rows
+        n_rows, product_dtype = ctx.n_rows, ctx.product_dtype
         n_positions, dim = inputs.shape[1], forget_gates.shape[2]
         d_gates = inputs.new_empty((2, n_positions, 4 * dim))
         d_outputs_unclipped = torch.empty_like(d_outputs) if projection is not None else None
-        recurrent_t = _PairProduct(recurrent_weight.transpose(1, 2))
-        projection_t = _PairProduct(projection.transpose(1, 2)) if projection is not None else None
+        recurrent_t = _PairProduct(recurrent_weight.transpose(1, 2), product_dtype)
+        projection_t = _PairProduct(projection.transpose(1, 2), product_dtype) if projection is not None else None
         d_h = d_h_last.clone()  # at the step's (clipped) output h
         d_c = d_c_last.clone()  # at the step's (clipped) cell c
         for step in reversed(range(n_positions // n_rows)):
@@ -169,14 +184,15 @@ class PairedLstmLayer(torch.autograd.Function):
             d_h = recurrent_t(d_gates[:, rows])
         # Both weights' gradients as one product: [inputs, previous outputs] side by side.
         previous_outputs = torch.cat([h0, outputs[:, : n_positions - n_rows]], dim=1)
-        d_weights = torch.bmm(d_gates.transpose(1, 2), torch.cat([inputs, previous_outputs], dim=2))
+        d_weights = product(d_gates.transpose(1, 2), torch.cat([inputs, previous_outputs], dim=2), product_dtype)
         d_input_weight, d_recurrent_weight = d_weights.split([inputs.shape[2], previous_outputs.shape[2]], dim=2)
         d_bias = d_gates.sum(dim=1)
         d_projection = None
         if d_outputs_unclipped is not None:  # there is a projection
-            d_projection = torch.bmm(d_outputs_unclipped.transpose(1, 2), hidden)
-        d_inputs = torch.bmm(d_gates, input_weight)
-        return (d_inputs, d_h, d_c, None, None, None, d_input_weight, d_recurrent_weight, d_bias, d_projection)
+            d_projection = product(d_outputs_unclipped.transpose(1, 2), hidden, product_dtype)
+        d_inputs = product(d_gates, input_weight, product_dtype)
+        return (d_inputs, d_h, d_c, None, None, None, None, d_input_weight, d_recurrent_weight, d_bias,
+                d_projection)
 
 
 _SECOND_ORDER_REFUSED = (
@@ -187,9 +203,11 @@ _SECOND_ORDER_REFUSED = (
 
 
 def paired_lstm_layer(inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, n_rows: int, weights: PairWeights,
-                      cell_clip: float, proj_clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One layer over both directions: see ``PairedLstmLayer``."""
-    return PairedLstmLayer.apply(inputs, h0, c0, n_rows, cell_clip, proj_clip, *weights)
+                      cell_clip: float, proj_clip: float, product_dtype: torch.dtype | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer over both directions: see ``PairedLstmLayer``; ``product_dtype`` (``modules/low_precision.py``):
+    the type its matrix products run in, None for the operands' own."""
+    return PairedLstmLayer.apply(inputs, h0, c0, n_rows, cell_clip, proj_clip, product_dtype, *weights)
 
 
 def pair_weights(forward_layer: ProjectedLstm, backward_layer: ProjectedLstm) -> PairWeights:

@@ -113,6 +113,7 @@ class LanguageModel(nn.Module):
         self.softmax_bias = nn.Parameter(torch.zeros(vocab_size))
         nn.init.normal_(self.softmax_weight, 0.0, 1.0 / math.sqrt(config.lstm.projection_dim))
         self.reference_kernels = False
+        self.product_dtype: torch.dtype | None = None  # the training kernels' products' (modules/low_precision.py)
 
     @property
     def vocab_size(self) -> int:
@@ -124,7 +125,8 @@ class LanguageModel(nn.Module):
         Training runs the training kernels (``modules/bidirectional.py`` picks the paired LSTM layers, and the
         sampled softmax runs ``SampledSoftmaxNll``) unless ``reference_kernels`` is set: then autograd runs through
         each direction's step loop and ``sampled_softmax_nll``, the statement of the equations that the kernels are
-        tested against.
+        tested against. ``product_dtype`` (None, or bfloat16: ``modules/low_precision.py``) is the type the training
+        kernels' matrix products run in; evaluation and the reference kernels run in the model's own.
         """
         n_rows, n_steps = inputs.forward_tokens.shape
         if noise is not None and bool((inputs.forward_targets == NO_TARGET).any()):
@@ -137,7 +139,7 @@ class LanguageModel(nn.Module):
         dropout = noise.apply_dropout if noise is not None and noise.dropout > 0 else None
         run = run_directions(self.bilm.forward_lstm, self.bilm.backward_lstm, token_vectors[positions],
                              [n_rows] * n_steps, state.h, state.c, input_dropout=dropout,
-                             reference=self.reference_kernels)
+                             reference=self.reference_kernels, product_dtype=self.product_dtype)
         top = run.layers[-1]
         if dropout is not None:
             top = torch.stack([dropout(direction, len(run.layers), top[direction]) for direction in (0, 1)])
@@ -153,7 +155,7 @@ class LanguageModel(nn.Module):
             n_targets = targets.shape[1]
         else:
             nll = SampledSoftmaxNll.apply(top.reshape(-1, top.shape[2]), targets.reshape(-1), weight, bias,
-                                          noise.candidates)
+                                          noise.candidates, self.product_dtype)
             nll_sums, n_targets = nll.view(2, -1).sum(dim=1), targets.shape[1]
         return LmOutput(nll_sums, n_targets, BiLMState(run.h, run.c).detach())
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from elmo.modules.first_order import first_order_only
-from elmo.modules.prepacked import ReorderedWeight
+from elmo.modules.low_precision import WeightProduct, add_product
 
 # Rows of the sampled logits handled at a time: 256 x 8,192 negatives are 8 MB, which stay in cache from the
 # product to the sum (1.2-1.5x faster than whole, docs/training.md).
@@ -98,7 +98,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                candidates: Candidates) -> torch.Tensor:
+                candidates: Candidates, product_dtype: torch.dtype | None = None) -> torch.Tensor:
         sampled_ids = candidates.ids.to(targets.device)
         sampled_weight = weight[sampled_ids]
         sampled_bias = bias[sampled_ids] - candidates.log_expected_count(sampled_ids).to(hidden.device)
@@ -107,7 +107,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
         true_logits = true_logits - candidates.log_expected_count(targets).to(hidden.device)
         hit_rows, hit_columns = _accidental_hits(targets, sampled_ids)
         largest, normalizer = torch.empty_like(true_logits), torch.empty_like(true_logits)
-        product = ReorderedWeight(sampled_weight)
+        product = WeightProduct(sampled_weight, product_dtype)
         unnormalized = []  # per block of rows; the backward divides by the normalizer
         for rows in _row_blocks(len(hidden)):  # each block's logits stay in cache from product to sum
             logits = product(hidden[rows], sampled_bias)
@@ -119,6 +119,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
             unnormalized.append(logits)
         true_unnormalized = torch.exp(true_logits - largest)
         normalizer.add_(true_unnormalized)
+        ctx.product_dtype = product_dtype
         ctx.save_for_backward(hidden, targets, weight, sampled_ids, sampled_weight, target_weight,
                               true_unnormalized, normalizer, *unnormalized)
         return torch.log(normalizer) + largest - true_logits
@@ -130,11 +131,12 @@ class SampledSoftmaxNll(torch.autograd.Function):
         ctx.backward_done = True
         saved = ctx.saved_tensors
         with torch.no_grad():
-            gradients = SampledSoftmaxNll.first_order_backward(saved, d_nll)
+            gradients = SampledSoftmaxNll.first_order_backward(saved, d_nll, ctx.product_dtype)
         return first_order_only(gradients, [*saved, d_nll], _SECOND_ORDER_REFUSED)
 
     @staticmethod
-    def first_order_backward(saved: tuple[torch.Tensor, ...], d_nll: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def first_order_backward(saved: tuple[torch.Tensor, ...], d_nll: torch.Tensor,
+                             product_dtype: torch.dtype | None = None) -> tuple[torch.Tensor | None, ...]:
         """The gradients of ``forward``'s inputs from its saved tensors, computed without autograd; overwrites the
         saved logits."""
         (hidden, targets, weight, sampled_ids, sampled_weight, target_weight, true_unnormalized, normalizer,
@@ -144,11 +146,11 @@ class SampledSoftmaxNll(torch.autograd.Function):
         d_hidden = torch.empty_like(hidden)
         d_sampled_weight = torch.zeros_like(sampled_weight)
         d_sampled_bias = hidden.new_zeros(len(sampled_ids))
-        product = ReorderedWeight(sampled_weight.T)
+        product_t = WeightProduct(sampled_weight.T, product_dtype)
         for rows, block in zip(_row_blocks(len(hidden)), unnormalized, strict=True):  # each block stays in cache
             d_logits = block.mul_(scale[rows, None])  # saved for this one backward: d logit = p d_nll
-            d_hidden[rows] = product(d_logits)
-            d_sampled_weight.addmm_(d_logits.T, hidden[rows])
+            d_hidden[rows] = product_t(d_logits)
+            add_product(d_sampled_weight, d_logits.T, hidden[rows], product_dtype)
             d_sampled_bias.add_(d_logits.sum(dim=0))
         d_hidden.addcmul_(d_true[:, None], target_weight)
         # The sampled ids are distinct: their rows are written, not accumulated; targets repeat.
@@ -158,7 +160,7 @@ class SampledSoftmaxNll(torch.autograd.Function):
         d_bias = weight.new_zeros(weight.shape[0])
         d_bias[sampled_ids] = d_sampled_bias
         d_bias.index_put_((targets,), d_true, accumulate=True)
-        return d_hidden, None, d_weight, d_bias, None
+        return d_hidden, None, d_weight, d_bias, None, None
 
 
 _SECOND_ORDER_REFUSED = (

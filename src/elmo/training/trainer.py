@@ -38,6 +38,7 @@ from elmo.extras import require
 from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials, same_path
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.model_dir import MODEL_FILES
+from elmo.modules.low_precision import PRODUCT_DTYPES
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     CHECKPOINTS_DIRECTORY,
@@ -128,6 +129,7 @@ class TrainingOptions:
     batch_size: int = 128
     unroll_steps: int = 20
     n_negatives: int = 8192
+    precision: str = "float32"  # the training kernels' products: a name of PRODUCT_DTYPES
     optimizer: str = "adagrad"
     learning_rate: float = 0.2
     lr_decay_steps: int = 0
@@ -165,6 +167,8 @@ class TrainingOptions:
             raise ValueError(f"state_reset is {self.state_reset}; expected a probability, 0 <= state_reset <= 1")
         if self.optimizer not in ("adagrad", "adam"):
             raise ValueError(f"optimizer is {self.optimizer!r}; expected 'adagrad' or 'adam'")
+        if self.precision not in PRODUCT_DTYPES:
+            raise ValueError(f"precision is {self.precision!r}; expected one of {', '.join(PRODUCT_DTYPES)}")
         if self.learning_rate <= 0 or self.clip_norm <= 0:
             raise ValueError("learning_rate and clip_norm must be positive")
         if not 0 <= self.seed < 2**64:
@@ -375,6 +379,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         step, positions, state = checkpoint.step, checkpoint.rows, checkpoint.lstm_state
     state = BiLMState(state.h[:, :, rows.start : rows.stop], state.c[:, :, rows.start : rows.stop])
     model.to(processes.device).train()
+    model.product_dtype = PRODUCT_DTYPES[options.precision]
     state = BiLMState(state.h.to(processes.device), state.c.to(processes.device))
     optimizer = _make_optimizer(model, options)
     if checkpoint is not None:
