@@ -148,6 +148,40 @@ def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkey
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
+def test_a_training_batchs_tokens_in_length_groups_keep_their_vectors_gradients_and_order(monkeypatch):
+    """More tokens than one pass holds (a training batch's distinct tokens) run in groups of similar length, each
+    cut to its own longest token: every group narrower than one cut, the vectors and gradients those of all 50
+    positions, in the tokens' own order."""
+    config = replace(MICRO_CONFIG.char_cnn, filters=((1, 4), (3, 5), (5, 6)))
+    torch.manual_seed(0)
+    encoder = TokenEncoder(config, 7).double()
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 9, (600,), generator=generator).tolist()
+    lengths[17], lengths[450] = 40, 33  # a long token or two set the width of a single cut
+    words = ["".join(chr(97 + (k * 7 + i) % 26) for i in range(length)) for k, length in enumerate(lengths)]
+    char_ids = batch_to_char_ids([words]).reshape(-1, 50)
+    upstream = torch.randn(len(char_ids), 7, dtype=torch.float64, generator=generator)
+
+    def vectors_and_gradients():
+        encoder.zero_grad()
+        vectors = encoder(char_ids)
+        (vectors * upstream).sum().backward()
+        return vectors.detach(), [parameter.grad.clone() for parameter in encoder.parameters()]
+
+    widths = []
+    cut = char_cnn._without_padding_windows
+    monkeypatch.setattr(char_cnn, "_without_padding_windows",
+                        lambda ids, widest: widths.append(cut(ids, widest).shape[1]) or cut(ids, widest))
+    grouped = vectors_and_gradients()
+    assert len(widths) == char_cnn._LENGTH_GROUPS and max(widths) == 42 + 5 and min(widths) <= 6 + 5
+    monkeypatch.setattr(char_cnn, "_without_padding_windows", lambda ids, widest: ids)
+    whole = vectors_and_gradients()
+
+    torch.testing.assert_close(grouped[0], whole[0], rtol=0, atol=1e-12)
+    for got, expected in zip(grouped[1], whole[1], strict=True):
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("reference", [False, True])
 def test_a_training_step_refuses_padded_rows_instead_of_scoring_padding_as_words(tmp_path, reference):
     """Padding targets (-1) indexed the last word's softmax row and counted as targets: a wrong loss, or NaN."""

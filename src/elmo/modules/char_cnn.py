@@ -18,6 +18,14 @@ from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 _TOKEN_BLOCK = 32
 # Tokens per pass without autograd: the convolutions' outputs take about 400 KB a token (2,048 filters).
 _TOKENS_PER_PASS = 256
+# With autograd (training) every distinct token of a batch goes at once, in this many groups of tokens of similar
+# length, each cut to its own longest token (``_pooled_in_length_groups``).
+_LENGTH_GROUPS = 8
+
+
+def _characters_used(char_ids: torch.Tensor) -> torch.Tensor:
+    """Each token's positions before its padding (its characters and its start and end marks)."""
+    return ((char_ids > 0) & (char_ids != PADDING_CHAR_ID)).sum(dim=1)
 
 
 def _without_padding_windows(char_ids: torch.Tensor, widest: int) -> torch.Tensor:
@@ -29,7 +37,7 @@ def _without_padding_windows(char_ids: torch.Tensor, widest: int) -> torch.Tenso
     every token keeps at least one such window (or all it had) leaves every max unchanged, and its gradient too.
     Most words are short, so this halves the convolutions' work or better.
     """
-    n_used = ((char_ids > 0) & (char_ids != PADDING_CHAR_ID)).sum(dim=1)
+    n_used = _characters_used(char_ids)
     n_positions = min(char_ids.shape[1], int(n_used.max()) + widest) if len(char_ids) else char_ids.shape[1]
     return char_ids[:, :n_positions]
 
@@ -88,18 +96,12 @@ class TokenEncoder(nn.Module):
             # (Not while exporting, where the number of tokens is symbolic.)
             return torch.cat([self(block) for block in char_ids.split(_TOKENS_PER_PASS)])
         widest = max(conv.kernel_size[0] for conv in self.conv_layers())
-        if not torch.compiler.is_compiling():  # the kept width depends on the data
-            char_ids = _without_padding_windows(char_ids, widest)
-        table = F.pad(self.char_embeddings, (0, 0, 1, 0))  # row 0: the zero "no character" embedding
-        characters = F.embedding(char_ids, table)  # (n_tokens, positions, dim)
-        packed = self._prepacked_filters.get_derived(characters, list(self.convolutions.parameters()),
-                                                     lambda: self._filters_as_one_weight(widest))
-        if packed is not None and len(characters):
-            pooled = self._pooled_by_one_product(characters, packed, widest)
-        elif characters.is_cuda:
-            pooled = self._pooled_by_products(characters)
+        if torch.compiler.is_compiling():  # the kept width depends on the data: all 50 positions
+            pooled = self._pooled(char_ids, widest)
+        elif len(char_ids) > _TOKENS_PER_PASS:
+            pooled = self._pooled_in_length_groups(char_ids, widest)
         else:
-            pooled = self._pooled_by_conv1d(characters)
+            pooled = self._pooled(_without_padding_windows(char_ids, widest), widest)
         token_vectors = self.activation(pooled)
         for highway in self.highways:
             token_vectors = highway(token_vectors)
@@ -107,6 +109,29 @@ class TokenEncoder(nn.Module):
             token_vectors = linear(token_vectors, self.projection.weight, self.projection.bias,
                                    self._prepacked_projection)
         return token_vectors
+
+    def _pooled(self, char_ids: torch.Tensor, widest: int) -> torch.Tensor:
+        """``(n_tokens, n_filters)``: the max-pooled convolutions over ``char_ids``' positions."""
+        table = F.pad(self.char_embeddings, (0, 0, 1, 0))  # row 0: the zero "no character" embedding
+        characters = F.embedding(char_ids, table)  # (n_tokens, positions, dim)
+        packed = self._prepacked_filters.get_derived(characters, list(self.convolutions.parameters()),
+                                                     lambda: self._filters_as_one_weight(widest))
+        if packed is not None and len(characters):
+            return self._pooled_by_one_product(characters, packed, widest)
+        if characters.is_cuda:
+            return self._pooled_by_products(characters)
+        return self._pooled_by_conv1d(characters)
+
+    def _pooled_in_length_groups(self, char_ids: torch.Tensor, widest: int) -> torch.Tensor:
+        """``_pooled`` of many tokens (a training batch's distinct tokens) in ``_LENGTH_GROUPS`` groups of similar
+        length, each cut to its own longest token (``_without_padding_windows``): one long token (a URL, a Chinese
+        word's 3-byte characters) no longer sets the width every short one is computed at. The same maxima, and
+        gradients, as one cut; put back in the tokens' order."""
+        order = torch.argsort(_characters_used(char_ids), stable=True)
+        groups = order.split(-(-len(order) // _LENGTH_GROUPS))
+        pooled = torch.cat([self._pooled(_without_padding_windows(char_ids[group], widest), widest)
+                            for group in groups])
+        return pooled[torch.argsort(order)]
 
     def _filters_as_one_weight(self, widest: int) -> torch.Tensor:
         """``(n_filters, widest * dim)``: every filter over a window of ``widest`` characters, zero past its width."""
