@@ -230,6 +230,19 @@ def test_a_bad_byte_is_named_by_its_offset_from_0_and_its_line_from_1(tmp_path: 
     assert error.name == str(path) and isinstance(error, ValueError)
 
 
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_a_bad_bytes_line_is_the_line_the_readers_number_whatever_the_line_ends(tmp_path: Path, monkeypatch,
+                                                                                  block: int, ending: str):
+    """Lines ended by a lone \r (classic Mac OS), which every reader here reads as lines, were all 'line 1'."""
+    text = ending.join(["one", "two", "thr"]).encode() + b"\xffee" + ending.encode()
+    path = _text_file(tmp_path, text, monkeypatch, block)
+    assert _refusal(path).line == 3
+    assert _refusal(_text_file(tmp_path, text.replace(b"\xff", b"\0"), monkeypatch, block), refuse_nul=True).line == 3
+    lines = list(utf8_universal_lines(_text_file(tmp_path, text.replace(b"\xff", b"x"), monkeypatch, block)))
+    assert lines[2] == "thrxee"  # the readers' own third line
+
+
 def test_offsets_past_a_thousand_are_grouped_and_the_given_name_is_used(tmp_path: Path, monkeypatch):
     path = _text_file(tmp_path, b"x\n" * 600 + b"\xff", monkeypatch, 7)  # 1,200 bytes, 600 line ends before it
     with pytest.raises(NotUtf8Error, match=r"^standard input is not UTF-8 text: byte 1,200 \(line 601, "):

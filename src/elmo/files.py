@@ -331,7 +331,8 @@ def utf8_blocks(path: Path, name: str | None = None, *, refuse_nul: bool = False
     (offsets still count it). Each block's bytes go to ``digest`` as they are read."""
     name = name or str(path)
     carried = b""  # the start of a character the last block ended inside (at most 3 bytes)
-    start = lines = 0  # the file offset of ``carried``'s first byte, and how many \n come before it
+    start = lines = 0  # the file offset of ``carried``'s first byte, and how many line ends come before it
+    after_cr = False  # whether the byte before ``carried`` is a \r (a \n first in the next block ends no line)
     with path.open("rb") as handle:
         while block := handle.read(TEXT_BLOCK):
             if digest is not None:
@@ -341,23 +342,35 @@ def utf8_blocks(path: Path, name: str | None = None, *, refuse_nul: bool = False
             try:  # up to the NUL, if any: a bad byte before it comes first
                 text, used = codecs.utf_8_decode(data if nul < 0 else data[:nul + 1], "strict", nul >= 0)
             except UnicodeDecodeError as error:
-                raise _not_utf8(name, data, error.start, start, lines, error.reason) from None
+                raise _not_utf8(name, data, error.start, start, lines, after_cr, error.reason) from None
             if nul >= 0:
-                raise _not_utf8(name, data, nul, start, lines, "as binary and UTF-16 files hold and text does not")
+                raise _not_utf8(name, data, nul, start, lines, after_cr,
+                                "as binary and UTF-16 files hold and text does not")
             if start == 0:
                 text = text.removeprefix(BYTE_ORDER_MARK)
-            lines += data.count(b"\n", 0, used)
+            lines += _line_ends(data, used, after_cr)
+            after_cr = data[used - 1 : used] == b"\r" if used else after_cr
             start += used
             carried = data[used:]
             if text:
                 yield text
     if carried:
-        raise _not_utf8(name, carried, 0, start, lines, _ENDS_INSIDE)
+        raise _not_utf8(name, carried, 0, start, lines, after_cr, _ENDS_INSIDE)
 
 
-def _not_utf8(name: str, data: bytes, index: int, start: int, lines: int, reason: str) -> NotUtf8Error:
-    """The error at ``data[index]``, where ``data`` begins at file offset ``start`` after ``lines`` line ends."""
-    return NotUtf8Error(name, start + index, lines + data.count(b"\n", 0, index) + 1, data[index], reason)
+def _line_ends(data: bytes, stop: int, after_cr: bool) -> int:
+    """The line ends in ``data[:stop]`` as every reader here counts them (``utf8_universal_lines``): ``\n``,
+    ``\r\n`` (one) and a lone ``\r``; ``after_cr``: the byte before ``data`` is a ``\r``, whose line a ``\n``
+    first in ``data`` only finishes."""
+    ends = data.count(b"\n", 0, stop) + data.count(b"\r", 0, stop) - data.count(b"\r\n", 0, stop)
+    return ends - int(after_cr and stop > 0 and data[:1] == b"\n")
+
+
+def _not_utf8(name: str, data: bytes, index: int, start: int, lines: int, after_cr: bool,
+              reason: str) -> NotUtf8Error:
+    """The error at ``data[index]``, where ``data`` begins at file offset ``start`` after ``lines`` line ends
+    (``after_cr``: just after a \r)."""
+    return NotUtf8Error(name, start + index, lines + _line_ends(data, index, after_cr) + 1, data[index], reason)
 
 
 def utf8_lines(path: Path, name: str | None = None, *, refuse_nul: bool = False,
