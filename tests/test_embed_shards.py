@@ -150,6 +150,14 @@ def test_under_a_launcher_an_output_named_as_a_file_is_refused_before_any_work(t
     assert main(["embed", str(text), str(tmp_path / "out3.parquet"), "--shard", "0/1", "--model", str(fixture_dir),
                  "--quiet"]) == 0
     assert pq.read_table(tmp_path / "out3.parquet").num_rows == len(LINES)  # the whole input, as a file
+    # a launcher of one process (torchrun --nproc-per-node 1) embeds the whole input into a file: it was refused
+    # as "only one line in 1 of the input"
+    monkeypatch.delenv("SLURM_ARRAY_TASK_COUNT")
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert main(["embed", str(text), str(tmp_path / "one.parquet"), "--model", str(fixture_dir), "--quiet"]) == 0
+    assert pq.read_table(tmp_path / "one.parquet").num_rows == len(LINES)
 
 
 def test_torchrun_ranks_write_one_part_each_and_their_union_is_the_full_run(text, tmp_path, fixture_dir, expected):

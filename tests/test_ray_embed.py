@@ -114,7 +114,11 @@ REFUSED = [
     (["out/", "--engine", "ray", "--resume"], "--engine ray does not take --resume"),
     (["out/", "--engine", "ray", "--shard", "0/2"], "--engine ray does not take --shard"),
     (["out/", "--engine", "ray", "--format", "hdf5"], "--engine ray writes parquet only, not hdf5"),
-    (["out/", "--engine", "ray", "--layers", "1,2"], "2 mixing weights"),
+    (["out/", "--engine", "ray", "--layers", "1,2"], "--layers: "),  # named as the option, as locally
+    (["out/", "--engine", "ray", "--layers", "7"], "--layers: "),
+    (["out.h5", "--engine", "ray"], "--engine ray writes a directory of Parquet files, and out.h5 names a hdf5 "
+                                    "file"),  # it blamed a --format parquet the user never gave
+    (["out.npy", "--engine", "ray", "--pooling", "mean"], "out.npy names a npy file"),
     (["full/", "--engine", "ray"], "full is not empty; Ray would mix its files"),
     (["out.parquet", "--workers", "2"], "--workers is for --engine ray"),
 ]

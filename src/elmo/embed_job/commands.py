@@ -109,8 +109,10 @@ def _embed(args: argparse.Namespace) -> int:
     if args.workers != 1 and args.engine != "ray":
         raise ValueError("--workers is for --engine ray; locally, run a process per shard (torchrun, Slurm, --shard)")
     launched = shard_from_environment() if args.shard is None else None
-    shard = args.shard or launched or WHOLE
     named_directory = args.output.endswith(("/", os.sep)) or Path(args.output).is_dir()
+    if launched is not None and launched.count == 1 and not named_directory:
+        launched = None  # a launcher of one process (torchrun --nproc-per-node 1, an array of one) embeds it all
+    shard = args.shard or launched or WHOLE
     # A name without "/" is a file, as without a launcher (the Ray engine, which a launcher must not start, says so)
     if launched is not None and not named_directory and args.engine != "ray":
         raise ValueError(f"this process is shard {launched} of a launcher (torchrun's RANK/"
@@ -127,14 +129,14 @@ def _embed(args: argparse.Namespace) -> int:
     with _input_file(args.input) as input_path:
         source = Source(input_path, STDIN if args.input == "-" else args.input, args.text_field, args.id_field)
         model = _model(args, source)
-        if args.engine == "ray":
-            require("parquet", "the Ray engine")  # ray_data imports pyarrow; Ray itself is checked after the options
-            from elmo.embed_job.ray_data import embed_command
+        try:  # a --layers that does not fit the model is named as the option, on either engine
+            if args.engine == "ray":
+                require("parquet", "the Ray engine")  # ray_data imports pyarrow; Ray itself after the options
+                from elmo.embed_job.ray_data import embed_command
 
-            return embed_command(args, source, model.config, model.tokenizer, model.load, model.files)
-        try:
+                return embed_command(args, source, model.config, model.tokenizer, model.load, model.files)
             job = plan(source, args.output, options, model.config, model.tokenizer, model.files)
-        except LayerChoiceError as error:  # one that does not fit the model
+        except LayerChoiceError as error:
             raise ValueError(f"--layers: {error}") from None
         output = job.target.output
         on = args.device

@@ -22,7 +22,7 @@ import pyarrow as pa
 from elmo.config import BiLMConfig
 from elmo.embed_job.arrow import arrow_schema, lines_to_table, parquet_options
 from elmo.embed_job.job import EmbedOptions, Job, check_input_unchanged, plan
-from elmo.embed_job.layout import DTYPES, EmbeddedLine, VectorShape, partial_path
+from elmo.embed_job.layout import DTYPES, EXTENSIONS, EmbeddedLine, VectorShape, partial_path
 from elmo.embed_job.settings import with_model
 from elmo.embed_job.shards import WHOLE, shard_from_environment
 from elmo.embed_job.source import EmbedReport, Source, read_source
@@ -156,6 +156,10 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
         raise ValueError(f"--engine ray runs its workers on cpu or cuda (a GPU each), not {args.device}; use --engine "
                          "local there")
     output = Path(args.output)
+    if EXTENSIONS.get(output.suffix.lower(), "parquet") != "parquet":
+        raise ValueError(f"--engine ray writes a directory of Parquet files, and {output} names a "
+                         f"{EXTENSIONS[output.suffix.lower()]} file: give a directory (use --engine local for "
+                         f"{EXTENSIONS[output.suffix.lower()]})")
     # Before plan's refusal of what a run in parts does not write; hidden files (.DS_Store), which Parquet readers
     # skip, are let be as in a local run's parts directory.
     if output.is_dir() and any(not entry.name.startswith(".") for entry in output.iterdir()):
