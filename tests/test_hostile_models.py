@@ -174,6 +174,15 @@ def test_a_link_to_data_elsewhere_is_refused_where_a_weight_is_and_as_an_extra_n
     with pytest.raises(WeightFormatError, match=r"weights.hdf5: char_embed is a link to data elsewhere"):
         load_bilm(model_copy / "options.json", path)
 
+    shutil.copy(fixture_dir / "lm_weights.hdf5", path)  # a group above the weights linked: named as the link
+    with h5py.File(path, "r") as handle, h5py.File(other, "w") as outside:
+        handle.copy("RNN_1", outside)
+    with h5py.File(path, "a") as handle:
+        del handle["RNN_1"]
+        handle["RNN_1"] = h5py.ExternalLink(str(other), "RNN_1")
+    with pytest.raises(WeightFormatError, match=r"weights.hdf5: RNN_1 is a link to data elsewhere"):
+        load_bilm(model_copy / "options.json", path)
+
     shutil.copy(fixture_dir / "lm_weights.hdf5", path)
     with h5py.File(path, "a") as handle:
         handle["softmax"] = h5py.SoftLink("/char_embed")

@@ -303,7 +303,8 @@ class NotUtf8Error(ValueError):
     r"""A file that is not UTF-8 text, at its first bad byte: one that no UTF-8 character holds there, the start of a
     character the file ends inside, or (where the reader refuses it) a NUL byte, which binary and UTF-16 files hold
     and text does not. ``offset``: the byte's position in the file, from 0 (a byte-order mark counts);
-    ``line``: its line, from 1, lines ending at ``\n``; ``byte``: its value."""
+    ``line``: its line, from 1, lines ending at ``\n``, ``\r\n`` or a lone ``\r`` (as ``utf8_universal_lines`` reads
+    them); ``byte``: its value."""
 
     def __init__(self, name: str, offset: int, line: int, byte: int, reason: str) -> None:
         where = f"byte {offset:,} (line {line:,}, counting from 1)"

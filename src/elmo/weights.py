@@ -161,9 +161,11 @@ def _check_dataset(handle: h5py.File, name: str, shape: tuple[int, ...], weight_
                    options_name: str) -> None:
     if name not in handle or not isinstance(handle[name], h5py.Dataset):
         raise WeightFormatError(f"{weight_file} lacks {name}; is {options_name} from another model?")
-    if not isinstance(handle.get(name, getlink=True), h5py.HardLink):
-        raise WeightFormatError(f"{weight_file}: {name} is a link to data elsewhere; expected the weights stored "
-                                "in this file")
+    parts = name.split("/")
+    for linked in ("/".join(parts[: k + 1]) for k in range(len(parts))):  # the dataset or a group above it
+        if not isinstance(handle.get(linked, getlink=True), h5py.HardLink):
+            raise WeightFormatError(f"{weight_file}: {linked} is a link to data elsewhere; expected the weights "
+                                    "stored in this file")
     dataset = handle[name]
     if dataset.id.get_create_plist().get_external_count() or dataset.is_virtual:
         raise WeightFormatError(f"{weight_file}: {name} keeps its data in other files (HDF5 external or virtual "

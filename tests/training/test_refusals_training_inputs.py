@@ -128,9 +128,11 @@ def test_text_inside_the_run_directory_is_refused_before_it_is_read(tmp_path: Pa
 
 def test_validation_text_that_is_also_training_text_is_refused_under_any_name(tmp_path: Path,
                                                                               corpus_never_read: None):
-    options = _options(tmp_path, valid=[str(tmp_path / "." / "corpus.txt")])
-    with pytest.raises(CorpusError, match=r"--valid .*corpus\.txt is also a --corpus file"):
-        train(options, tmp_path / "run", progress=False)
+    options = _options(tmp_path)  # writes corpus.txt
+    (tmp_path / "same.txt").symlink_to(tmp_path / "corpus.txt")
+    with pytest.raises(CorpusError, match=r"--valid .*same\.txt is also a --corpus file"):
+        train(_options(tmp_path, valid=[str(tmp_path / "same.txt")]), tmp_path / "run", progress=False)
+    assert options.corpus == [str(tmp_path / "corpus.txt")]
     (tmp_path / "held-out.txt").write_text("d e\n")
     with pytest.raises(ReachedTheCorpus):
         train(_options(tmp_path, valid=[str(tmp_path / "held-out.txt")]), tmp_path / "run", progress=False)
@@ -256,3 +258,14 @@ def test_batch_and_unroll_sizes_past_their_bound_are_refused_by_the_parser_and_t
     with pytest.raises(SystemExit):
         parser.parse_args([command[0], "--help"])
     assert f"at most {bound:,}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_precisions_the_parser_offers_are_the_kernels_product_types():
+    """The parser states them as text (its --help runs without torch); PRODUCT_DTYPES is the one list."""
+    from elmo.modules.low_precision import PRODUCT_DTYPES
+
+    parser = build_parser()
+    train_parser = next(action for action in parser._subparsers._group_actions[0].choices.values()
+                        if action.prog.endswith(" train"))
+    precision = next(action for action in train_parser._actions if action.dest == "precision")
+    assert tuple(precision.choices) == tuple(PRODUCT_DTYPES) and precision.default in PRODUCT_DTYPES

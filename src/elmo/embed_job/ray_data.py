@@ -11,6 +11,7 @@ the model's tokenizer) and optionally ``tokens`` (list<string>, used as given wh
 import argparse
 import json
 import logging
+import os
 import shutil
 import warnings
 from collections.abc import Callable, Collection
@@ -156,7 +157,8 @@ def embed_command(args: argparse.Namespace, source: Source, config: BiLMConfig, 
         raise ValueError(f"--engine ray runs its workers on cpu or cuda (a GPU each), not {args.device}; use --engine "
                          "local there")
     output = Path(args.output)
-    if EXTENSIONS.get(output.suffix.lower(), "parquet") != "parquet":
+    named_file = not (args.output.endswith(("/", os.sep)) or output.is_dir())
+    if named_file and EXTENSIONS.get(output.suffix.lower(), "parquet") != "parquet":
         raise ValueError(f"--engine ray writes a directory of Parquet files, and {output} names a "
                          f"{EXTENSIONS[output.suffix.lower()]} file: give a directory (use --engine local for "
                          f"{EXTENSIONS[output.suffix.lower()]})")

@@ -1,7 +1,7 @@
 """Training's matrix products on bfloat16 copies of their operands (``elmo train --precision bfloat16``).
 
 On a CPU with AMX or AVX-512 BF16 units (oneDNN runs bfloat16 products on them) a product of bfloat16 operands,
-accumulated in float32, runs 3-7x faster than the float32 one at a training step's shapes
+accumulated in float32, runs several times faster than the float32 one at a training step's shapes
 (``benchmarks/bf16_products.py``; docs/training.md has the figures and what a whole step gains). Only the
 products of the training kernels (the paired LSTM layers' forward and backward, the sampled softmax's) take the
 copies; each result comes back as float32 (rounded to bfloat16's 8 significant bits on the way), and the weights,

@@ -222,13 +222,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--negatives", type=positive_int, default=8192, help="sampled softmax negatives per step")
     train_parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad",
                               help="adagrad as bilm-tf, or adam")
+    # PRODUCT_DTYPES's names (elmo.modules.low_precision, not imported: --help answers without torch)
     train_parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                               help="the type the LSTM layers' and sampled softmax's matrix products run in: "
                                    "bfloat16 copies of their operands, accumulated in float32 (weights, optimizer, "
-                                   "cell state and all else stay float32; gradients within about 0.5 %% of "
-                                   "float32's); on a CPU with AMX or AVX-512 BF16 units the products run 4-6x "
-                                   "faster and a step about 1.2x, where bfloat16 is emulated slower "
-                                   "(docs/training.md)")
+                                   "cell state and all else stay float32); faster on a CPU with AMX or AVX-512 "
+                                   "BF16 units, slower where bfloat16 is emulated (docs/training.md)")
     train_parser.add_argument("--lr", type=positive_float, default=None, help="default 0.2 (Adagrad) or 1e-3 (Adam)")
     train_parser.add_argument("--lr-decay-steps", type=non_negative_int, default=0,
                               help="steps over which the rate falls from --lr to --lr-final along a cosine "

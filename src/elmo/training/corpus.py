@@ -202,7 +202,8 @@ class RowReader:
         self._bases: list[int] = []
         self._order: list[int] = []
         self.position = position if position is not None else RowPosition(0, self._first_start(first_pass_start))
-        self._text_this_pass = bool(self.position.sentence) or first_pass_start > 0  # a part pass proves nothing
+        # a new row's part pass proves nothing about its share
+        self._text_this_pass = bool(self.position.sentence) or (position is None and first_pass_start > 0)
         self._passes_without_text = 0
         if position is not None and not self._at_line_start(position):
             raise CorpusError(f"row {row} was saved at byte {position.offset:,} of pass {position.epoch}, which is not "
