@@ -121,11 +121,13 @@ def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeate
         torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=tolerance * scale)
 
 
-def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):
+def _cut_widths_against_all_positions(monkeypatch, sentences: list[list[str]]) -> list[int]:
+    """The widths the char CNN cut the sentences' tokens (a batch's rows, padding included) to, after checking its
+    vectors and gradients (float64) equal those of all 50 positions, in the tokens' order."""
     config = replace(MICRO_CONFIG.char_cnn, filters=((1, 4), (3, 5), (5, 6)))
     torch.manual_seed(0)
     encoder = TokenEncoder(config, 7).double()
-    char_ids = batch_to_char_ids([["a", "tree", "grows", "<S>"], ["unbelievably", "x"]]).reshape(-1, 50)
+    char_ids = batch_to_char_ids(sentences).reshape(-1, 50)
     upstream = torch.randn(len(char_ids), 7, dtype=torch.float64)
 
     def vectors_and_gradients():
@@ -134,52 +136,34 @@ def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkey
         (vectors * upstream).sum().backward()
         return vectors.detach(), [parameter.grad.clone() for parameter in encoder.parameters()]
 
-    widths = []
+    widths: list[int] = []
     cut = char_cnn._without_padding_windows
     monkeypatch.setattr(char_cnn, "_without_padding_windows",
                         lambda ids, widest: widths.append(cut(ids, widest).shape[1]) or cut(ids, widest))
     trimmed = vectors_and_gradients()
-    assert widths == [14 + 5]  # "unbelievably" and its two markers, then the widest filter's width
     monkeypatch.setattr(char_cnn, "_without_padding_windows", lambda ids, widest: ids)
     whole = vectors_and_gradients()
-
     torch.testing.assert_close(trimmed[0], whole[0], rtol=0, atol=1e-12)
     for got, expected in zip(trimmed[1], whole[1], strict=True):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    return widths
+
+
+def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):
+    widths = _cut_widths_against_all_positions(monkeypatch, [["a", "tree", "grows", "<S>"], ["unbelievably", "x"]])
+    assert widths == [14 + 5]  # "unbelievably" and its two markers, then the widest filter's width
 
 
 def test_a_training_batchs_tokens_in_length_groups_keep_their_vectors_gradients_and_order(monkeypatch):
     """More tokens than one pass holds (a training batch's distinct tokens) run in groups of similar length, each
     cut to its own longest token: every group narrower than one cut, the vectors and gradients those of all 50
     positions, in the tokens' own order."""
-    config = replace(MICRO_CONFIG.char_cnn, filters=((1, 4), (3, 5), (5, 6)))
-    torch.manual_seed(0)
-    encoder = TokenEncoder(config, 7).double()
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 9, (600,), generator=generator).tolist()
     lengths[17], lengths[450] = 40, 33  # a long token or two set the width of a single cut
     words = ["".join(chr(97 + (k * 7 + i) % 26) for i in range(length)) for k, length in enumerate(lengths)]
-    char_ids = batch_to_char_ids([words]).reshape(-1, 50)
-    upstream = torch.randn(len(char_ids), 7, dtype=torch.float64, generator=generator)
-
-    def vectors_and_gradients():
-        encoder.zero_grad()
-        vectors = encoder(char_ids)
-        (vectors * upstream).sum().backward()
-        return vectors.detach(), [parameter.grad.clone() for parameter in encoder.parameters()]
-
-    widths = []
-    cut = char_cnn._without_padding_windows
-    monkeypatch.setattr(char_cnn, "_without_padding_windows",
-                        lambda ids, widest: widths.append(cut(ids, widest).shape[1]) or cut(ids, widest))
-    grouped = vectors_and_gradients()
+    widths = _cut_widths_against_all_positions(monkeypatch, [words])
     assert len(widths) == char_cnn._LENGTH_GROUPS and max(widths) == 42 + 5 and min(widths) <= 6 + 5
-    monkeypatch.setattr(char_cnn, "_without_padding_windows", lambda ids, widest: ids)
-    whole = vectors_and_gradients()
-
-    torch.testing.assert_close(grouped[0], whole[0], rtol=0, atol=1e-12)
-    for got, expected in zip(grouped[1], whole[1], strict=True):
-        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("reference", [False, True])
