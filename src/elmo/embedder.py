@@ -498,7 +498,7 @@ def _refuse_tokens_without_text(tokens: list[str]) -> None:
     for position, token in enumerate(tokens):
         if problem := token_problem(token):
             raise RefusedToken(f"token {position} ({token!r}) of the sentence {tokens[:8]!r} {problem}; a token "
-                                   "must be printable text", position)
+                               "must be printable text", position)
 
 
 def _whole_number(name: str, value: int) -> int:
