@@ -8,7 +8,7 @@ from training_helpers import write_synthetic_corpus
 
 from elmo.training.batches import NO_TARGET, Batcher
 from elmo.training.checkpoints import load_checkpoint
-from elmo.training.corpus import Corpus, CorpusError, RowPosition, first_pass_start
+from elmo.training.corpus import Corpus, CorpusError, RowPosition, pass_start_fraction
 from elmo.training.vocab import Vocabulary, VocabularyError
 
 
@@ -102,7 +102,7 @@ def test_shards_are_reshuffled_each_epoch_and_every_epoch_reads_every_line_once(
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.3, 0.75])
-def test_a_new_row_starts_at_the_first_line_past_its_fraction_of_its_share_then_reads_every_share_whole(
+def test_a_row_starts_each_pass_at_the_first_line_past_its_fraction_of_its_share_and_reads_the_share_whole(
         tmp_path: Path, fraction: float):
     path = write_synthetic_corpus(tmp_path / "text.txt", 90)
     data = path.read_bytes()
@@ -112,31 +112,59 @@ def test_a_new_row_starts_at_the_first_line_past_its_fraction_of_its_share_then_
     vocab = Vocabulary.from_counts(corpus.count_tokens())
     n_rows = 3
     batcher = Batcher(corpus, vocab, range(n_rows), n_rows, 4, seed=0, max_epochs=None,
-                      first_pass_start=fraction)
+                      pass_start_fraction=fraction)
     for row, reader in enumerate(batcher.readers):
         share_start, share_end = row * len(data) // n_rows, (row + 1) * len(data) // n_rows
         in_share = [k for k, start in enumerate(line_starts) if share_start <= start < share_end]
         first = next(k for k in in_share if line_starts[k] >= share_start + fraction * (share_end - share_start))
         assert reader.position.offset == line_starts[first]
-        # to the share's end, then (the next pass) the share whole from its start
-        expected = [lines[k].split() for k in range(first, in_share[-1] + 1)] + [lines[k].split() for k in in_share]
-        tokens = reader.take(sum(len(sentence) + 1 for sentence in expected))
-        assert _split_sentences(tokens.forward_inputs) == expected
+        # to the share's end, then its opening up to there: one pass; the next pass the same again
+        one_pass = [lines[k].split() for k in range(first, in_share[-1] + 1)] + [
+            lines[k].split() for k in range(in_share[0], first)]
+        tokens = reader.take(2 * sum(len(sentence) + 1 for sentence in one_pass))
+        assert _split_sentences(tokens.forward_inputs) == one_pass + one_pass
     batcher.close()
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.677])
+def test_epochs_of_shards_read_every_line_once_a_pass_wherever_rows_start(tmp_path: Path, fraction: float):
+    """Shards change order every pass: a row that started a fraction into its share must read the rest of its share
+    in that pass's order, not the next pass's (which left a quarter of the text unread and a quarter read twice in
+    `--epochs 1`). Every word occurs once in equal-length lines, so each is read once a pass, except where a row's
+    share ends inside a sentence (as at every fraction: the last step of a pass ends where the tokens run out)."""
+    paths = []
+    for shard in range(6):
+        words = [f"w{shard}x{k:04d}" for k in range(3 * (40 + 23 * shard))]
+        path = tmp_path / f"shard-{shard}.txt"
+        path.write_text("".join(" ".join(words[k : k + 3]) + "\n" for k in range(0, len(words), 3)))
+        paths.append(str(path))
+    corpus = Corpus(paths)
+    vocab = Vocabulary.from_counts(corpus.count_tokens())
+    n_rows, unroll_steps, n_passes = 5, 8, 2
+    n_targets = sum(len(sentence) + 1 for sentence in corpus.sentences())
+    batcher = Batcher(corpus, vocab, range(n_rows), n_rows, unroll_steps, seed=0, max_epochs=None,
+                      pass_start_fraction=fraction)
+    read: Counter[str] = Counter()
+    for _ in range(n_passes * n_targets // (n_rows * unroll_steps)):
+        for reader in batcher.readers:
+            read.update(reader.take(unroll_steps).forward_targets)
+    batcher.close()
+    times_read = Counter(read[word] for sentence in corpus.sentences() for word in sentence)
+    assert times_read[n_passes] >= 0.99 * sum(times_read.values())
 
 
 def test_the_seed_draws_where_rows_start_and_training_starts_rows_there(
         tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path):
     """Runs with other seeds read other text first (runs continued from a model with a new seed re-read the same
     opening stretch of every share, as data.md's runs 3b to 17 did)."""
-    fractions = [first_pass_start(seed) for seed in range(8)]
+    fractions = [pass_start_fraction(seed) for seed in range(8)]
     assert len(set(fractions)) == 8 and all(0 <= f < 1 for f in fractions)
     corpus = Corpus([str(synthetic_corpus)])
     rows = []
     for seed in (1, 2):
         run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, f"seed-{seed}", max_steps=1, seed=seed)
         batcher = Batcher(corpus, Vocabulary.load(run / "vocab.txt"), range(4), 4, 6, seed, None,
-                          first_pass_start=first_pass_start(seed))
+                          pass_start_fraction=pass_start_fraction(seed))
         batcher.next_batch()
         rows.append(load_checkpoint(run).rows)
         assert rows[-1] == batcher.positions()

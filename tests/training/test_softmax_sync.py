@@ -10,7 +10,7 @@ from torch import multiprocessing
 
 from elmo.training import Corpus, TrainingOptions, Vocabulary, train
 from elmo.training.batches import Batcher
-from elmo.training.corpus import first_pass_start
+from elmo.training.corpus import pass_start_fraction
 from elmo.training.language_model import StepNoise
 
 VOCAB_SIZE = 100_000
@@ -28,7 +28,7 @@ def _rows_touched(options: TrainingOptions, vocab: Vocabulary, n_steps: int) -> 
     """Per step, the distinct softmax rows of the global batch: negatives and both directions' targets."""
     corpus = Corpus(options.corpus)
     batcher = Batcher(corpus, vocab, range(options.batch_size), options.batch_size, options.unroll_steps,
-                      options.seed, options.epochs, first_pass_start=first_pass_start(options.seed))
+                      options.seed, options.epochs, pass_start_fraction=pass_start_fraction(options.seed))
     counts = []
     for step in range(n_steps):
         inputs = batcher.next_batch()

@@ -60,12 +60,13 @@ class Batcher:
     batch is full, and the trainer decides when to stop (``TrainingOptions.step_limit``). With ``max_epochs``,
     ``pad=False`` ends at the first batch some row cannot fill; ``pad=True`` (evaluation) pads rows that ran
     out, with ``<S>`` inputs and no targets, until every row has run out, so every token is scored once.
-    Rows without saved ``positions`` start ``first_pass_start`` (a fraction) into their share of the text.
+    Every row starts each pass ``pass_start_fraction`` into its share of the text (``RowReader``).
     """
 
     def __init__(self, corpus: Corpus, vocab: Vocabulary, rows: range, n_rows: int, unroll_steps: int,
                  seed: int, max_epochs: int | None, max_characters: int = 50,
-                 positions: list[RowPosition] | None = None, pad: bool = False, first_pass_start: float = 0.0) -> None:
+                 positions: list[RowPosition] | None = None, pad: bool = False,
+                 pass_start_fraction: float = 0.0) -> None:
         if positions is not None and len(positions) != len(rows):
             raise ValueError(f"{len(positions)} row positions for {len(rows)} rows")
         self.corpus = corpus
@@ -76,7 +77,7 @@ class Batcher:
         self.files = OpenFiles(corpus)
         self.readers = [
             RowReader(corpus, self.files, row, n_rows, seed, max_epochs, None if positions is None else positions[k],
-                      first_pass_start)
+                      pass_start_fraction)
             for k, row in enumerate(rows)
         ]
 

@@ -155,20 +155,24 @@ class RowPosition:
     """Where one row of the batch stands: the next line to read, and the sentence it is feeding.
 
     ``offset`` is a byte offset into the epoch's shards laid end to end in ``Corpus.file_order``;
-    ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as inputs.
+    ``wrapped``: the row has read its pass from where the pass starts to its share's end and now reads the share's
+    opening, up to where the pass started; ``cursor`` counts the tokens of ``<S> sentence </S>`` already fed as
+    inputs.
     """
 
     epoch: int
     offset: int
     sentence: list[str] = field(default_factory=list)
     cursor: int = 0
+    wrapped: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "RowPosition":
-        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]))
+        return cls(int(data["epoch"]), int(data["offset"]), list(data["sentence"]), int(data["cursor"]),
+                   bool(data.get("wrapped", False)))  # absent: saved before 2026-12-07, when no pass wrapped
 
 
 @dataclass
@@ -191,7 +195,7 @@ class RowReader:
     """
 
     def __init__(self, corpus: Corpus, files: OpenFiles, row: int, n_rows: int, seed: int, max_epochs: int | None,
-                 position: RowPosition | None = None, first_pass_start: float = 0.0) -> None:
+                 position: RowPosition | None = None, pass_start_fraction: float = 0.0) -> None:
         self.corpus = corpus
         self.files = files
         self.row = row
@@ -201,9 +205,10 @@ class RowReader:
         self._order_epoch = -1
         self._bases: list[int] = []
         self._order: list[int] = []
-        self.position = position if position is not None else RowPosition(0, self._first_start(first_pass_start))
-        # a new row's part pass proves nothing about its share
-        self._text_this_pass = bool(self.position.sentence) or (position is None and first_pass_start > 0)
+        self.pass_start_fraction = pass_start_fraction
+        self._pass_start_epoch, self._pass_start = -1, 0
+        self.position = position if position is not None else RowPosition(0, self._pass_start_of(0))
+        self._text_this_pass = bool(self.position.sentence)
         self._passes_without_text = 0
         if position is not None and not self._at_line_start(position):
             raise CorpusError(f"row {row} was saved at byte {position.offset:,} of pass {position.epoch}, which is not "
@@ -248,8 +253,9 @@ class RowReader:
         while True:
             if self.max_epochs is not None and position.epoch >= self.max_epochs:
                 return None
-            end = self._segment_end()
-            if position.offset >= end:
+            if not position.wrapped and position.offset >= self._segment_end():
+                position.wrapped, position.offset = True, self._segment_start(position.epoch)
+            if position.wrapped and position.offset >= self._pass_start_of(position.epoch):
                 self._passes_without_text = 0 if self._text_this_pass else self._passes_without_text + 1
                 self._text_this_pass = False
                 allowed = 1 if len(self.corpus.paths) == 1 else _EMPTY_PASSES_ALLOWED
@@ -260,7 +266,7 @@ class RowReader:
                         "inside a longer line; use a smaller batch, more text, or shorter lines"
                     )
                 position.epoch += 1
-                position.offset = self._segment_start(position.epoch)
+                position.wrapped, position.offset = False, self._pass_start_of(position.epoch)
                 continue
             line = self._read_line(position.epoch, position.offset)
             position.offset += len(line)
@@ -294,12 +300,17 @@ class RowReader:
         """The first line start at or after this row's share of the epoch's bytes."""
         return self._line_start_from(epoch, self.row * self.corpus.n_bytes // self.n_rows)
 
-    def _first_start(self, fraction: float) -> int:
-        """Where a new row starts: the first line start at or after ``fraction`` of its share of the first pass,
-        or the share's start where no line starts in the rest of the share."""
-        share_start = self.row * self.corpus.n_bytes // self.n_rows
-        start = self._line_start_from(0, share_start + int(fraction * (self._segment_end() - share_start)))
-        return start if start < self._segment_end() else self._segment_start(0)
+    def _pass_start_of(self, epoch: int) -> int:
+        """Where this row starts reading a pass: the first line start at or after ``pass_start_fraction`` of its share
+        of the pass's bytes, or the share's start where no line starts in the rest of the share. The row reads from
+        there to the share's end, then the share's opening up to there: every pass reads the whole share."""
+        if epoch != self._pass_start_epoch:
+            share_start = self.row * self.corpus.n_bytes // self.n_rows
+            start = self._line_start_from(
+                epoch, share_start + int(self.pass_start_fraction * (self._segment_end() - share_start)))
+            self._pass_start_epoch = epoch
+            self._pass_start = start if start < self._segment_end() else self._segment_start(epoch)
+        return self._pass_start
 
     def _line_start_from(self, epoch: int, start: int) -> int:
         """The first line start at or after byte ``start`` of the epoch's bytes."""
@@ -312,15 +323,15 @@ class RowReader:
         return start - 1 + len(line)
 
 
-def first_pass_start(seed: int) -> float:
-    """Where in its share of the text every row of a new run starts, as a fraction of the share drawn from
-    ``seed``: a run continued from another (``--init-from``) with another seed reads other text first, rather than
-    the same opening stretch of each share again. Rows read on from there to their share's end, then every share
-    whole in each later pass."""
-    return float(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_FIRST_PASS_STREAM,))).random())
+def pass_start_fraction(seed: int) -> float:
+    """Where in its share of the text every row starts each pass, as a fraction of the share drawn from ``seed``: a
+    run continued from another (``--init-from``) with another seed reads other text first, rather than the same
+    opening stretch of each share again. A row reads from there to its share's end, then the share's opening, so
+    that each pass reads the whole share (with shards, whose order changes every pass, each in its pass's order)."""
+    return float(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PASS_START_STREAM,))).random())
 
 
-_FIRST_PASS_STREAM = 1  # a spawn key: numpy keeps the draw apart from file_order's ([seed, epoch], no spawn key)
+_PASS_START_STREAM = 1  # a spawn key: numpy keeps the draw apart from file_order's ([seed, epoch], no spawn key)
 
 
 def _read_line_at(handle: BinaryIO, offset: int) -> bytes:

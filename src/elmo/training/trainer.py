@@ -55,7 +55,7 @@ from elmo.training.checkpoints import (
     save_checkpoint,
     set_aside,
 )
-from elmo.training.corpus import Corpus, CorpusError, first_pass_start, matched_files
+from elmo.training.corpus import Corpus, CorpusError, matched_files, pass_start_fraction
 from elmo.training.export import (
     grow_vocabulary,
     lacks_softmax,
@@ -396,7 +396,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, None,
                       model.config.char_cnn.max_characters_per_token,
                       None if positions is None else positions[rows.start : rows.stop],
-                      first_pass_start=first_pass_start(options.seed))
+                      pass_start_fraction=pass_start_fraction(options.seed))
     log = RunLog(out_dir, step) if processes.is_writer else None
     if log is not None and checkpoint is None:
         vocab.save(out_dir / RUN_VOCAB_FILE)
