@@ -10,7 +10,7 @@ from training_helpers import MICRO_CONFIG, write_synthetic_corpus
 
 import elmo.modules.char_cnn as char_cnn
 from elmo.bilm import BiLMState
-from elmo.characters import batch_to_char_ids
+from elmo.characters import PADDING_CHAR_ID, batch_to_char_ids
 from elmo.modules.char_cnn import TokenEncoder
 from elmo.training.batches import Batcher
 from elmo.training.corpus import Corpus
@@ -121,13 +121,12 @@ def test_sampled_softmax_kernel_equals_autograd_with_accidental_hits_and_repeate
         torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=tolerance * scale)
 
 
-def _cut_widths_against_all_positions(monkeypatch, sentences: list[list[str]]) -> list[int]:
-    """The widths the char CNN cut the sentences' tokens (a batch's rows, padding included) to, after checking its
-    vectors and gradients (float64) equal those of all 50 positions, in the tokens' order."""
+def _cut_widths_against_all_positions(monkeypatch, char_ids: torch.Tensor) -> list[int]:
+    """The widths the char CNN cut the tokens' ``(tokens, 50)`` ids to, after checking its vectors and gradients
+    (float64) equal those of all 50 positions, in the tokens' order."""
     config = replace(MICRO_CONFIG.char_cnn, filters=((1, 4), (3, 5), (5, 6)))
     torch.manual_seed(0)
     encoder = TokenEncoder(config, 7).double()
-    char_ids = batch_to_char_ids(sentences).reshape(-1, 50)
     upstream = torch.randn(len(char_ids), 7, dtype=torch.float64)
 
     def vectors_and_gradients():
@@ -150,8 +149,18 @@ def _cut_widths_against_all_positions(monkeypatch, sentences: list[list[str]]) -
 
 
 def test_char_cnn_cut_to_the_needed_positions_keeps_vectors_and_gradients(monkeypatch):
-    widths = _cut_widths_against_all_positions(monkeypatch, [["a", "tree", "grows", "<S>"], ["unbelievably", "x"]])
+    sentences = [["a", "tree", "grows", "<S>"], ["unbelievably", "x"]]
+    widths = _cut_widths_against_all_positions(monkeypatch, batch_to_char_ids(sentences).reshape(-1, 50))
     assert widths == [14 + 5]  # "unbelievably" and its two markers, then the widest filter's width
+
+
+def test_char_cnn_cut_keeps_the_ids_after_padding_inside_a_hand_made_token(monkeypatch):
+    """The cut kept as many positions as a token has ids that are not padding: ids made by hand with the padding
+    id inside a token lost their last characters (a vector 0.59 off)."""
+    char_ids = batch_to_char_ids([["ab", "ab"]]).reshape(-1, 50)
+    char_ids[1, 3:20] = PADDING_CHAR_ID
+    char_ids[1, 20:23] = torch.tensor([100, 120, char_ids[0, 3]])  # then two characters and the end mark
+    assert _cut_widths_against_all_positions(monkeypatch, char_ids) == [23 + 5]
 
 
 def test_a_training_batchs_tokens_in_length_groups_keep_their_vectors_gradients_and_order(monkeypatch):
@@ -162,7 +171,7 @@ def test_a_training_batchs_tokens_in_length_groups_keep_their_vectors_gradients_
     lengths = torch.randint(1, 9, (600,), generator=generator).tolist()
     lengths[17], lengths[450] = 40, 33  # a long token or two set the width of a single cut
     words = ["".join(chr(97 + (k * 7 + i) % 26) for i in range(length)) for k, length in enumerate(lengths)]
-    widths = _cut_widths_against_all_positions(monkeypatch, [words])
+    widths = _cut_widths_against_all_positions(monkeypatch, batch_to_char_ids([words]).reshape(-1, 50))
     assert len(widths) == char_cnn._LENGTH_GROUPS and max(widths) == 42 + 5 and min(widths) <= 6 + 5
 
 

@@ -24,8 +24,11 @@ _LENGTH_GROUPS = 8
 
 
 def _characters_used(char_ids: torch.Tensor) -> torch.Tensor:
-    """Each token's positions before its padding (its characters and its start and end marks)."""
-    return ((char_ids > 0) & (char_ids != PADDING_CHAR_ID)).sum(dim=1)
+    """Each token's positions up to its last id that is not padding (its characters and its start and end marks):
+    the last such position, not their count, so ids made by hand with padding inside a token keep what follows."""
+    not_padding = (char_ids > 0) & (char_ids != PADDING_CHAR_ID)
+    positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
+    return (not_padding * positions).amax(dim=1) if char_ids.shape[1] else not_padding.sum(dim=1)
 
 
 def _without_padding_windows(char_ids: torch.Tensor, widest: int) -> torch.Tensor:
