@@ -128,6 +128,47 @@ def test_after_the_weights_change_dtype_the_vectors_are_the_new_dtypes_not_round
     torch.testing.assert_close(second, direct, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("write", ["data", "numpy"])
+def test_weights_written_where_nothing_counts_it_are_read_afresh_after_weights_changed(fixture_bilm,
+                                                                                        fixture_sentences, write):
+    """A write through ``.data`` or a NumPy view changes neither a weight's address nor its update count: the
+    embedder kept the old token vectors and oneDNN's reordered copies, and so did a new ``Embedder`` of the same
+    BiLM (the remedy the docs named), up to 0.4 off. ``elmo.weights_changed()`` says so, and a new embedder calls it."""
+    from elmo import weights_changed
+
+    bilm = copy.deepcopy(fixture_bilm)
+    embedder = Embedder(bilm)
+    before = embedder.embed(fixture_sentences)
+    for parameter in bilm.parameters():
+        if write == "data":
+            parameter.data.mul_(0.5)
+        else:
+            parameter.detach().numpy()[:] *= 0.5
+    expected = Embedder(copy.deepcopy(bilm), token_cache_size=0).embed(fixture_sentences)
+    weights_changed()
+    for got, want, old in zip(embedder.embed(fixture_sentences), expected, before, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert np.abs(old - want).max() > 0.01  # the write moved the vectors
+    for parameter in bilm.parameters():
+        parameter.data.mul_(2.0)
+    expected = Embedder(copy.deepcopy(bilm), token_cache_size=0).embed(fixture_sentences)
+    for got, want in zip(Embedder(bilm).embed(fixture_sentences), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_call_under_autocast_leaves_the_cache_to_the_float32_calls_after_it(fixture_bilm, fixture_sentences):
+    """The table took the type of the first vectors stored: after one call under CPU autocast (bfloat16) the
+    float32 calls that followed got bfloat16-rounded token vectors, or failed, until the weights changed."""
+    embedder = Embedder(copy.deepcopy(fixture_bilm))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        embedder.embed(fixture_sentences[:3])
+    expected = Embedder(copy.deepcopy(fixture_bilm), token_cache_size=0).embed(fixture_sentences)
+    for got, want in zip(embedder.embed(fixture_sentences), expected, strict=True):  # hits and misses
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for got, want in zip(embedder.embed(fixture_sentences[:3]), expected[:3], strict=True):  # all hits
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_call_from_another_thread_while_one_encodes_leaves_every_row_its_own_tokens_vector(fixture_bilm):
     """The first call pauses in the encoder until the other thread's call is done (or 1 s passes: with the lock the
     other call waits for the first). Unlocked, both stored "a" and "b", the second copy at rows 2 and 3 while rows 0

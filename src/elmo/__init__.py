@@ -25,6 +25,7 @@ __all__ = [
     "load_bilm",
     "save_bilm",
     "token_to_char_ids",
+    "weights_changed",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -32,6 +33,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "elmo.characters": ("batch_to_char_ids", "token_to_char_ids"),
     "elmo.config": ("PRESETS", "BiLMConfig", "CharCNNConfig", "ConfigError", "LSTMConfig"),
     "elmo.embedder": ("Embedder",),
+    "elmo.modules.weight_changes": ("weights_changed",),
     "elmo.stateful_embedder": ("StatefulEmbedder",),
     "elmo.task_module": ("Elmo", "ElmoMixes"),
     "elmo.weights": ("WeightFormatError", "load_bilm", "save_bilm"),
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from elmo.characters import batch_to_char_ids, token_to_char_ids
     from elmo.config import PRESETS, BiLMConfig, CharCNNConfig, ConfigError, LSTMConfig
     from elmo.embedder import Embedder
+    from elmo.modules.weight_changes import weights_changed
     from elmo.stateful_embedder import StatefulEmbedder
     from elmo.task_module import Elmo, ElmoMixes
     from elmo.weights import WeightFormatError, load_bilm, save_bilm

@@ -51,6 +51,7 @@ from elmo.fingerprint import model_fingerprint
 from elmo.layer_choice import LayerChoice, layer_weights, mix_layers
 from elmo.memory import FreedMemoryTrimmer
 from elmo.model_dir import ModelDir
+from elmo.modules.weight_changes import weights_changed
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
 from elmo.tokenizers import RefusedToken, clean_text, get_tokenizer, token_problem
@@ -117,6 +118,7 @@ class Embedder:
         check_windows(max_window_tokens, window_context)
         if bucket_batches < 1:
             raise ValueError(f"bucket_batches is {bucket_batches}; expected at least 1 (batches read ahead)")
+        weights_changed()  # weights written where nothing counts it (.data) are read afresh by a new embedder
         self.bilm = bilm
         self._owns_bilm = False
         self.device = _device_of(bilm)

@@ -1,7 +1,8 @@
 """An LRU cache of context-free token vectors, shared across batches.
 
 Exact, because the token encoder sees one token at a time: a token's vector is the same in every sentence.
-When the encoder's weights change (``elmo.modules.weight_changes`` tells), the cache starts empty again.
+When the encoder's weights change (``elmo.modules.weight_changes`` tells), the cache starts empty again. Under
+``torch.autocast`` the vectors come out in autocast's type: they are neither read from nor stored in the cache.
 Word frequencies are Zipfian, so after a few batches most tokens of real text are hits and the character
 CNN, which is most of the FLOPs of a small biLM, runs only for new words.
 
@@ -78,8 +79,10 @@ class TokenVectorCache:
                 token_of.setdefault(key, token)
         if not token_of:
             return torch.zeros((0, self.encoder.output_dim), dtype=self.encoder.char_embeddings.dtype, device=device)
-        found = [key for key in token_of if key in self._rows]
-        missing = [key for key in token_of if key not in self._rows]
+        # Under autocast a stored vector would be rounded for every later call, and a float32 one read as it is
+        cached = not torch.is_autocast_enabled(device.type)
+        found = [key for key in token_of if cached and key in self._rows]
+        missing = [key for key in token_of if not (cached and key in self._rows)]
         self.hits += len(found)
         self.misses += len(missing)
 
@@ -94,7 +97,8 @@ class TokenVectorCache:
             char_ids = batch_to_char_ids([[token_of[key] for key in missing]], self.max_characters)[0]
             new_vectors = self.encoder(char_ids.to(device))
             parts.append(new_vectors)
-            self._store(missing, new_vectors)
+            if cached:
+                self._store(missing, new_vectors)
         table = torch.cat(parts) if len(parts) > 1 else parts[0]
         row_of = {key: row for row, key in enumerate(found + missing)}
         index = torch.tensor([row_of[key] for token_keys in keys for key in token_keys], dtype=torch.long)
@@ -135,7 +139,8 @@ class TokenVectorCache:
         have = 0 if self._table is None else len(self._table)
         if n_rows <= have:
             return
-        table = like.new_empty((min(self.capacity, max(n_rows, 2 * have)), like.shape[1]))
+        table = like.new_empty((min(self.capacity, max(n_rows, 2 * have)), like.shape[1]),
+                               dtype=self.encoder.char_embeddings.dtype)
         if self._table is not None:
             table[:have] = self._table
         self._table = table
