@@ -315,6 +315,30 @@ def test_rebuilding_replaces_an_index_whole_and_leaves_nothing_beside_it(topic_c
     assert [path.name for path in out.parent.iterdir()] == ["index"]  # the old one, set aside, is gone
 
 
+def test_a_loaded_index_answers_from_the_version_it_loaded_after_a_rebuild_in_place(topic_corpus,
+                                                                                     constructed_embedder, tmp_path):
+    """A rebuild publishes a new directory under the same name: a loaded index (a server's) read the new version's
+    lines at the old one's offsets, and a layer first used after the rebuild mapped the new vectors under the old
+    records. Now each answers as before the rebuild until loaded again."""
+    lines = topic_corpus.read_text(encoding="utf-8").splitlines()
+    reordered = tmp_path / "reordered.txt"  # the same bytes in another order: every file keeps its size
+    reordered.write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
+    out = tmp_path / "index"
+    build_index(topic_corpus, out, constructed_embedder, layers=[1, 2], progress=False)
+    query = ("Chico Ruiz made a spectacular play on the grounder", "play")
+
+    def answers(index: ContextIndex, layer: int) -> list[tuple[int, str, float]]:
+        return [(n.line, n.sentence, n.score) for n in neighbors(index, *query, k=7, layer=layer, same_word=True)]
+
+    used = ContextIndex.load(out, embedder=constructed_embedder)
+    before = answers(used, 2), answers(ContextIndex.load(out, embedder=constructed_embedder), 1)
+    build_index(reordered, out, constructed_embedder, layers=[1, 2], progress=False)
+    assert (answers(used, 2), answers(used, 1)) == before  # layer 1 first used after the rebuild
+    rebuilt = answers(ContextIndex.load(out, embedder=constructed_embedder), 2)  # every "play", lines reversed
+    assert {(len(lines) - 1 - line, sentence) for line, sentence, _ in rebuilt} == {
+        (line, sentence) for line, sentence, _ in before[0]}
+
+
 def test_bad_factories_and_empty_word_lists_are_refused_before_the_corpus_is_embedded(topic_corpus, fixture_bilm,
                                                                                       tmp_path):
     never_embeds = _NeverEmbeds(fixture_bilm)

@@ -1,10 +1,19 @@
 """Reading an index directory that ``build_index`` wrote (``layout.py``): memory-mapped token records and
 vectors, the ANN index of each layer (loaded on first use), the corpus vocabulary and its layer-0 vectors.
 
+Every file is opened when the index loads, from one version of the directory, and read through those handles:
+an index rebuilt in place (``elmo index --out`` the same directory, published by swapping directories) leaves
+a loaded index, or a server holding it, answering from the version it loaded, not the new version's lines at the
+old one's offsets. Load it again to read the new one.
+
 ``elmo.search.neighbors`` and ``elmo.search.senses`` query it.
 """
 
+import io
 import json
+import mmap
+import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,12 +70,12 @@ def highlighted(tokens: list[str], token_index: int, start: str = "[", end: str 
     return " ".join(f"{start}{token}{end}" if i == token_index else token for i, token in enumerate(tokens))
 
 
-def _read_meta(meta_file: Path) -> dict:
-    """``meta.json`` of an index, refused (SearchError, field ``directory``) naming it and the key at fault unless
-    it is of this format and holds every key the reader uses as ``layout.META_FIELDS`` describes: a damaged one
-    would fail later as a bare KeyError or AttributeError."""
+def _read_meta(meta_file: Path, fd: int) -> dict:
+    """``meta.json`` of an index (open as ``fd``), refused (SearchError, field ``directory``) naming it and the
+    key at fault unless it is of this format and holds every key the reader uses as ``layout.META_FIELDS``
+    describes: a damaged one would fail later as a bare KeyError or AttributeError."""
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        meta = json.loads(_read_whole(fd).decode("utf-8"))
     except ValueError as error:  # not JSON, or not UTF-8
         raise SearchError(f"{meta_file} is not JSON ({error}); the index is damaged: build it again",
                           "directory") from None
@@ -95,34 +104,110 @@ def _read_meta(meta_file: Path) -> dict:
     return meta
 
 
-def _check_file_sizes(directory: Path, meta: dict) -> None:
-    """SearchError (field ``directory``) naming a file of fixed-size records that is missing or not the length
-    ``meta.json``'s counts make it (``layout.file_sizes``), before it is mapped: a memory map of a file cut short
-    fails as "mmap length is greater than file size", naming no file."""
+def _check_file_sizes(directory: Path, meta: dict, files: dict[str, int]) -> None:
+    """SearchError (field ``directory``) naming a file of fixed-size records that is not the length ``meta.json``'s
+    counts make it (``layout.file_sizes``), before it is mapped: a memory map of a file cut short fails as "mmap
+    length is greater than file size", naming no file."""
     for name, expected in layout.file_sizes(meta).items():
         path = directory / name
-        if not path.is_file():
-            raise SearchError(f"{path} is missing; the index is damaged: build it again", "directory")
-        size = path.stat().st_size
+        size = os.fstat(files[name]).st_size
         if size != expected:
             raise SearchError(f"{path} is {size:,} bytes where {layout.META} makes it {expected:,}: the index is "
                               "damaged (a copy cut short?); build it again", "directory")
 
 
-class ContextIndex:
-    """An index directory written by ``build_index``, memory-mapped; the ANN indexes load on first use."""
+def _open_files(directory: Path) -> tuple[dict, dict[str, int]]:
+    """``meta.json`` and every file of the index (its per-layer files those ``meta.json`` names), opened from one
+    version of the directory: through one handle on the directory, which is then checked to be still the one at
+    ``directory`` (a rebuild publishes by swapping directories, then deletes the old one). ``_Swapped`` when it was
+    swapped meanwhile; SearchError (field ``directory``) naming a file missing from the version opened."""
+    directory_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    files: dict[str, int] = {}  # name -> file descriptor
 
-    def __init__(self, directory: Path, meta: dict, embedder: LayerEmbedder | None = None) -> None:
+    def still_there() -> bool:
+        now, opened = os.stat(directory), os.fstat(directory_fd)
+        return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
+
+    def open_file(name: str) -> int:
+        try:
+            files[name] = os.open(name, os.O_RDONLY, dir_fd=directory_fd)
+        except FileNotFoundError:
+            if not still_there():
+                raise _Swapped from None
+            raise SearchError(f"{directory / name} is missing; the index is damaged: build it again",
+                              "directory") from None
+        return files[name]
+
+    try:
+        meta = _read_meta(directory / layout.META, open_file(layout.META))
+        for name in (*sorted(layout.INDEX_FILES - {layout.META}),
+                     *(file(layer) for layer in meta["layers"] for file in (layout.vectors_file, layout.ann_file))):
+            open_file(name)
+        if not still_there():
+            raise _Swapped
+    except BaseException:
+        _close_files(files)
+        raise
+    finally:
+        os.close(directory_fd)
+    return meta, files
+
+
+def _close_files(files: dict[str, int]) -> None:
+    for fd in files.values():
+        os.close(fd)
+    files.clear()
+
+
+def _read_whole(fd: int) -> bytes:
+    """A file's bytes, read in parts: one ``pread`` returns at most about 2 GB on Linux."""
+    size = os.fstat(fd).st_size
+    parts, done = [], 0
+    while done < size:
+        part = os.pread(fd, min(size - done, _LARGEST_READ), done)
+        if not part:
+            raise SearchError(f"an index file was cut short while it was read ({done:,} of {size:,} bytes)",
+                              "directory")
+        parts.append(part)
+        done += len(part)
+    return b"".join(parts)
+
+
+_LARGEST_READ = 1 << 30
+
+
+def _mapped(fd: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only array over a file's whole length, memory-mapped (the map holds the file open itself)."""
+    if os.fstat(fd).st_size == 0:  # no map of an empty file
+        return np.zeros(0, dtype)
+    return np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), dtype)
+
+
+_LOAD_ATTEMPTS = 3  # rebuilds published one after another while one load opens the files
+
+
+class _Swapped(Exception):
+    """The index directory was replaced (a rebuild published) while its files were being opened."""
+
+
+class ContextIndex:
+    """An index directory written by ``build_index``, memory-mapped; the ANN indexes load on first use. Its files
+    are those of the version of the directory it loaded (``_open_files``), open until the index is collected."""
+
+    def __init__(self, directory: Path, meta: dict, files: dict[str, int],
+                 embedder: LayerEmbedder | None = None) -> None:
         self.directory = directory
         self.meta = meta
+        self._files = files  # name -> file descriptor, closed with the index
+        weakref.finalize(self, _close_files, files)
         self.layers: list[str] = meta["layers"]
         self.dim: int = meta["dim"]
         self.n_layers: int = meta["n_layers"]  # the model's, so "top" and -1 name a layer
         self.tokenize = get_tokenizer(meta["tokenizer"])
-        self.tokens = np.memmap(directory / layout.TOKENS, layout.TOKEN_DTYPE, "r", shape=(meta["n_indexed"],))
-        self.sentence_offsets = np.memmap(directory / layout.SENTENCE_OFFSETS, layout.OFFSET_DTYPE, "r")
-        self.words: list[str] = layout.read_vocabulary(directory)
-        self.counts = np.load(directory / layout.COUNTS)
+        self.tokens = _mapped(files[layout.TOKENS], layout.TOKEN_DTYPE)
+        self.sentence_offsets = _mapped(files[layout.SENTENCE_OFFSETS], layout.OFFSET_DTYPE)
+        self.words: list[str] = layout.vocabulary_of(_read_whole(files[layout.VOCAB]))
+        self.counts = np.load(io.BytesIO(_read_whole(files[layout.COUNTS])))
         self._embedder = embedder
         self._embedder_checked = False
         self._vectors: dict[str, np.ndarray] = {}
@@ -143,9 +228,16 @@ class ContextIndex:
                               "directory")
         if not meta_file.is_file():
             raise FileNotFoundError(f"{directory} is not a finished index (no {layout.META}){hint}")
-        meta = _read_meta(meta_file)
-        _check_file_sizes(directory, meta)
-        return cls(directory, meta, embedder)
+        for attempt in range(_LOAD_ATTEMPTS):
+            try:
+                meta, files = _open_files(directory)
+                break
+            except _Swapped:  # a rebuild was published meanwhile: open the new version
+                if attempt == _LOAD_ATTEMPTS - 1:
+                    raise SearchError(f"{directory} was replaced {_LOAD_ATTEMPTS} times while it loaded (rebuilt "
+                                      "again and again?); load it when no build publishes", "directory") from None
+        _check_file_sizes(directory, meta, files)
+        return cls(directory, meta, files, embedder)
 
     @property
     def n_indexed(self) -> int:
@@ -230,14 +322,14 @@ class ContextIndex:
         """``(n_indexed, dim)`` float16 unit vectors of a layer, memory-mapped."""
         name = self.layer(layer)
         if name not in self._vectors:
-            self._vectors[name] = np.memmap(self.directory / layout.vectors_file(name), layout.VECTOR_DTYPE, "r",
-                                            shape=(self.n_indexed, self.dim))
+            self._vectors[name] = _mapped(self._files[layout.vectors_file(name)],
+                                          layout.VECTOR_DTYPE).reshape(self.n_indexed, self.dim)
         return self._vectors[name]
 
     def ann(self, layer: LayerChoice | str | None = None) -> "faiss.Index":
         name = self.layer(layer)
         if name not in self._ann:
-            self._ann[name] = read_ann(self.directory / layout.ann_file(name), self.meta["ann"]["nprobe"])
+            self._ann[name] = read_ann(_read_whole(self._files[layout.ann_file(name)]), self.meta["ann"]["nprobe"])
         return self._ann[name]
 
     def search(self, queries: np.ndarray, k: int = 10, layer: LayerChoice | str | None = None, exact: bool = False,
@@ -264,9 +356,8 @@ class ContextIndex:
         record = self.tokens[row]
         line, position = int(record["sentence"]), int(record["position"])
         start, end = self.sentence_offsets[line], self.sentence_offsets[line + 1]
-        with (self.directory / layout.SENTENCES).open("rb") as handle:
-            handle.seek(start)
-            text = clean_text(handle.read(end - start - 1).decode("utf-8"))
+        line_bytes = os.pread(self._files[layout.SENTENCES], int(end - start - 1), int(start))
+        text = clean_text(line_bytes.decode("utf-8"))
         tokens = self.tokenize(text)
         embedded = self.words[int(record["word"])]
         if position >= len(tokens) or tokens[position] != clean_text(embedded):
@@ -305,7 +396,7 @@ class ContextIndex:
         if self._static is None:
             from elmo.static_vectors import StaticVectors
 
-            layer0 = np.fromfile(self.directory / layout.LAYER0, layout.VECTOR_DTYPE).reshape(len(self.words),
-                                                                                                self.dim)
+            layer0 = np.frombuffer(_read_whole(self._files[layout.LAYER0]), layout.VECTOR_DTYPE).reshape(
+                len(self.words), self.dim)
             self._static = StaticVectors(self.words, layer0, name="layer 0")
         return self._static

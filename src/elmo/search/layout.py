@@ -118,8 +118,14 @@ def partial_directory(out: Path) -> Path:
 
 
 def read_vocabulary(directory: Path) -> list[str]:
-    """The word types of ``vocab.txt`` in id order (each line ends in a newline, so the last split is empty)."""
-    return (directory / VOCAB).read_bytes().decode("utf-8").split("\n")[:-1]
+    """The word types of ``directory``'s ``vocab.txt`` in id order."""
+    return vocabulary_of((directory / VOCAB).read_bytes())
+
+
+def vocabulary_of(vocab_file: bytes) -> list[str]:
+    """The word types of a ``vocab.txt``'s bytes in id order (each line ends in a newline, so the last split is
+    empty)."""
+    return vocab_file.decode("utf-8").split("\n")[:-1]
 
 
 def layer_name(layer: StoredLayer) -> str:
