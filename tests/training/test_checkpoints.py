@@ -1,8 +1,10 @@
 """Checkpoints that were damaged after they were written: refused by name, never resumed from, never the
 reason a good checkpoint is deleted."""
 
+import dataclasses
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from safetensors.torch import load_file
 
 from elmo.cli import main
 from elmo.training import TrainingOptions, load_language_model, train
-from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
+from elmo.training.checkpoints import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 
 
 def _overwrite(path: Path, offset: int, data: bytes) -> None:
@@ -141,3 +143,23 @@ def test_a_bfloat16_run_keeps_its_precision_on_resume_and_continues_bit_identica
     assert all(torch.equal(resumed[name], tensor) for name, tensor in expected.items())
     other = load_file(str(list_checkpoints(float32)[-1] / "model.safetensors"))
     assert not all(torch.equal(other[name], tensor) for name, tensor in expected.items())
+
+
+def test_a_kill_while_an_old_checkpoint_is_deleted_leaves_no_checkpoint_that_lists_as_complete(
+        tmp_path: Path, synthetic_corpus: Path, micro_options_file: Path, monkeypatch: pytest.MonkeyPatch):
+    """Old checkpoints were deleted under their own name: a kill after the delete had removed a file but not yet
+    ``state.json`` left a ``step-N`` that counted as a checkpoint (and toward ``--keep-checkpoints``)."""
+    run = train_micro_run(tmp_path, synthetic_corpus, micro_options_file, "run", max_steps=2)
+    checkpoint = load_checkpoint(run)
+    delete = shutil.rmtree
+
+    def killed_after_one_file(path, *args, **kwargs):
+        next(file for file in sorted(Path(path).iterdir()) if file.name != "state.json").unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", killed_after_one_file)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(run, dataclasses.replace(checkpoint, step=3), keep=1)
+    monkeypatch.setattr(shutil, "rmtree", delete)
+    assert [path.name for path in list_checkpoints(run)] == ["step-00000003"]
+    assert load_checkpoint(run).step == 3

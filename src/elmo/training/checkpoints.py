@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from elmo.bilm import BiLMState
 from elmo.config import BiLMConfig
-from elmo.files import new_partial_directory, publish_directory, sha256_of
+from elmo.files import new_partial_directory, publish_directory, remove_directory, sha256_of
 from elmo.training.corpus import RowPosition
 from elmo.training.language_model import LanguageModel
 from elmo.training.vocab import Vocabulary
@@ -163,7 +163,7 @@ def save_checkpoint(run_dir: Path, checkpoint: Checkpoint, keep: int) -> Path:
         if partial.exists():
             shutil.rmtree(partial, ignore_errors=True)
     for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        remove_directory(old, old)  # set aside first: a kill mid-delete leaves no step-N that lists as complete
     return final
 
 
