@@ -656,7 +656,8 @@ def large_cache(pinned_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     speeches = {f"package/data/{train_stem}.txt": f"We are at peace with all nations today. {leak} {held_out}",
                 f"package/data/{test_stem}.txt": f"{held_out} Our commerce has grown beyond every expectation."}
     chat = {"c1": {"messages": [[{"text": "We are at peace with all nations today.", "sender": "a"},
-                                 {"text": "Fish swim.", "sender": "b"}, {"text": "a bank of clouds", "sender": "b"}]]}}
+                                 {"text": "Fish swim.", "sender": "b"}, {"text": "a bank of clouds", "sender": "b"},
+                                 {"text": "A bank of clouds!", "sender": "a"}]]}}
     wordnet = {f"package/dict/data.{pos}": b"  1 This software and database is being provided\n" for pos in
                ("verb", "adj", "adv")}
     wordnet["package/dict/data.noun"] = (b'09236472 17 n 02 bank 0 cant 1 003 @ 09387222 n 0000 | sloping land; '
@@ -692,10 +693,11 @@ def test_en_large_keeps_todays_test_split_and_keeps_task_and_held_out_text_out_o
     assert "gorgeous" not in everything  # shares 80 characters with a movie review: dropped
     assert "twelve millions" not in " ".join(train)  # held out in another speech: not trained on
     assert train.count("We are at peace with all nations today .") == 1  # the chat repeats it: deduplicated
-    assert "bank of clouds" not in everything and "Fish swim" not in everything  # WordNet example, WNUT tweet
+    # a WordNet example (also with other punctuation at its end, as a dictionary copies it), a WNUT tweet
+    assert "bank of clouds" not in everything and "Fish swim" not in everything
     sotu, chitchat = report["sources"][2:]
     assert sotu["dropped_as_task_text"] == 1 and sotu["dropped_as_duplicate"] == 1
-    assert chitchat["dropped_as_task_text"] == 2 and chitchat["dropped_as_duplicate"] == 1
+    assert chitchat["dropped_as_task_text"] == 3 and chitchat["dropped_as_duplicate"] == 1
     assert [s["name"] for s in report["excluded"]] == ["wnut16", "movie-reviews", "wordnet-examples"]
     markdown = (out / "SOURCES.md").read_text()
     assert "| test-new tokens |" in markdown and "`test` is the `en` corpus's test split unchanged" in markdown
@@ -792,8 +794,8 @@ def test_optional_sources_are_added_only_when_asked_for_and_only_to_large_corpor
 
 
 # Measured on the real archives (docs/data.md, "Large corpora"): train, valid, test, test-new tokens.
-REAL_LARGE_TOTALS = {"en-large": (16_870_897, 185_160, 102_986, 844_088),
-                     "zh-large": (9_461_016, 99_222, 119_330, 386_351)}
+REAL_LARGE_TOTALS = {"en-large": (16_853_321, 185_160, 102_986, 844_088),
+                     "zh-large": (9_460_940, 99_222, 119_330, 386_351)}
 
 
 @pytest.mark.slow
