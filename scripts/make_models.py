@@ -255,19 +255,21 @@ def exported_run(directory: Path, records: list[dict[str, Any]]) -> Chosen:
 # ---------------------------------------------------------------------------------------------- measuring
 
 
-def training_seconds(records: list[dict[str, Any]], tokens_per_step: int, up_to_step: int) -> float:
-    """Wall time of the training steps up to ``up_to_step``: each logged record covers the steps since the
-    previous one at its ``tokens_per_s`` (validation and checkpoints included, as they fall between two
-    records). The log keeps every session of a resumed run and drops the lines a killed session wrote past
-    its checkpoint, so steps redone after a kill count once."""
-    seconds, previous = 0.0, 0
+def training_seconds(records: list[dict[str, Any]], tokens_per_step: int, up_to_step: int) -> tuple[float, int]:
+    """Wall time of the training steps up to ``up_to_step``, and the steps it times: each logged record covers the
+    steps since the previous one at its ``tokens_per_s`` (validation and checkpoints included, as they fall
+    between two records); steps after the last record up to ``up_to_step`` are not timed. The log keeps every
+    session of a resumed run and drops the lines a killed session wrote past its checkpoint, so steps redone after
+    a kill count once."""
+    seconds, previous, timed = 0.0, 0, 0
     for record in records:
         if "tokens_per_s" not in record or record["step"] > up_to_step:
             continue
         if record["tokens_per_s"]:
             seconds += (record["step"] - previous) * tokens_per_step / record["tokens_per_s"]
+            timed += record["step"] - previous
         previous = record["step"]
-    return seconds
+    return seconds, timed
 
 
 def count_tokens(corpus: Corpus) -> tuple[int, Counter[str]]:
@@ -491,7 +493,10 @@ def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any
     n_tokens = sum(counts.values())
     tokens_per_step = options["batch_size"] * options["unroll_steps"]
     tokens_seen = chosen.step * tokens_per_step
-    seconds = training_seconds(log, tokens_per_step, chosen.step)
+    seconds, timed_steps = training_seconds(log, tokens_per_step, chosen.step)
+    throughput = (f"throughput {timed_steps * tokens_per_step / seconds:,.0f} tokens/s"
+                  + ("" if timed_steps == chosen.step else f" (over the {timed_steps:,} steps the log times)")
+                  if seconds else "throughput not measured (no timed record in the log up to that step)")
     lstm, cnn = model_options["lstm"], model_options["char_cnn"]
     corpus_dir = corpus.paths[0].parent
     sources_md = corpus_dir / "SOURCES.md"
@@ -530,8 +535,7 @@ Training text as the run read it: {n_tokens:,} tokens in {n_sentences:,} sentenc
   tokens; {tokens_seen / max(n_tokens + n_sentences, 1):.2f} epochs of the training text, whose sentences of n
   words are n + 1 positions each).{started}
 - Wall time: {seconds / 3600:.2f} hours of training up to that step, from the run's `log.jsonl` (every session of
-  a resumed run counted; validation and checkpoints included); throughput {tokens_seen / max(seconds, 1e-9):,.0f}
-  tokens/s.
+  a resumed run counted; validation and checkpoints included); {throughput}.
 """]
     if held_out:
         rows = "\n".join(f"| {h.label} | {h.perplexity.n_tokens:,} | {h.perplexity.forward:.1f} | "
