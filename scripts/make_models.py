@@ -494,9 +494,12 @@ def model_card(name: str, corpus: Corpus, chosen: Chosen, options: dict[str, Any
     tokens_per_step = options["batch_size"] * options["unroll_steps"]
     tokens_seen = chosen.step * tokens_per_step
     seconds, timed_steps = training_seconds(log, tokens_per_step, chosen.step)
-    throughput = (f"throughput {timed_steps * tokens_per_step / seconds:,.0f} tokens/s"
-                  + ("" if timed_steps == chosen.step else f" (over the {timed_steps:,} steps the log times)")
-                  if seconds else "throughput not measured (no timed record in the log up to that step)")
+    if not seconds:
+        throughput = "throughput not measured (no timed record in the log up to that step)"
+    else:
+        throughput = f"throughput {timed_steps * tokens_per_step / seconds:,.0f} tokens/s"
+        if timed_steps != chosen.step:
+            throughput += f" (over the {timed_steps:,} steps the log times)"
     lstm, cnn = model_options["lstm"], model_options["char_cnn"]
     corpus_dir = corpus.paths[0].parent
     sources_md = corpus_dir / "SOURCES.md"
