@@ -119,10 +119,10 @@ def test_an_nprobe_above_the_lists_searches_them_all_as_nprobe_equal_to_the_list
     queries = _clustered(20, 16, 20, seed=11)
     faiss.omp_set_num_threads(1)
     write_ann(build_ann(vectors, AnnOptions(factory="IVF4,PQ4x4fsr")), tmp_path / "ann.faiss")
-    every_list = read_ann(tmp_path / "ann.faiss", nprobe=4)
+    every_list = read_ann((tmp_path / "ann.faiss").read_bytes(), nprobe=4)
     every_list_scores, every_list_rows = every_list.search(queries, 10)
     for nprobe in (5, 64, MAX_NPROBE):
-        beyond = read_ann(tmp_path / "ann.faiss", nprobe=nprobe)
+        beyond = read_ann((tmp_path / "ann.faiss").read_bytes(), nprobe=nprobe)
         assert faiss.extract_index_ivf(beyond).nprobe == 4
         scores, rows = beyond.search(queries, 10)
         np.testing.assert_array_equal(rows, every_list_rows)

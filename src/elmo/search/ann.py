@@ -175,17 +175,14 @@ def write_ann(index: "faiss.Index", path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def read_ann(written: Path | bytes, nprobe: int) -> "faiss.Index":
-    """An index ``write_ann`` wrote (its file, or the file's bytes), searching ``nprobe`` inverted lists a query if
-    it has lists, or all of them where it has fewer: faiss's fast-scan IVF indexes (the default ``PQ...x4fsr``)
-    return wrong rows for an ``nprobe`` above their number of lists (faiss 1.15: other rows at ``nlist + 1``, the
-    memory exhausted at ``2**31 - 1``)."""
+def read_ann(written: bytes, nprobe: int) -> "faiss.Index":
+    """An index ``write_ann`` wrote, from its file's bytes (the reader holds the file open: ``index.py``), searching
+    ``nprobe`` inverted lists a query if it has lists, or all of them where it has fewer: faiss's fast-scan IVF
+    indexes (the default ``PQ...x4fsr``) return wrong rows for an ``nprobe`` above their number of lists (faiss
+    1.15: other rows at ``nlist + 1``, the memory exhausted at ``2**31 - 1``)."""
     import faiss
 
-    if isinstance(written, bytes):
-        index = faiss.deserialize_index(np.frombuffer(written, dtype=np.uint8))
-    else:
-        index = faiss.read_index(str(written))
+    index = faiss.deserialize_index(np.frombuffer(written, dtype=np.uint8))
     lists = n_lists(index)
     if lists > 1:
         faiss.extract_index_ivf(index).nprobe = min(nprobe, lists)
