@@ -217,6 +217,15 @@ def test_elmo_mask_marks_each_rows_tokens(files):
     assert mask.tolist() == [[1, 0, 0], [1, 1, 1], [0, 0, 0]]
 
 
+def test_elmo_takes_any_whole_number_of_outputs_as_allennlp_did(files):
+    """AllenNLP only ran range(n): a NumPy integer from a config was refused with 'expected at least 1'."""
+    output = Elmo(*files, np.int64(2), dropout=0.0).eval()(batch_to_ids([["a", "b"]]))
+    assert len(output["elmo_representations"]) == 2
+    for wrong in (True, 2.0, 0, "2"):
+        with pytest.raises(ValueError, match=f"num_output_representations is {wrong!r}; expected a whole number"):
+            Elmo(*files, wrong)
+
+
 @pytest.mark.parametrize("sentences", [[], [[]], [[], []]], ids=["no sentence", "one empty", "two empty"])
 def test_elmo_on_a_batch_of_no_tokens_gives_empty_representations_and_mask(files, sentences):
     """reshape(-1, 0, 50) cannot size the batch, so a batch without tokens raised a RuntimeError."""

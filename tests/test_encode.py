@@ -95,6 +95,9 @@ def test_flags_that_are_not_booleans_are_refused_not_read_as_true(embedder):
     for flag in ("normalize", "return_tokens", "show_progress_bar"):
         with pytest.raises(TypeError, match=f"{flag} is 'no'; expected True or False"):
             embedder.encode(["a b"], **{flag: "no"})
+    for call in (embedder.embed, embedder.iter_embed):  # refused at the call, before a sentence is read
+        with pytest.raises(TypeError, match=r"progress is \[0\]; expected True or False"):
+            call(["a b"], progress=[0])
 
 
 @pytest.mark.parametrize(("sentences", "message"), [

@@ -99,6 +99,10 @@ def test_lanes_hold_on_a_model_with_long_input_gate_blocks_and_no_sentences():
     with torch.no_grad():
         laned = _lanes_equal_each_alone(bilm, token_vectors, lengths, n_lanes=8)
         assert bilm.contextualize_lanes(token_vectors[:0], [], n_lanes=8).shape == (3, 0, laned.shape[2])
+        # lengths as an array, whose truth value is ambiguous (the empty check raised on it)
+        torch.testing.assert_close(bilm.contextualize_lanes(token_vectors, np.array(lengths), n_lanes=8), laned,
+                                   atol=0, rtol=0)
+        assert bilm.contextualize_lanes(token_vectors[:0], np.array([], dtype=int), n_lanes=8).shape[1] == 0
         with pytest.raises(ValueError, match="add up to 3 tokens but 0"):
             bilm.contextualize_lanes(token_vectors[:0], [3], n_lanes=8)
 

@@ -1,7 +1,11 @@
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
-from elmo.modules.lstm import LstmState, ProjectedLstm, _step_linear
+from elmo.modules.lstm import LstmState, ProjectedLstm, _cudnn_in_full_float32, _step_linear
 from elmo.modules.prepacked import HAS_ONEDNN
 
 
@@ -28,6 +32,41 @@ def test_fused_lstm_without_clips_equals_the_step_loop_with_gradients():
             torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
         for a, b in zip(fused[3], loop[3], strict=True):
             torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_the_fused_lstm_runs_under_pytorchs_newer_float32_precision_setting():
+    """A caller who sets ``torch.backends.fp32_precision`` (PyTorch's newer TF32 switch): the fused path entered
+    cuDNN's flags on the CPU too, which read the older switch, and that refuses once the newer is set. In a fresh
+    interpreter, as a user's process starts (a process that used the older switch reads it without a complaint)."""
+    code = textwrap.dedent("""
+        import torch
+        from elmo.modules.lstm import LstmState, ProjectedLstm, _cudnn_in_full_float32
+        torch.manual_seed(0)
+        layer = ProjectedLstm(7, 9, 5, cell_clip=0.0, proj_clip=0.0).double()
+        inputs = torch.randn(6, 7, dtype=torch.float64)
+        state = LstmState(torch.zeros(3, 5, dtype=torch.float64), torch.zeros(3, 9, dtype=torch.float64))
+        torch.backends.fp32_precision = "ieee"
+        with torch.no_grad():
+            fused = layer(inputs, [3, 3], state, fused=True)[0]
+            layer.cell_clip = 1e30  # the step loop, which no setting of cuDNN touches
+            print(float((fused - layer(inputs, [3, 3], state)[0]).abs().max()))
+        # What a CUDA run sets (no GPU needed to set it): the newer switch, for cuDNN's RNNs alone, then back
+        torch.backends.cudnn.rnn.fp32_precision = "tf32"
+        with _cudnn_in_full_float32():
+            print(torch.backends.cudnn.rnn.fp32_precision)
+        print(torch.backends.cudnn.rnn.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-800:]
+    difference, inside, after = run.stdout.splitlines()
+    assert float(difference) < 1e-12
+    assert (inside, after) == ("ieee", "tf32 ieee")
+
+
+def test_a_process_on_the_older_float32_switch_has_it_set_for_cudnn_and_put_back():
+    with _cudnn_in_full_float32():
+        assert not torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.allow_tf32  # PyTorch's default
 
 
 def test_blocked_step_product_equals_linear_with_gradients():

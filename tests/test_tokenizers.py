@@ -4,7 +4,7 @@ does before any tokenizer."""
 import pytest
 from sacremoses import MosesTokenizer
 
-from elmo.tokenizers import clean_text, english_tokenize, get_tokenizer, jieba_tokenize
+from elmo.tokenizers import clean_text, english_tokenize, get_tokenizer, jieba_tokenize, word_key
 
 # Lines of the shipped en model's train.txt (Brown and Wikipedia leads, tokenized by Moses), as `elmo index`
 # reads them back.
@@ -105,7 +105,29 @@ INVISIBLE = {
     "right-to-left isolate": "\u2067",
     "word joiner": "\u2060",
     "byte-order mark": "\ufeff",
+    "variation selector-16 (emoji style)": "\ufe0f",
+    "variation selector-17": "\U000e0100",
+    "Mongolian free variation selector": "\u180b",
+    "combining grapheme joiner": "\u034f",
+    "tag letter": "\U000e0065",
 }
+
+
+def test_an_emoji_with_its_style_selector_is_one_token_findable_as_typed() -> None:
+    tokens = english_tokenize(clean_text("I \u2764\ufe0f NY"))  # red heart, emoji style: a token of its own before
+    assert tokens == ["I", "\u2764", "NY"]
+    assert word_key("\u2764\ufe0f") == tokens[1]
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("The DOTMULTI constant", ["The", "DOTMULTI", "constant"]),  # was ["The", ".", "constant"]
+    ("see DOTDOTMULTI here", ["see", "DOTDOTMULTI", "here"]),
+    ("xDOTMULTIy and QELMODOTS", ["xDOTMULTIy", "and", "QELMODOTS"]),  # the text holding our stand-in word
+    ("wait... DOTMULTI.. ok", ["wait", "...", "DOTMULTI", "..", "ok"]),
+    ("Alusik 's DOTMULTI", ["Alusik", "'s", "DOTMULTI"]),
+])
+def test_words_sacremoses_uses_as_dot_stand_ins_come_back_as_written(text: str, tokens: list[str]) -> None:
+    assert english_tokenize(text) == tokens
 
 
 @pytest.mark.parametrize("character", INVISIBLE.values(), ids=INVISIBLE.keys())

@@ -253,9 +253,15 @@ class Elmo(nn.Module):
         module: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(num_output_representations, bool) or not isinstance(num_output_representations, int) \
-                or num_output_representations < 1:
-            raise ValueError(f"num_output_representations is {num_output_representations!r}; expected at least 1")
+        try:  # any whole number, as AllenNLP's range(n) took (a NumPy integer from a config), but not a bool
+            outputs = None if isinstance(num_output_representations, bool) else \
+                operator.index(num_output_representations)
+        except TypeError:
+            outputs = None
+        if outputs is None or outputs < 1:
+            raise ValueError(f"num_output_representations is {num_output_representations!r}; expected a whole "
+                             "number of at least 1")
+        num_output_representations = outputs
         check_flags({"requires_grad": requires_grad, "do_layer_norm": do_layer_norm,
                      "keep_sentence_boundaries": keep_sentence_boundaries})
         if vocab_to_cache:  # AllenNLP read an empty list as None too

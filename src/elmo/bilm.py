@@ -138,7 +138,7 @@ class BiLM(nn.Module):
         """
         if sum(lengths) != token_vectors.shape[0]:
             raise ValueError(f"lengths add up to {sum(lengths)} tokens but {token_vectors.shape[0]} vectors came")
-        if not lengths:
+        if len(lengths) == 0:  # a list, or an array, whose truth is ambiguous
             return token_vectors.new_zeros((self.config.n_output_layers, 0, 2 * token_vectors.shape[1]))
         fused = all(layer.fuses for layer in self.forward_lstm.layers)
         return self._run_sentences(token_vectors, list(lengths), len(lengths) if fused else n_lanes)[0]

@@ -335,6 +335,7 @@ class Embedder:
         _refuse_non_sentences(sentences, "sentences", "a list (any iterable) of sentences")
         weights = layer_weights(layers, self.n_layers)
         batch_size = checked_batch_size(batch_size)
+        check_flags({"progress": progress})
 
         def stream() -> Iterator[np.ndarray]:
             with _progress_bar(sentences, progress) as bar:

@@ -6,7 +6,7 @@ A ``LayerChoice`` is
 - ``"top"``: the last layer; ``"average"``: the even mix of all layers (TF Hub's ``elmo`` output);
 - an int: the layer of that index, ``0`` (the context-free token layer) to ``L``, or counted from the top,
   ``-1`` to ``-(L+1)``;
-- ``L+1`` numbers: mixing weights, ``sum_j w_j h_j``, taken as given (not normalized).
+- ``L+1`` numbers (a sequence or a NumPy array): mixing weights, ``sum_j w_j h_j``, taken as given (not normalized).
 
 ``parse_layers`` reads one from a Python value or from text (a command line, a JSON string): the names, an
 integer (``2``, ``-1``, or ``layer2``, as an index names its stored layers) or comma-separated weights
@@ -27,7 +27,7 @@ from typing import Literal, TypeAlias, get_args
 import numpy as np
 
 LayerName: TypeAlias = Literal["all", "top", "average"]
-LayerChoice: TypeAlias = LayerName | int | Sequence[float]
+LayerChoice: TypeAlias = LayerName | int | np.integer | Sequence[float] | np.ndarray  # what parse_layers takes
 StoredLayer: TypeAlias = int | Literal["average"]  # what search keeps one vector per token of
 
 NAMES: tuple[LayerName, ...] = get_args(LayerName)
@@ -44,7 +44,7 @@ def _expected(value: object) -> str:
             "(one per layer; as text, comma-separated: 0,0.5,0.5)")
 
 
-def parse_layers(value: object) -> LayerChoice:
+def parse_layers(value: object) -> LayerName | int | list[float]:
     """``value`` as a ``LayerChoice``: a name, an int or a list of float weights. Text is read as described in
     the module docstring. LayerChoiceError if it is none of these, or if a weight is not a finite float32
     number (it would make every vector NaN or infinite) or is nonzero but rounds to 0 in float32 (it would be
@@ -66,7 +66,7 @@ def parse_layers(value: object) -> LayerChoice:
     raise LayerChoiceError(_expected(value))
 
 
-def _parse_text(text: str) -> LayerChoice:
+def _parse_text(text: str) -> LayerName | int | list[float]:
     stripped = text.strip()
     for name in NAMES:
         if stripped == name:
@@ -122,7 +122,7 @@ def _one_vector(layers: object) -> Literal["top", "average"] | int:
     """``layers`` parsed, when it is a choice of one vector per token; the refusal names only those choices (what
     search takes), also for text that is no choice at all."""
     try:
-        choice: LayerChoice | None = parse_layers(layers)
+        choice: LayerName | int | list[float] | None = parse_layers(layers)
     except LayerChoiceError:  # no choice at all
         choice = None
     if isinstance(choice, int) or choice == "top" or choice == "average":

@@ -27,6 +27,10 @@ INVISIBLE_FORMATTING = re.compile(
     "\u180e"  # Mongolian vowel separator (a format character since Unicode 6.3)
     "\u206a-\u206f"  # deprecated format characters (symmetric swapping, Arabic shaping, digit shapes)
     "\u2060-\u2064"  # word joiner, invisible mathematical operators
+    "\ufe00-\ufe0f\U000e0100-\U000e01ef"  # variation selectors: emoji or text style of the glyph before ("❤️")
+    "\u180b-\u180d\u180f"  # Mongolian free variation selectors
+    "\u034f"  # combining grapheme joiner
+    "\U000e0001\U000e0020-\U000e007f"  # tag characters (subdivision flags' letters, the old language tag)
     f"{BYTE_ORDER_MARK}]"  # also read as a zero-width no-break space (the word joiner's old name)
 )
 
@@ -40,7 +44,9 @@ def clean_text(text: str) -> str:
     are made for it marks where a line may wrap, inside a word (``Wi``, U+200B, ``Fi``; a long URL) as often as
     between words, and a reader sees no gap. Thai, Khmer and Lao writers put it between words, but no tokenizer
     here splits those scripts and most of their text lacks it, so a model for them needs a word splitter that
-    does without it. The zero-width non-joiner (U+200C) is kept: Persian and Indic spelling needs it in a word."""
+    does without it. The zero-width non-joiner (U+200C) is kept: Persian and Indic spelling needs it in a word
+    (the ``whitespace`` tokenizer keeps such a word whole; ``english``, ``jieba`` and ``chars`` split at it, as they
+    split at a combining mark that has no composed form, for they split off what is neither a letter nor a digit)."""
     text = INVISIBLE_FORMATTING.sub("", CONTROL_CHARACTERS.sub(" ", text))
     return unicodedata.normalize("NFC", text)
 
@@ -104,7 +110,29 @@ def _moses():
 _CLITIC = re.compile(r"(?:'(?:s|t|re|m|ve|d|ll)|n't)", re.IGNORECASE)
 
 
+# sacremoses' own stand-in for a run of dots (``DOTMULTI``, ``DOTDOTMULTI``): it puts a dot back wherever the
+# word stands after tokenizing, also where the text held it (``xDOTMULTIy`` -> ``x.y``).
+_MOSES_DOTS = "DOTMULTI"
+
+
+def _stand_in(stem: str, text: str) -> str:
+    """A word from ``stem`` and x's that ``text`` does not hold. ``stem`` starts with a letter no x ends, so the
+    word overlaps no copy of itself, and an occurrence after the swap is one of ours."""
+    while stem in text:
+        stem += "x"
+    return stem
+
+
 def english_tokenize(text: str) -> list[str]:
+    """``_english_tokenize`` with the words sacremoses reads as its dot stand-ins swapped out around it."""
+    if _MOSES_DOTS not in text:
+        return _english_tokenize(text)
+    stand_in = _stand_in("QELMODOTS", text)
+    tokens = _english_tokenize(text.replace(_MOSES_DOTS, stand_in))
+    return [token.replace(stand_in, _MOSES_DOTS) for token in tokens]
+
+
+def _english_tokenize(text: str) -> list[str]:
     """Moses rules, except that a clitic standing alone (``'s``, ``n't``, ``'re``, ...) is kept as it is, so
     text tokenized already (``Alusik 's``, ``do n't``) comes back unchanged. Moses sees an alphanumeric
     stand-in in its place, so the rules around it act as they would on the spaced text.
@@ -117,9 +145,7 @@ def english_tokenize(text: str) -> list[str]:
     clitics = [chunk for chunk in chunks if _CLITIC.fullmatch(chunk)]
     if not clitics:
         return _moses().tokenize(text, escape=False)
-    stand_in = "elmoclitic"
-    while stand_in in text:  # a stand-in the text does not hold, so only ours are put back
-        stand_in += "x"
+    stand_in = _stand_in("elmoclitic", text)  # only ours are put back
     marked = " ".join(stand_in if _CLITIC.fullmatch(chunk) else chunk for chunk in chunks)
     put_back = iter(clitics)
     return [next(put_back) if token == stand_in else token for token in _moses().tokenize(marked, escape=False)]

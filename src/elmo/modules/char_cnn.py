@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elmo.characters import PADDING_CHAR_ID
 from elmo.config import CHARACTER_IDS, CharCNNConfig
 from elmo.modules.prepacked import PrepackedWeight, linear, prepacked_product
 
@@ -24,11 +23,13 @@ _LENGTH_GROUPS = 8
 
 
 def _characters_used(char_ids: torch.Tensor) -> torch.Tensor:
-    """Each token's positions up to its last id that is not padding (its characters and its start and end marks):
-    the last such position, not their count, so ids made by hand with padding inside a token keep what follows."""
-    not_padding = (char_ids > 0) & (char_ids != PADDING_CHAR_ID)
+    """Each token's positions up to its last id that differs from its final one: its characters and its start and
+    end marks, before the padding that runs to its end (a padded token's row, all 0, uses none). Past that point
+    every window of a filter holds one id only and gives one value; before it, ids made by hand may hold padding
+    or 0s inside a token, and each window there counts."""
+    differs = char_ids != char_ids[:, -1:]
     positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
-    return (not_padding * positions).amax(dim=1) if char_ids.shape[1] else not_padding.sum(dim=1)
+    return (differs * positions).amax(dim=1) if char_ids.shape[1] else differs.sum(dim=1)
 
 
 def _without_padding_windows(char_ids: torch.Tensor, widest: int) -> torch.Tensor:

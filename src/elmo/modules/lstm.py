@@ -14,8 +14,9 @@ The input-to-gate products run over blocks of whole steps of at most ``_GATE_ROW
 memory stays bounded however many steps a call runs (32 MiB for the original model's 16,384 gates).
 """
 
-from collections.abc import Callable
-from typing import NamedTuple, cast
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -231,15 +232,35 @@ class ProjectedLstm(nn.Module):
         if self.projection is not None:
             weights.append(self.projection)
         sizes = torch.tensor(batch_sizes, dtype=torch.long)
-        # cuDNN runs float32 RNNs in TF32 by PyTorch's default (allow_tf32), which moves the vectors by about 1e-3
-        # as it did the char CNN's: the products in full float32, the other cuDNN settings as they are.
-        cudnn = torch.backends.cudnn
-        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
-                         allow_tf32=False):
+        with _cudnn_in_full_float32() if packed_inputs.is_cuda else contextlib.nullcontext():
             outputs, h, c = torch.lstm(
                 packed_inputs, sizes, (state.h[None], state.c[None]), weights, True, 1, 0.0, self.training, False
             )
         return outputs, LstmState(h[0], c[0])
+
+
+@contextlib.contextmanager
+def _cudnn_in_full_float32() -> Iterator[None]:
+    """cuDNN runs float32 RNNs in TF32 by PyTorch's default, which moves the vectors by about 1e-3 as it did the
+    char CNN's: inside, its products run in full float32, its other settings as they are. PyTorch has two settings
+    for it that refuse to be mixed: the older ``allow_tf32``, and the newer ``fp32_precision`` (of
+    ``torch.backends`` and below), once a caller set which the older one refuses to be read. Each is set here as the
+    caller's process uses them; the CPU, which has no cuDNN, touches neither (the older one raised there)."""
+    cudnn = torch.backends.cudnn
+    try:
+        cudnn.allow_tf32  # noqa: B018 (read to learn which setting the process uses)
+    except RuntimeError:
+        rnn: Any = cudnn.rnn  # its settings are module attributes that PyTorch's stubs do not declare
+        before = rnn.fp32_precision
+        rnn.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            rnn.fp32_precision = before
+        return
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                     allow_tf32=False):
+        yield
 
 
 class LstmStack(nn.Module):

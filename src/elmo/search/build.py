@@ -215,7 +215,7 @@ def _chosen_layers(layers: LayerChoice | str | Sequence[LayerChoice | str] | Non
     """The layers to index (default: the top one), each one the model has, none twice."""
     if layers is None:
         return [n_layers - 1]
-    given = [layers] if isinstance(layers, str | int) else layers
+    given = [layers] if isinstance(layers, str | int | np.integer) else layers
     try:
         chosen = [stored_layer(layer, n_layers) for layer in given]
     except LayerChoiceError as error:

@@ -139,7 +139,8 @@ class LanguageModel(nn.Module):
         dropout = noise.apply_dropout if noise is not None and noise.dropout > 0 else None
         run = run_directions(self.bilm.forward_lstm, self.bilm.backward_lstm, token_vectors[positions],
                              [n_rows] * n_steps, state.h, state.c, input_dropout=dropout,
-                             reference=self.reference_kernels, product_dtype=self.product_dtype)
+                             reference=self.reference_kernels,
+                             product_dtype=self.product_dtype if noise is not None else None)
         top = run.layers[-1]
         if dropout is not None:
             top = torch.stack([dropout(direction, len(run.layers), top[direction]) for direction in (0, 1)])
