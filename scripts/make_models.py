@@ -376,7 +376,8 @@ def _is_the_recipe(options: dict[str, Any]) -> bool:
     if options.get("init_from") or options.get("lr_decay_steps"):
         return False
     same = all(type(options[key])(flags[flag]) == options[key] for flag, key in names.items())
-    defaults = options["seed"] == 0 and options["dropout"] == 0.1 and options["clip_norm"] == 10.0
+    defaults = options["seed"] == 0 and options["dropout"] == 0.1 and options["clip_norm"] == 10.0 \
+        and options.get("precision", "float32") == "float32"
     return same and defaults and options["tokenizer"] == "whitespace"
 
 
@@ -479,8 +480,10 @@ def training_flags(options: dict[str, Any]) -> list[str]:
     valid_rows = [] if options.get("valid_batch_size", 32) == 32 else ["--valid-batch-size",
                                                                        str(options["valid_batch_size"])]
     clip = [] if options["clip_norm"] == 10.0 else ["--clip-norm", f"{options['clip_norm']:g}"]
+    precision = options.get("precision", "float32")  # runs before --precision were float32
+    products = [] if precision == "float32" else ["--precision", precision]
     return [*shape, "--batch-size", str(options["batch_size"]), "--unroll-steps", str(options["unroll_steps"]),
-            "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
+            *products, "--optimizer", options["optimizer"], "--lr", f"{options['learning_rate']:g}", *schedule,
             "--negatives", str(options["n_negatives"]), "--state-reset", f"{options['state_reset']:g}",
             "--dropout", f"{options['dropout']:g}", *clip, "--checkpoint-every", str(options["checkpoint_every"]),
             "--valid-every", str(options["valid_every"]), *valid_rows]

@@ -410,6 +410,10 @@ def test_the_card_of_a_run_with_another_gradient_clip_gives_it_and_is_not_called
     assert not make_models._is_the_recipe(as_made | {"clip_norm": 1.0})
     assert not make_models._is_the_recipe(as_made | {"tokenizer": "english"})
     assert "--clip-norm" not in make_models.training_flags(as_made)
+    # A run with bfloat16 products is not the recipe, and its flags say so (the card read as a float32 run's)
+    assert not make_models._is_the_recipe(as_made | {"precision": "bfloat16"})
+    assert "--precision" not in make_models.training_flags(as_made | {"precision": "float32"})
+    assert " --precision bfloat16 " in " ".join(make_models.training_flags(as_made | {"precision": "bfloat16"}))
 
 
 @pytest.fixture
