@@ -116,8 +116,8 @@ _MOSES_DOTS = "DOTMULTI"
 
 
 def _stand_in(stem: str, text: str) -> str:
-    """A word from ``stem`` and x's that ``text`` does not hold. ``stem`` starts with a letter no x ends, so the
-    word overlaps no copy of itself, and an occurrence after the swap is one of ours."""
+    """A word from ``stem`` and x's that ``text`` does not hold. ``stem``'s first letter stands nowhere else in the
+    word, so the word overlaps no copy of itself, and every occurrence after the swap is one of ours."""
     while stem in text:
         stem += "x"
     return stem
