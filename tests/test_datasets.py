@@ -879,6 +879,43 @@ def test_chinese_sentences_are_split_at_line_breaks_too_and_none_is_lost():
         "第一句没有句号", "第二句有。", "第三句……", "第四句！"]
 
 
+def test_a_second_prepare_into_a_folder_being_prepared_is_refused(pinned_cache: Path, tmp_path: Path):
+    """Two builds into one folder each wrote over the other's partial files (fixed names), and one published the
+    other's text under its own tables, exiting 0 (found by an audit)."""
+    out = tmp_path / "en"
+    out.mkdir()
+    refused = pytest.raises(ValueError, match=f"{out} is being prepared by another run; wait for it")
+    with prepare_module._partial_files(out, ("train",)), refused:  # a build running
+        prepare("en", out, pinned_cache, limit=3)
+    prepare("en", out, pinned_cache, limit=3)  # the folder free again
+    assert json.loads((out / "sources.json").read_text(encoding="utf-8"))["limit"] == 3
+
+
+def test_a_signal_during_the_publish_waits_for_every_rename(pinned_cache: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """Ctrl-C between two of the publish's renames left the new train.txt beside the old tables and valid.txt, a
+    folder that looked whole (found by an audit). The signal now lands after the last rename."""
+    out, whole = tmp_path / "en", tmp_path / "whole"
+    prepare("en", out, pinned_cache, limit=3)
+    prepare("en", whole, pinned_cache, limit=5)
+    replace = os.replace
+    renames = []
+
+    def interrupted_replace(source, target) -> None:
+        replace(source, target)
+        renames.append(target)
+        if len(renames) == 1:
+            os.kill(os.getpid(), 2)
+
+    monkeypatch.setattr(os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        prepare("en", out, pinned_cache, limit=5)
+    monkeypatch.undo()
+    assert len(renames) == 5  # the three splits and both tables
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == \
+        {path.name: path.read_bytes() for path in whole.iterdir()}
+
+
 @pytest.mark.parametrize(("signum", "status"), [(2, 130), (15, 143)])
 def test_an_interrupted_prepare_leaves_no_partial_files_and_says_so_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, signum: int, status: int):

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare_parser.add_argument("model", choices=sorted(CORPORA), help="which corpus to build (docs/data.md)")
     prepare_parser.add_argument("--out", type=Path, required=True,
                                 help="folder for the split files and their tables (made if missing; a build "
-                                     "replaces them only once it is whole)")
+                                     "replaces them only once it is whole; one build at a time)")
     prepare_parser.add_argument("--tokenizer", help="Chinese corpora (zh, zh-large, zh-law): jieba (default) or "
                                                     "chars; English ones: english (Moses, the only choice)")
     prepare_parser.add_argument("--limit", type=positive_int,

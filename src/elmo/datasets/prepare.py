@@ -22,8 +22,11 @@ or a train sentence that is also held out, are dropped once long enough to be mo
 Its ``train.txt`` is then shuffled by line (``shuffle_lines``, a fixed seed).
 """
 
+import fcntl
 import hashlib
 import json
+import os
+import signal
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -37,7 +40,7 @@ import numpy as np
 
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
-from elmo.files import publish_file
+from elmo.files import fsync_file, new_partial_file, partial_files_of
 from elmo.tokenizers import clean_text, get_tokenizer
 
 SPLITS = ("train", "valid", "test")
@@ -208,15 +211,29 @@ _TABLES = ("sources.json", "SOURCES.md")
 
 @contextmanager
 def _partial_files(out_dir: Path, splits: Sequence[str]) -> Iterator[dict[str, Path]]:
-    """``.NAME.partial`` beside each split file and table a build writes, keyed by the final name; whichever
-    is still there on leaving (a failed build: they are renamed when published) is removed, so a failure does
-    not leave its text (100 MB for en-large) in the output folder."""
-    paths = {name: out_dir / f".{name}.partial" for name in (*(f"{split}.txt" for split in splits), *_TABLES)}
+    """A ``.NAME.*.partial`` file of this build's own beside each split file and table it writes, keyed by the
+    final name; whichever is still there on leaving (a failed build: they are renamed when published) is removed,
+    so a failure does not leave its text (100 MB for en-large) in the output folder. The build holds a lock on the
+    folder throughout: a second build into the same folder is refused (two at once each wrote over the other's
+    text, then published a mix of both under one's tables)."""
+    folder = os.open(out_dir, os.O_RDONLY)  # the lock is the folder's own, so the build adds no file for it
     try:
-        yield paths
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{out_dir} is being prepared by another run; wait for it, or give another "
+                             "--out") from None
+        names = (*(f"{split}.txt" for split in (*LARGE_SPLITS, *splits)), *_TABLES)
+        for leftover in (path for name in dict.fromkeys(names) for path in partial_files_of(out_dir / name)):
+            leftover.unlink()  # a killed build's (only a build holding the lock writes them)
+        paths = {name: new_partial_file(out_dir / name) for name in (*(f"{split}.txt" for split in splits), *_TABLES)}
+        try:
+            yield paths
+        finally:
+            for path in paths.values():
+                path.unlink(missing_ok=True)
     finally:
-        for path in paths.values():
-            path.unlink(missing_ok=True)
+        os.close(folder)
 
 
 def _publish(out_dir: Path, partial: dict[str, Path], splits: Sequence[str], report: dict[str, Any]) -> None:
@@ -226,10 +243,18 @@ def _publish(out_dir: Path, partial: dict[str, Path], splits: Sequence[str], rep
     into an ``en-large`` folder) are removed, so the folder holds only the splits its tables list."""
     partial["sources.json"].write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     partial["SOURCES.md"].write_text(sources_markdown(report), encoding="utf-8")
-    for name in (*(f"{split}.txt" for split in splits), *_TABLES):
-        publish_file(partial[name], out_dir / name)
-    for split in set(LARGE_SPLITS) - set(splits):
-        (out_dir / f"{split}.txt").unlink(missing_ok=True)
+    for path in partial.values():
+        fsync_file(path)
+    # Ctrl-C or SIGTERM waits for the renames (microseconds) to end: one landing between two of them left the new
+    # split files beside the old tables, or the old valid.txt beside the new train.txt.
+    masked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        for name in (*(f"{split}.txt" for split in splits), *_TABLES):
+            os.replace(partial[name], out_dir / name)
+        for split in set(LARGE_SPLITS) - set(splits):
+            (out_dir / f"{split}.txt").unlink(missing_ok=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, masked)
 
 
 def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], list[str]], exclude: set[str],
