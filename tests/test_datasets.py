@@ -10,6 +10,7 @@ import importlib
 import io
 import json
 import os
+import signal
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -901,15 +902,25 @@ def test_a_signal_during_the_publish_waits_for_every_rename(pinned_cache: Path, 
     replace = os.replace
     renames = []
 
+    class Stopped(Exception):
+        pass
+
+    def stop(signum, frame) -> None:
+        raise Stopped
+
     def interrupted_replace(source, target) -> None:
         replace(source, target)
         renames.append(target)
         if len(renames) == 1:
-            os.kill(os.getpid(), 2)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(os, "replace", interrupted_replace)
-    with pytest.raises(KeyboardInterrupt):
-        prepare("en", out, pinned_cache, limit=5)
+    previous = signal.signal(signal.SIGTERM, stop)  # a handler of its own: a background job inherits SIGINT ignored
+    try:
+        with pytest.raises(Stopped):
+            prepare("en", out, pinned_cache, limit=5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     monkeypatch.undo()
     assert len(renames) == 5  # the three splits and both tables
     assert {path.name: path.read_bytes() for path in out.iterdir()} == \
