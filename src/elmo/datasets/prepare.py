@@ -224,10 +224,11 @@ def _partial_files(out_dir: Path, splits: Sequence[str]) -> Iterator[dict[str, P
         except BlockingIOError:
             raise ValueError(f"{out_dir} is being prepared by another run; wait for it, or give another "
                              "--out") from None
-        names = (*(f"{split}.txt" for split in (*LARGE_SPLITS, *splits)), *_TABLES)
-        for leftover in (path for name in dict.fromkeys(names) for path in partial_files_of(out_dir / name)):
-            leftover.unlink()  # a killed build's (only a build holding the lock writes them)
-        paths = {name: new_partial_file(out_dir / name) for name in (*(f"{split}.txt" for split in splits), *_TABLES)}
+        written = (*(f"{split}.txt" for split in splits), *_TABLES)
+        for name in {*written, *(f"{split}.txt" for split in LARGE_SPLITS)}:
+            for leftover in partial_files_of(out_dir / name):
+                leftover.unlink()  # a killed build's (only a build holding the lock writes them)
+        paths = {name: new_partial_file(out_dir / name) for name in written}
         try:
             yield paths
         finally:
