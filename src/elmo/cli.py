@@ -10,11 +10,12 @@ import logging
 import sys
 from importlib.metadata import version
 
-from elmo.command_line import CommandParser, exit_status, positive_int
+from elmo.command_line import CommandParser, positive_int
 from elmo.embed_job.commands import add_subcommands as add_embed_commands
 from elmo.extras import DISTRIBUTION, MissingExtra, require
 from elmo.search.commands import add_subcommands as add_search_commands
 from elmo.serve.commands import add_subcommands as add_serve_commands
+from elmo.stop_signals import exit_status
 from elmo.tasks.commands import add_subcommands as add_task_commands
 from elmo.training.commands import add_subcommands as add_training_commands
 

@@ -1,5 +1,5 @@
 """What the ``elmo`` subcommand modules share: argument types that refuse a bad number or device while the
-command line is parsed (before a model loads or a file is touched), and SIGTERM handled like Ctrl-C.
+command line is parsed (before a model loads or a file is touched), and help that shows defaults.
 
 A type function raises ``argparse.ArgumentTypeError``, so argparse prints ``argument --batch-size: 0:
 expected a whole number >= 1`` and exits with status 2.
@@ -7,13 +7,7 @@ expected a whole number >= 1`` and exits with status 2.
 
 import argparse
 import math
-import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from types import CodeType, FrameType
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -82,73 +76,6 @@ def device(value: str) -> str:
     elif parsed.type not in ("cpu", "cuda", "mps"):
         raise argparse.ArgumentTypeError(f"{value!r}: expected cpu, cuda, cuda:N or mps")
     return value
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so one ``except`` cleans up after both."""
-
-
-def exit_status(interrupt: KeyboardInterrupt) -> int:
-    """The shell's convention for a process ended by a signal: 128 + its number (130 SIGINT, 143 SIGTERM)."""
-    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
-
-
-_REDELIVERY_DELAY_S = 0.005  # after the callback that dropped the interrupt has returned
-
-
-def _runs(frame: FrameType | None, code: CodeType) -> bool:
-    """Whether ``code`` is running in ``frame`` or in a frame that called it."""
-    while frame is not None:
-        if frame.f_code is code:
-            return True
-        frame = frame.f_back
-    return False
-
-
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM raises ``Terminated``, once: a second
-    signal while the first is being cleaned up (files closed, progress recorded) is ignored, so the
-    cleanup finishes. Only in the main thread (signal handlers can be set nowhere else).
-
-    Python runs a handler between any two bytecodes, also inside a weakref callback or a ``__del__``, where an
-    exception is reported as "ignored" (``sys.unraisablehook``) and dropped: the run went on to its end and exited
-    0. Such a dropped interrupt is sent again a moment later, from a timer thread, to land in the block's code."""
-    raised = False
-
-    def send_again(signum: int) -> None:
-        timer = threading.Timer(_REDELIVERY_DELAY_S, os.kill, (os.getpid(), signum))
-        timer.daemon = True  # never keeps the process alive
-        timer.start()
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        nonlocal raised
-        if raised:
-            return
-        if _runs(frame, redeliver_dropped.__code__):  # raised here, it would be dropped again
-            send_again(signum)
-            return
-        raised = True
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    previous_hook = sys.unraisablehook
-
-    def redeliver_dropped(unraisable: "sys.UnraisableHookArgs") -> None:
-        nonlocal raised
-        if raised and isinstance(unraisable.exc_value, KeyboardInterrupt):
-            raised = False
-            send_again(signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT)
-            return
-        previous_hook(unraisable)
-
-    previous = {number: signal.signal(number, handle) for number in (signal.SIGINT, signal.SIGTERM)}
-    sys.unraisablehook = redeliver_dropped
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous_hook
-        for number, handler in previous.items():
-            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):

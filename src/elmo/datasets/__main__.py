@@ -5,11 +5,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from elmo.command_line import exit_status, interruptible, positive_int
+from elmo.command_line import positive_int
 from elmo.datasets.archives import ArchiveError, cache_dir, fetch
 from elmo.datasets.prepare import CORPORA, SPLITS, prepare
 from elmo.datasets.sources import SOURCES
 from elmo.files import check_output_directory
+from elmo.stop_signals import exit_status, interruptible
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,8 +26,6 @@ import fcntl
 import hashlib
 import json
 import os
-import signal
-import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from elmo import stop_signals
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
 from elmo.files import fsync_file, new_partial_file, partial_files_of
@@ -247,33 +246,11 @@ def _publish(out_dir: Path, partial: dict[str, Path], splits: Sequence[str], rep
     partial["SOURCES.md"].write_text(sources_markdown(report), encoding="utf-8")
     for path in partial.values():
         fsync_file(path)
-    with _signals_held():
+    with stop_signals.held():  # one signal between two renames left new split files beside the old tables
         for name in (*(f"{split}.txt" for split in splits), *_TABLES):
             os.replace(partial[name], out_dir / name)
         for split in set(LARGE_SPLITS) - set(splits):
             (out_dir / f"{split}.txt").unlink(missing_ok=True)
-
-
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ctrl-C or SIGTERM waits for the block (the publish's renames, microseconds) to end, then reaches the handler
-    it would have: one landing between two renames left the new split files beside the old tables, or the old
-    valid.txt beside the new train.txt. Held by Python handlers, not a thread's signal mask, which a signal
-    delivered to another thread of the process passes by. Outside the main thread (no handlers there) nothing is
-    held."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    handlers = {signum: signal.signal(signum, lambda signum, frame: received.append(signum))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        for held in received:
-            signal.raise_signal(held)
 
 
 def _write_source(source: Source, archive_path: Path, tokenize: Callable[[str], list[str]], exclude: set[str],

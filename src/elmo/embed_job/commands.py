@@ -13,13 +13,14 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from elmo.command_line import device, interruptible, non_negative_int, positive_int
+from elmo.command_line import device, non_negative_int, positive_int
 from elmo.config import BiLMConfig
 from elmo.embed_job.layout import DTYPES, FORMATS, partial_path
 from elmo.embed_job.shards import WHOLE, Shard, shard_from_environment
 from elmo.embed_job.source import STDIN, Source, check_input, stdin_as_file, text_sample
 from elmo.extras import install_command, require
 from elmo.pooling import POOLINGS
+from elmo.stop_signals import interruptible
 from elmo.tokenizers import TOKENIZERS
 from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT, check_windows
 

@@ -213,7 +213,7 @@ def run(job: Job, embedder: Embedder, resume: bool = False, progress: bool = Tru
             _embed_lines(job, embedder, writer, report, progress)
             check_input_unchanged(job)
             writer.finish()
-        # Ctrl-C, or SIGTERM under elmo.command_line.interruptible; a full disk, say: every line written so far is
+        # Ctrl-C, or SIGTERM under elmo.stop_signals.interruptible; a full disk, say: every line written so far is
         # kept, and a note says how many.
         except (KeyboardInterrupt, OSError) as stopped:
             try:

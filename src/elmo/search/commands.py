@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from elmo.command_line import (
     MAX_THREADS,
     device,
-    interruptible,
     non_negative_int,
     positive_int,
     thread_count,
@@ -23,6 +22,7 @@ from elmo.command_line import (
 )
 from elmo.search.ann import MAX_NPROBE, AnnOptions  # numpy only: faiss loads at the first index built or read
 from elmo.search.senses import MAX_OCCURRENCES
+from elmo.stop_signals import interruptible
 from elmo.tokenizers import TOKENIZERS, clean_text
 
 STATIC_K = 10  # nearest words by static vectors that elmo neighbors shows

@@ -39,6 +39,7 @@ from elmo.files import check_not_an_input, check_output_directory, remove_stale_
 from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
 from elmo.model_dir import MODEL_FILES
 from elmo.modules.low_precision import PRODUCT_DTYPES
+from elmo.stop_signals import stop_between_steps
 from elmo.training.batches import Batcher
 from elmo.training.checkpoints import (
     CHECKPOINTS_DIRECTORY,
@@ -73,7 +74,6 @@ from elmo.training.softmax_sync import (
     all_reduce_softmax_rows,
     dense_gradient_bytes,
 )
-from elmo.training.stop_signals import StopSignals
 from elmo.training.vocab import Vocabulary, VocabularyError
 from elmo.training.widen import widen
 
@@ -406,7 +406,7 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
     interval = IntervalMeter(checkpoint.log_interval if checkpoint is not None else LogInterval())
     last_saved = step
     interrupted = False
-    with StopSignals() as stop:
+    with stop_between_steps() as stop:
         try:
             while step < step_limit:
                 if processes.any(stop.signal_number is not None):
