@@ -1,6 +1,9 @@
 """The English tokenizer: Moses on raw text, and text tokenized already left as it is; and the cleaning every reader
 does before any tokenizer."""
 
+import subprocess
+import sys
+
 import pytest
 from sacremoses import MosesTokenizer
 
@@ -158,3 +161,16 @@ def test_a_mark_that_a_deleted_character_kept_apart_from_its_letter_is_composed_
 
 def test_control_characters_still_read_as_spaces() -> None:
     assert clean_text("\ufeffThe bank\x01closed\x7fearly .") == "The bank closed early ."
+
+
+def test_a_callers_jieba_dictionary_does_not_change_how_jieba_tokenize_splits():
+    # In a process of its own: the word added to jieba's shared dictionary would stay for the other tests.
+    script = (
+        "import jieba\n"
+        "from elmo.tokenizers import jieba_tokenize\n"
+        "before = jieba_tokenize('大学生活动中心')\n"
+        "jieba.add_word('大学生活动中心')\n"
+        "print(before == jieba_tokenize('大学生活动中心'), jieba.lcut('大学生活动中心') == ['大学生活动中心'], len(before))\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert finished.stdout.split() == ["True", "True", "2"], finished.stderr

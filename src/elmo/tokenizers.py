@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 Tokenizer = Callable[[str], list[str]]
 
@@ -152,11 +153,14 @@ def _english_tokenize(text: str) -> list[str]:
 
 
 @cache
-def _jieba():
+def _jieba() -> Any:
+    """A jieba tokenizer of this package's own, with jieba's default dictionary and settings (HMM on), as the
+    shipped zh models' text was cut: jieba's module-level functions share one tokenizer with the whole process, so
+    a caller's ``jieba.add_word`` or ``load_userdict`` for other work changed how this package split text."""
     import jieba
 
     jieba.setLogLevel(60)  # its dictionary-loading chatter goes to stderr otherwise
-    return jieba
+    return jieba.Tokenizer()
 
 
 def jieba_tokenize(text: str) -> list[str]:
