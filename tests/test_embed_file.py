@@ -776,3 +776,16 @@ def test_a_kill_while_the_chunks_are_deleted_after_the_output_is_whole_leaves_th
     assert (tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5.partial").exists()
     assert main([*command, "--resume"]) == 0
     assert "out.hdf5 is already whole; skipped" in capsys.readouterr().out
+
+
+def test_json_token_lists_are_cleaned_as_text_lines_are(fixture_dir, tmp_path):
+    """The same sentence as a text line and as a JSON list of tokens from another tool (a decomposed accent)
+    gets the same tokens and vectors."""
+    (tmp_path / "in.txt").write_text("the caf\u00e9 closed\n", encoding="utf-8")
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": ["the", "cafe\u0301", "closed"]}) + "\n", encoding="utf-8")
+    for name, options in (("in.txt", []), ("in.jsonl", ["--text-field", "text"])):
+        assert main(["embed", str(tmp_path / name), str(tmp_path / f"{name}.hdf5"), "--model", str(fixture_dir),
+                     "--quiet", *options]) == 0
+    np.testing.assert_array_equal(_read(tmp_path / "in.jsonl.hdf5")["0"], _read(tmp_path / "in.txt.hdf5")["0"])
+    with h5py.File(tmp_path / "in.jsonl.hdf5", "r") as handle:
+        assert list(handle["0"].attrs["tokens"]) == ["the", "caf\u00e9", "closed"]

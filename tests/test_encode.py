@@ -266,3 +266,14 @@ def test_raw_text_is_cleaned_as_elmo_embed_and_the_trainer_read_it(embedder, tmp
     vectors, tokens = embedder.encode(raw, return_tokens=True)
     assert tokens == expected
     np.testing.assert_array_equal(vectors, embedder.encode([expected])[0])
+
+
+def test_given_tokens_are_cleaned_as_raw_text_is_and_stay_one_token_each(embedder):
+    """Tokens from another tool may hold a decomposed accent or an emoji's variation selector: the model learnt the
+    cleaned form (its training text went through ``clean_text``), so a given token reaches it cleaned too."""
+    given = ["cafe\u0301", "I", "\u2764\ufe0f", "co\u00adoperate"]
+    cleaned = ["caf\u00e9", "I", "\u2764", "cooperate"]
+    vectors, tokens = embedder.encode([given], layers="all", return_tokens=True)
+    assert tokens == [cleaned]
+    np.testing.assert_array_equal(vectors[0], embedder.encode([cleaned], layers="all")[0])
+    assert embedder.encode([given], layers="all")[0].shape[1] == len(given)

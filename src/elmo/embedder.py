@@ -54,7 +54,7 @@ from elmo.model_dir import ModelDir
 from elmo.modules.weight_changes import weights_changed
 from elmo.pooling import Pooling, check_pooling, pool
 from elmo.token_cache import TokenVectorCache
-from elmo.tokenizers import RefusedToken, clean_text, get_tokenizer, token_problem
+from elmo.tokenizers import RefusedToken, clean_text, clean_token, get_tokenizer, token_problem
 from elmo.windows import MAX_WINDOW_TOKENS, WINDOW_CONTEXT, check_windows
 
 Sentence = str | Sequence[str]
@@ -103,7 +103,9 @@ class Embedder:
         token_cache_size: int = 20_000,
     ) -> None:
         """``device`` defaults to where ``bilm`` is. A ``bilm`` passed in is never moved or changed: on another
-        device the embedder works on a copy of it."""
+        device the embedder works on a copy of it. A bare ``BiLM`` does not know its tokenizer: raw text is split
+        at white space unless ``tokenizer`` names the one its model was trained with (``Embedder.load`` reads it
+        from the model's ``tokenizer.json``: ``english`` for ``en``, ``jieba`` for ``zh``)."""
         if isinstance(bilm, str | os.PathLike):
             raise TypeError(f"Embedder takes a BiLM; for a model directory or a shipped model's name use "
                             f"Embedder.load({os.fspath(bilm)!r})")
@@ -186,7 +188,7 @@ class Embedder:
 
     def tokenize(self, sentence: Sentence) -> list[str]:
         """Raw text cleaned as every reader cleans it (``clean_text``) and split by the model's tokenizer; a
-        tokenized sentence as it is."""
+        tokenized sentence as it is, each token cleaned the same way (``clean_token``: still one token each)."""
         if isinstance(sentence, str):
             tokens = self.tokenize_text(clean_text(sentence))
             if not sentence.isascii():  # a lone surrogate survives the tokenizers (which make no blank token)
@@ -197,7 +199,7 @@ class Embedder:
         if not all(isinstance(token, str) for token in tokens):
             raise TypeError(f"a tokenized sentence must hold strings; got {tokens[:5]!r}")
         _refuse_tokens_without_text(tokens)
-        return tokens
+        return [clean_token(token) for token in tokens]
 
     # With a bare str: one sentence's result; with many: pooled, one array, else a list. return_tokens=True adds
     # the tokens the vectors belong to. A str is also an iterable of one-character strings, so the str overloads

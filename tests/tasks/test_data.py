@@ -9,7 +9,7 @@ import pytest
 
 from elmo.tasks import data, packaged, pipeline
 from elmo.tasks.data import Example, read_labelled, read_tagged, split, to_bio
-from elmo.tasks.features import cache_layers, load_layers
+from elmo.tasks.features import cache_layers, load_layers, sentences_sha256
 from elmo.tasks.qa_data import read_qa, write_qa
 
 
@@ -294,3 +294,18 @@ def test_a_stateful_embedders_features_are_embedded_afresh_every_time(tmp_path: 
     assert np.abs(in_one_batch[2] - one_by_one[2]).max() > 0.01  # the premise: the batch size changes the vectors
     for stored, expected in zip(load_layers(path), in_one_batch, strict=True):
         np.testing.assert_allclose(stored, expected, atol=2e-3, rtol=2e-3)
+
+
+def test_a_cache_records_the_words_as_the_embedder_reads_them(fixture_bilm, tmp_path):
+    """A word given decomposed is embedded composed (``Embedder.tokenize`` cleans given tokens), so the cache of
+    the composed words is the same cache, and one recorded for the raw words (before cleaning) is not."""
+    import h5py
+
+    from elmo.embedder import Embedder
+
+    embedder = Embedder(fixture_bilm)
+    path = cache_layers(embedder, [["the", "cafe\u0301"]], tmp_path / "f.h5")
+    with h5py.File(path, "r") as handle:
+        assert handle.attrs["sentences_sha256"] == sentences_sha256([["the", "caf\u00e9"]])
+    written = path.stat().st_mtime_ns
+    assert cache_layers(embedder, [["the", "caf\u00e9"]], path) == path and path.stat().st_mtime_ns == written

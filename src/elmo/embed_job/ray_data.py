@@ -4,7 +4,8 @@
 
 Ray is imported only when it is used, so the core install has no Ray. A dataset of lines has the columns
 ``index`` (int64, the line number: Ray does not number rows, so it is required), ``text`` (the sentence, for
-the model's tokenizer) and optionally ``tokens`` (list<string>, used as given where not null) and ``id``
+the model's tokenizer) and optionally ``tokens`` (list<string>, used as given where not null, each
+token cleaned as ``Embedder.tokenize`` cleans it) and ``id``
 (string, kept with the vectors).
 """
 
@@ -70,7 +71,7 @@ class EmbedBatches:
         """A batch of lines (the module's columns) -> the same lines as rows of ``arrow_schema``."""
         rows = batch.to_pydict()
         given = rows.get("tokens") or [None] * batch.num_rows
-        token_lists = [tokens if tokens is not None else self.embedder.tokenize(text)
+        token_lists = [self.embedder.tokenize(tokens if tokens is not None else text)
                        for text, tokens in zip(rows["text"], given, strict=True)]
         vectors = self.embedder.iter_embed(token_lists, self.options.layers, self.options.batch_size)
         ids = rows.get("id") or [None] * batch.num_rows

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from elmo.embed_job.shards import WHOLE, Shard
 from elmo.files import utf8_universal_lines
-from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text, token_problem
+from elmo.tokenizers import BYTE_ORDER_MARK, CONTROL_CHARACTERS, clean_text, clean_token, token_problem
 
 # C0/C1 control characters other than tab; they cannot be part of a meaningful token. A text file's NUL bytes are
 # refused before this applies; JSON can still spell one (``\u0000``), which HDF5's strings cannot hold.
@@ -218,7 +218,8 @@ def _parse(source: Source, number: int, line: str, report: EmbedReport) -> Sourc
             if problem := token_problem(token):
                 raise ValueError(f"line {number}: field {source.text_field!r}: token {position} {problem}; a token "
                                  "must be printable text")
-        sentence, tokens = " ".join(text), text
+        tokens = [clean_token(token) for token in text]
+        sentence = " ".join(tokens)
         if not tokens:
             report.warnings.append(f"line {number}: empty; it has 0 tokens")
     elif isinstance(text, str):

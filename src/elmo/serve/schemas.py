@@ -42,7 +42,8 @@ Layers = Annotated[str | int | list[Weight], AfterValidator(_layer_choice)]
 
 
 class TokenizeRequest(BaseModel):
-    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given)."""
+    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given, each token cleaned
+    as raw text is: composed, invisible formatting deleted)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -51,8 +52,8 @@ class TokenizeRequest(BaseModel):
 
 
 class EmbedRequest(TokenizeRequest):
-    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given), and which
-    vectors of their tokens to answer."""
+    """Sentences are raw strings (split by the model's tokenizer) or token lists (used as given, each token
+    cleaned), and which vectors of their tokens to answer."""
 
     layers: Layers = Field(
         "top", description="all: (L+1, T, 2P) per sentence; top, average, a layer index (-1 the top) or one mixing "

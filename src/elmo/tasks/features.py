@@ -5,9 +5,9 @@ turns each epoch into a pass over stored arrays, which is what makes many task r
 Layout: one float16 dataset per sentence, named by its position (``"0"``, ``"1"``, ...), of shape
 ``(n_layers, n_words, dim)``; the file's attributes ``model_fingerprint`` (``elmo.fingerprint``: the model's
 options and weights), how the embedder read them (``Embedder.reading``: ``embedder``, ``max_window_tokens``,
-``window_context``) and ``sentences_sha256`` (every word of every sentence, in order) tell a stale cache from a
-usable one. float16 keeps 3 significant digits, far below the noise a task model is trained with (dropout
-0.5).
+``window_context``) and ``sentences_sha256`` (every word of every sentence, in order, as the embedder reads it:
+cleaned, ``Embedder.tokenize``) tell a stale cache from a usable one. float16 keeps 3 significant digits, far
+below the noise a task model is trained with (dropout 0.5).
 """
 
 import hashlib
@@ -40,6 +40,7 @@ def cache_layers(embedder: Embedder, sentences: Sequence[Sequence[str]], path: s
     it. An embedder that carries state (``Embedder.carries_state``) always embeds them afresh: its vectors depend
     on the batch size and on the state it carries in from what it embedded before, which no file records."""
     path = Path(path)
+    sentences = [embedder.tokenize(words) for words in sentences]  # the words as it reads them (cleaned)
     expected = {"model_fingerprint": embedder.fingerprint, **embedder.reading,
                 "sentences_sha256": sentences_sha256(sentences)}
     if path.is_file() and not embedder.carries_state and _holds(path, expected):
