@@ -96,7 +96,8 @@ def _faults(mode: str, block_bytes: int = 2**20) -> tuple[int, int]:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _STEPS, mode, str(block_bytes)], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", _STEPS, mode, str(block_bytes)], capture_output=True, text=True,
+                          check=True)
     faults, pages = done.stdout.split()
     return int(faults), int(pages)
 
