@@ -13,10 +13,7 @@ A training step allocates the same sizes every step, and glibc's own trimming go
 top of the heap back to the system once it passes a threshold, and the next step faults those pages in again.
 ``keep_freed_memory`` stops that for a process that takes over the decision (``elmo train``): the trimmer alone
 then returns memory. Tiny preset, 128 rows, one thread, 40 steps: about 115,000 page faults a step before, 8,000
-after (docs/training.md, "Training speed"). It also serves tensors of every size from the heap: glibc maps a block
-above its mmap threshold (32 MiB at most) on its own and unmaps it when freed, so at 512 rows, where a step's gates
-and activations pass 32 MiB, every step faulted them in again (the shipped en's shape, 512 x 20 in bfloat16: about
-480,000 page faults a step, a fifth of the step's time in the kernel; 3,050 -> 3,750 tokens/s once heaped).
+after (docs/training.md, "Training speed").
 """
 
 import ctypes
@@ -26,7 +23,7 @@ from collections.abc import Callable
 
 DEFAULT_SLACK_BYTES = 64 * 2**20
 # mallopt's parameters (glibc's malloc.h) and the largest mmap threshold it takes on a 64-bit system.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _LARGEST_MMAP_THRESHOLD = 32 * 2**20
 
 
@@ -45,15 +42,13 @@ def keep_freed_memory() -> bool:
     """Stops glibc from returning freed memory to the system on its own, for the rest of this process; whether it
     could. Use with a ``FreedMemoryTrimmer``, which then bounds the RSS.
 
-    Setting a threshold stops glibc's adjusting of both, so the mmap threshold is fixed too, at its largest; and
-    no block is mapped on its own (``M_MMAP_MAX`` 0), so a tensor of any size comes from the heap and is reused by
-    the next step's (glibc still maps memory where the heap cannot grow).
+    Setting a threshold stops glibc's adjusting of both, so the mmap threshold is fixed too, at its largest: tensors
+    up to 32 MiB come from the heap, as they did once glibc's own adjusting had raised it.
     """
     mallopt = _glibc_function("mallopt")  # int mallopt(int param, int value)
     if mallopt is None:
         return False
-    return (bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_MMAP_THRESHOLD)) and bool(mallopt(_M_MMAP_MAX, 0))
-            and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)))
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
 
 
 def resident_bytes() -> int | None:
