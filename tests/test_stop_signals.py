@@ -101,11 +101,11 @@ def test_outside_the_main_thread_no_handler_is_set():
     seen = []
 
     def run() -> None:
-        with stop_between_steps(), held():
-            seen.append(signal.getsignal(signal.SIGINT))
+        with stop_between_steps(), held(), interruptible():
+            seen.extend([signal.getsignal(signal.SIGINT), sys.unraisablehook])
 
-    before = signal.getsignal(signal.SIGINT)
+    before = [signal.getsignal(signal.SIGINT), sys.unraisablehook]
     thread = threading.Thread(target=run)
     thread.start()
     thread.join()
-    assert seen == [before]
+    assert seen == before

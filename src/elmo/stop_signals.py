@@ -59,6 +59,9 @@ def interruptible() -> Iterator[None]:
     Python runs a handler between any two bytecodes, also inside a weakref callback or a ``__del__``, where an
     exception is reported as "ignored" (``sys.unraisablehook``) and dropped: the run went on to its end and exited
     0. Such a dropped interrupt is sent again a moment later, from a timer thread, to land in the block's code."""
+    if threading.current_thread() is not threading.main_thread():  # no handlers there: leave the hook alone too
+        yield
+        return
     raised = False
 
     def send_again(signum: int) -> None:

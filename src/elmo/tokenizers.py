@@ -165,7 +165,9 @@ def _english_tokenize(text: str) -> list[str]:
 def _jieba() -> Any:
     """A jieba tokenizer of this package's own, with jieba's default dictionary and settings (HMM on), as the
     shipped zh models' text was cut: jieba's module-level functions share one tokenizer with the whole process, so
-    a caller's ``jieba.add_word`` or ``load_userdict`` for other work changed how this package split text."""
+    a caller's ``jieba.add_word`` or ``load_userdict`` for other work changed how this package split text. Not
+    reached: ``jieba.del_word`` (and ``add_word`` with frequency 0), which also add the word to the HMM's set of
+    words it must split, one set for every jieba tokenizer of the process."""
     import jieba
 
     jieba.setLogLevel(60)  # its dictionary-loading chatter goes to stderr otherwise

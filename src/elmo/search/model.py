@@ -39,7 +39,7 @@ class LayerEmbedder(Protocol):
     def dim(self) -> int: ...
 
     def tokenize(self, sentence: str | Sequence[str]) -> list[str]:
-        """A raw string split by the tokenizer; a token list as given."""
+        """A raw string split by the tokenizer; a token list as given, each token cleaned (``clean_token``)."""
         ...
 
     def embed(self, sentences: Sequence[str | Sequence[str]], layers: Literal["all"] = "all",
