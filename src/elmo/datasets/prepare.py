@@ -40,7 +40,7 @@ import numpy as np
 from elmo import stop_signals
 from elmo.datasets.archives import fetch
 from elmo.datasets.sources import SOURCES, Source, split_chinese_sentences, split_english_sentences
-from elmo.files import fsync_file, new_partial_file, partial_files_of
+from elmo.files import fsync_file, new_partial_file, remove_partial_files_of
 from elmo.tokenizers import clean_text, get_tokenizer
 
 SPLITS = ("train", "valid", "test")
@@ -225,8 +225,7 @@ def _partial_files(out_dir: Path, splits: Sequence[str]) -> Iterator[dict[str, P
                              "--out") from None
         written = (*(f"{split}.txt" for split in splits), *_TABLES)
         for name in {*written, *(f"{split}.txt" for split in LARGE_SPLITS)}:
-            for leftover in partial_files_of(out_dir / name):
-                leftover.unlink()  # a killed build's (only a build holding the lock writes them)
+            remove_partial_files_of(out_dir / name)  # a killed build's (only a build holding the lock writes them)
         paths = {name: new_partial_file(out_dir / name) for name in written}
         try:
             yield paths
