@@ -14,6 +14,7 @@ from elmo.cli import main
 from elmo.embed_job import EmbedOptions, VectorShape, arrow_schema
 from elmo.embed_job.ray_data import SETTINGS_FILE, EmbedBatches, embed_dataset, lines_dataset
 from elmo.embed_job.source import Source
+from elmo.embedder import Embedder
 from elmo.pooling import pool
 
 LINES = ["the bank of the river", "", "she played a game", "日本語 の 文", "one",
@@ -82,6 +83,24 @@ def test_engine_ray_writes_a_whole_parquet_directory_of_pooled_float16_rows_with
         assert row["tokens"] == LINES[index].split()
         top = pool(expected[index][-1], "mean")
         np.testing.assert_allclose(np.array(row["vectors"], np.float32), top, rtol=1e-3, atol=1e-3)
+
+
+def test_engine_ray_cleans_given_tokens_as_the_single_process_embedder_does(ray_cluster, tmp_path, fixture_dir):
+    """A JSON line's token list reaches the workers' model as raw text would: composed (``cafe`` + U+0301 as
+    ``café``), invisible formatting deleted; the tokens column says what was embedded."""
+    given = [["the", "cafe\u0301", "ri\u00adver", "ba\u200bnk"], ["\u2764\ufe0f", "day"]]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": tokens}) + "\n" for tokens in given), encoding="utf-8")
+    output = tmp_path / "out"
+    assert main(["embed", str(source), str(output), "--engine", "ray", "--text-field", "text", "--layers", "all",
+                 "--model", str(fixture_dir), "--quiet"]) == 0
+    rows = _rows(pq.read_table(output))
+    cleaned = [["the", "caf\u00e9", "river", "bank"], ["\u2764", "day"]]
+    reference = Embedder.load(str(fixture_dir)).embed(cleaned, "all")
+    for index, tokens in enumerate(cleaned):
+        assert rows[index]["tokens"] == tokens
+        layers = np.stack([np.array(rows[index][f"layer_{k}"], np.float32).reshape(-1, 32) for k in range(3)])
+        np.testing.assert_allclose(layers, reference[index], atol=1e-6, rtol=0)
 
 
 def test_engine_ray_reports_the_lines_it_had_to_fix_by_number(ray_cluster, tmp_path, fixture_dir, caplog):
