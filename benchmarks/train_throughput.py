@@ -7,8 +7,11 @@ fp32 matmul peak measured in the same run, and peak RSS, for each preset, batch 
 Paths: ``paired`` (the training kernels: both directions' LSTM layers with their own backward, the sampled softmax's
 own backward) and ``step-loop`` (autograd through each direction's step loop, ``LanguageModel.reference_kernels``);
 ``paired-glibc-malloc`` is ``paired`` with glibc returning freed memory on its own (``elmo.memory.keep_freed_memory``
-not called); ``paired-bf16`` is ``paired`` with its matrix products on bfloat16 copies (``--precision bfloat16``;
-its GFLOP/s are still held against the float32 peak).
+not called); ``paired-mapped`` is ``paired`` with glibc mapping each block above 32 MiB on its own
+(``elmo.memory.large_blocks_from_heap`` not entered: it matters where a step's tensors pass 32 MiB, as at the
+shipped en's 512 rows); ``paired-bf16`` is ``paired``
+with its matrix products on bfloat16 copies (``--precision bfloat16``; its GFLOP/s are still held against the float32
+peak).
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
 the training kernels), so both are measured side by side; the ratio column is against ``step-loop``, or against
 ``baseline`` where ``step-loop`` does not run. Each measurement runs in its own process, so its peak RSS is its
@@ -30,6 +33,7 @@ negatives); backward = 2 x forward.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 PATHS = ("step-loop", "paired")
 GLIBC_MALLOC = "paired-glibc-malloc"  # the paired path with glibc's own trimming (elmo train before keep_freed_memory)
+MAPPED = "paired-mapped"  # the paired path with glibc mapping large blocks (elmo train before large_blocks_from_heap)
 BFLOAT16 = "paired-bf16"  # the paired path with its products in bfloat16 (elmo train --precision bfloat16)
 
 
@@ -123,12 +128,14 @@ def measure(args: argparse.Namespace) -> dict:
         batcher = Batcher(corpus, vocab, rows, args.batch_size, args.unroll_steps, seed=0, max_epochs=None)
         state = model.bilm.zero_state(args.batch_size)
         state = type(state)(state.h.to(device), state.c.to(device))
-        trimmer = None
-        if args.trim:  # as elmo train does after each step (the baseline's trainer did not)
-            from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
+        trimmer, heap = None, contextlib.nullcontext
+        if args.trim:  # as elmo train does (the baseline's trainer did not)
+            from elmo.memory import FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
 
             if args.path != GLIBC_MALLOC:
                 keep_freed_memory()
+            if args.path not in (GLIBC_MALLOC, MAPPED):
+                heap = large_blocks_from_heap
             trimmer = FreedMemoryTrimmer()
         flops, seconds = 0.0, 0.0
         for step in range(args.warmup + args.steps):
@@ -136,11 +143,12 @@ def measure(args: argparse.Namespace) -> dict:
             inputs = batcher.next_batch()
             noise = StepNoise.draw(0, step, 0.1, args.negatives, len(vocab), rows, args.batch_size)
             # On the CPU the batch stays as built (the baseline's batches have no .to).
-            output = model(inputs if device.type == "cpu" else inputs.to(device), state, noise)
-            (output.loss * args.unroll_steps).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            with heap():
+                output = model(inputs if device.type == "cpu" else inputs.to(device), state, noise)
+                (output.loss * args.unroll_steps).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
             state = output.state
             if trimmer is not None:
                 trimmer.after_batch()
@@ -187,7 +195,8 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["tiny", "small"], help="preset names or options.json")
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[64, 128])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, BFLOAT16, "baseline"], default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, MAPPED, BFLOAT16, "baseline"],
+                        default=list(PATHS))
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--negatives", type=int, default=8192)

@@ -64,47 +64,77 @@ def test_growth_within_the_slack_is_left_alone():
     del pinned
 
 
-# A training step in miniature, in a fresh process (malloc's settings are the process's): 32 blocks of 1 MiB
-# allocated with malloc, written and freed, the same every step; printed: the page faults of steps 4 to 8 and the
-# pages they wrote. Through ctypes, so that nothing else the process allocates lands between the blocks.
+# A training step in miniature, in a fresh process (malloc's settings are the process's): 32 MiB in blocks of the
+# given size allocated with malloc, written and freed, the same every step; printed: the page faults of steps 4 to 8,
+# the pages they wrote, and the RSS a 256 MiB block allocated after the steps (as validation's logits are) leaves
+# behind once freed. Through ctypes, so that nothing else the process allocates lands between the blocks.
 _STEPS = """
-import ctypes, resource, sys
-from elmo.memory import keep_freed_memory
-if sys.argv[1] == "keep":
+import ctypes, contextlib, resource, sys
+from elmo.memory import keep_freed_memory, large_blocks_from_heap, resident_bytes
+if sys.argv[1] != "glibc":
     assert keep_freed_memory()
+scope = large_blocks_from_heap if sys.argv[1] == "heap" else contextlib.nullcontext
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
+size, count = int(sys.argv[2]), 32 * 2**20 // int(sys.argv[2])
 def step():
-    blocks = [libc.malloc(2**20) for _ in range(32)]
-    for block in blocks:
-        ctypes.memset(block, 1, 2**20)
-    for block in blocks:
-        libc.free(block)
+    with scope():
+        blocks = [libc.malloc(size) for _ in range(count)]
+        for block in blocks:
+            ctypes.memset(block, 1, size)
+        for block in blocks:
+            libc.free(block)
 for _ in range(3):
     step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
     step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, 5 * 32 * 2**20 // 4096)
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+resident = resident_bytes()
+block = libc.malloc(256 * 2**20)
+ctypes.memset(block, 1, 256 * 2**20)
+libc.free(block)
+print(faults, 5 * count * size // 4096, resident_bytes() - resident)
 """
 
 
-def _faults(mode: str) -> tuple[int, int]:
-    """(page faults of five steps, pages they wrote)."""
+def _steps(mode: str, block_bytes: int = MiB) -> tuple[int, int, int]:
+    """(page faults of five steps of 32 MiB in blocks of ``block_bytes``, pages they wrote, bytes a 256 MiB block
+    allocated and freed after the steps leaves resident)."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _STEPS, mode], capture_output=True, text=True, check=True)
-    faults, pages = done.stdout.split()
-    return int(faults), int(pages)
+    done = subprocess.run([sys.executable, "-c", _STEPS, mode, str(block_bytes)], capture_output=True, text=True,
+                          check=True)
+    faults, pages, kept = done.stdout.split()
+    return int(faults), int(pages), int(kept)
 
 
 def test_kept_memory_is_reused_without_faulting_the_pages_in_again():
     """glibc on its own hands the freed 32 MiB back at each step's end (past its trim threshold, which it raises to
     twice the largest block it has mmapped and freed) and the next step faults every page in again; after
     ``keep_freed_memory`` the steps reuse them."""
-    faults, pages = _faults("glibc")
+    faults, pages, _ = _steps("glibc")
     assert faults > pages * 9 // 10
-    faults, pages = _faults("keep")
+    faults, pages, _ = _steps("keep")
     assert faults < pages // 100
+
+
+def test_a_block_above_glibcs_largest_mmap_threshold_is_reused_within_large_blocks_from_heap():
+    """A 32 MiB block (a training step's gates at 512 rows are larger) is one glibc maps on its own and unmaps when
+    freed, whatever the threshold: every step faulted it in again, unless the step runs in
+    ``large_blocks_from_heap``."""
+    faults, pages, _ = _steps("keep", 32 * MiB)
+    assert faults > pages * 9 // 10
+    faults, pages, _ = _steps("heap", 32 * MiB)
+    assert faults < pages // 100
+
+
+def test_a_large_block_allocated_after_large_blocks_from_heap_goes_back_to_the_system_when_freed():
+    """Outside the steps glibc maps large blocks again, so validation's logits are returned when freed rather than
+    kept in a heap that glibc no longer trims (``M_MMAP_MAX`` 0 for the whole run grew a validating process to
+    23.4 GB)."""
+    _, _, kept = _steps("heap", 32 * MiB)
+    assert kept < 16 * MiB

@@ -14,19 +14,29 @@ top of the heap back to the system once it passes a threshold, and the next step
 ``keep_freed_memory`` stops that for a process that takes over the decision (``elmo train``): the trimmer alone
 then returns memory. Tiny preset, 128 rows, one thread, 40 steps: about 115,000 page faults a step before, 8,000
 after (docs/training.md, "Training speed").
+
+Blocks above 32 MiB (a step's gates and activations at 512 rows) glibc maps on their own whatever the threshold,
+and unmaps when freed, so each step faulted them in again: ``large_blocks_from_heap`` serves them from the heap
+for the span of a training step. Only for that span: turned off for a whole run, validation's large blocks (its
+full softmax's logits, now computed in blocks below the threshold) piled up in the heap until the kernel killed the
+process (docs/training.md).
 """
 
 import ctypes
 import ctypes.util
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 DEFAULT_SLACK_BYTES = 64 * 2**20
 # mallopt's parameters (glibc's malloc.h) and the largest mmap threshold it takes on a 64-bit system.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
 _LARGEST_MMAP_THRESHOLD = 32 * 2**20
+_DEFAULT_MMAP_MAX = 65536  # glibc's DEFAULT_MMAP_MAX: how many blocks it may map at once
 
 
+@functools.cache
 def _glibc_function(name: str) -> Callable[..., int] | None:
     try:
         return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
@@ -49,6 +59,22 @@ def keep_freed_memory() -> bool:
     if mallopt is None:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+@contextmanager
+def large_blocks_from_heap() -> Iterator[None]:
+    """Within the block, glibc maps no block on its own (``M_MMAP_MAX`` 0): one of any size comes from the heap, and
+    after ``keep_freed_memory`` the next step's block of that size reuses its pages. On leaving, glibc's default
+    comes back, so large blocks allocated outside (validation's) are mapped and returned when freed. Nothing is
+    done on a C library other than glibc."""
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None or not mallopt(_M_MMAP_MAX, 0):
+        yield
+        return
+    try:
+        yield
+    finally:
+        mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
 
 
 def resident_bytes() -> int | None:

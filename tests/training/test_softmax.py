@@ -1,6 +1,8 @@
 import math
 
+import pytest
 import torch
+import torch.nn.functional as F
 
 from elmo.training.softmax import (
     Candidates,
@@ -81,3 +83,17 @@ def test_candidates_without_repeats_report_n_times_p_as_tensorflow_does():
     candidates = Candidates(torch.tensor([0, 5, 9]), n_tries=3, vocab_size=100)
     p5 = (math.log(7) - math.log(6)) / math.log(101)
     assert math.isclose(float(candidates.log_expected_count(torch.tensor([5]))), math.log(3 * p5), rel_tol=1e-6)
+
+
+def test_the_full_softmax_in_blocks_of_positions_equals_it_at_once(monkeypatch: pytest.MonkeyPatch):
+    """Blocks of 7 positions (the last one short) against the whole batch in one product, and no positions at all."""
+    import elmo.training.softmax as softmax
+
+    hidden, weight, bias, targets = _problem()
+    whole = F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
+    monkeypatch.setattr(softmax, "_FULL_SOFTMAX_BLOCK_BYTES", 7 * len(weight) * hidden.element_size())
+    blocked = full_softmax_nll(hidden, targets, weight, bias)
+    torch.testing.assert_close(blocked, whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.autograd.grad(blocked.sum(), hidden)[0],
+                               torch.autograd.grad(whole.sum(), hidden)[0], rtol=1e-12, atol=1e-12)
+    assert full_softmax_nll(hidden[:0], targets[:0], weight, bias).shape == (0,)

@@ -23,6 +23,9 @@ from elmo.modules.low_precision import WeightProduct, add_product
 # Rows of the sampled logits handled at a time: 256 x 8,192 negatives are 8 MB, which stay in cache from the
 # product to the sum (1.2-1.5x faster than whole, docs/training.md).
 _BLOCK_ROWS = 256
+# Bytes of the full softmax's logits computed at a time: under glibc's largest mmap threshold (32 MiB, elmo.memory),
+# so that each block reuses the heap pages the one before it freed.
+_FULL_SOFTMAX_BLOCK_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,13 @@ def sampled_softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: tor
 
 def full_softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
                      bias: torch.Tensor) -> torch.Tensor:
-    """Per-position negative log-likelihood ``(N,)`` over the whole vocabulary."""
-    return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
+    """Per-position negative log-likelihood ``(N,)`` over the whole vocabulary, a block of positions at a time: all
+    at once, a validation batch's logits (5,120 positions x 64k words, 1.3 GB, and as much again for their log
+    softmax) were blocks glibc maps on their own, so every batch faulted them in anew (docs/training.md)."""
+    rows = max(1, _FULL_SOFTMAX_BLOCK_BYTES // (len(weight) * hidden.element_size()))
+    return torch.cat([F.cross_entropy(F.linear(hidden[start : start + rows], weight, bias),
+                                      targets[start : start + rows], reduction="none")
+                      for start in range(0, len(hidden), rows)] or [hidden.new_zeros(0)])
 
 
 class SampledSoftmaxNll(torch.autograd.Function):

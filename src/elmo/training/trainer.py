@@ -36,7 +36,7 @@ from tqdm import tqdm
 from elmo.bilm import BiLMState
 from elmo.extras import require
 from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials, same_path
-from elmo.memory import FreedMemoryTrimmer, keep_freed_memory
+from elmo.memory import FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
 from elmo.model_dir import MODEL_FILES
 from elmo.modules.low_precision import PRODUCT_DTYPES
 from elmo.stop_signals import stop_between_steps
@@ -416,18 +416,19 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                 assert inputs is not None  # rows wrap around: the text never runs out
                 noise = StepNoise.draw(options.seed, step, options.dropout, options.n_negatives, len(vocab), rows,
                                        options.batch_size, options.state_reset)
-                output = wrapped(inputs.to(processes.device), noise.reset_rows(state), noise)
-                (output.loss * options.unroll_steps).backward()
-                if processes.world_size > 1:
-                    communicated = all_reduce_softmax_rows(
-                        model.softmax_weight, model.softmax_bias, noise.candidates.ids,
-                        torch.stack([inputs.forward_targets, inputs.backward_targets]), processes.world_size)
-                    communicated.dense = dense_gradient_bytes(model)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
-                for group in optimizer.param_groups:
-                    group["lr"] = options.learning_rate_at(step)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                with large_blocks_from_heap():  # a step's large tensors reuse the last step's pages (elmo.memory)
+                    output = wrapped(inputs.to(processes.device), noise.reset_rows(state), noise)
+                    (output.loss * options.unroll_steps).backward()
+                    if processes.world_size > 1:
+                        communicated = all_reduce_softmax_rows(
+                            model.softmax_weight, model.softmax_bias, noise.candidates.ids,
+                            torch.stack([inputs.forward_targets, inputs.backward_targets]), processes.world_size)
+                        communicated.dense = dense_gradient_bytes(model)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+                    for group in optimizer.param_groups:
+                        group["lr"] = options.learning_rate_at(step)
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
                 state = output.state
                 step += 1
                 trimmer.after_batch()
