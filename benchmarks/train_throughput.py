@@ -130,13 +130,13 @@ def measure(args: argparse.Namespace) -> dict:
         state = type(state)(state.h.to(device), state.c.to(device))
         trimmer, heap = None, contextlib.nullcontext
         if args.trim:  # as elmo train does (the baseline's trainer did not)
-            from elmo.memory import FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
+            from elmo.memory import TRAINING_SLACK_SHARE, FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
 
             if args.path != GLIBC_MALLOC:
                 keep_freed_memory()
             if args.path not in (GLIBC_MALLOC, MAPPED):
                 heap = large_blocks_from_heap
-            trimmer = FreedMemoryTrimmer()
+            trimmer = FreedMemoryTrimmer(slack_share=TRAINING_SLACK_SHARE)
         flops, seconds = 0.0, 0.0
         for step in range(args.warmup + args.steps):
             start = time.perf_counter()

@@ -55,6 +55,18 @@ def test_a_working_set_faulted_back_in_after_a_trim_is_not_trimmed_again():
     del pinned
 
 
+def test_a_slack_share_of_the_working_set_leaves_growth_below_it_alone_and_trims_above_it():
+    """``elmo train``'s trimmer: its slack is a share of the working set (the RSS at the batch after a trim)."""
+    for share_bytes, trims in ((400 * MiB, 0), (100 * MiB, 1)):
+        _malloc_trim()(0)  # the freed heap of the round before would take the next round's blocks without growing
+        trimmer = FreedMemoryTrimmer(slack_bytes=0, slack_share=share_bytes / resident_bytes())
+        trimmer.after_batch()  # the baseline
+        pinned = fragment_the_heap(2000)  # 200 MiB touched, then freed
+        trimmer.after_batch()
+        assert trimmer.trims == trims
+        del pinned
+
+
 def test_growth_within_the_slack_is_left_alone():
     trimmer = FreedMemoryTrimmer(slack_bytes=4096 * MiB)
     trimmer.after_batch()

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 DEFAULT_SLACK_BYTES = 64 * 2**20
+TRAINING_SLACK_SHARE = 0.5  # elmo train's trimmer: a step's freed heap kept up to half its working set
 # mallopt's parameters (glibc's malloc.h) and the largest mmap threshold it takes on a 64-bit system.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
 _LARGEST_MMAP_THRESHOLD = 32 * 2**20
@@ -87,10 +88,16 @@ def resident_bytes() -> int | None:
 
 
 class FreedMemoryTrimmer:
-    """Call ``after_batch`` when a batch's tensors are freed; it trims once RSS has grown by ``slack_bytes``."""
+    """Call ``after_batch`` when a batch's tensors are freed; it trims once RSS has grown by ``slack_bytes``, or by
+    ``slack_share`` of the working set where that is more.
 
-    def __init__(self, slack_bytes: int = DEFAULT_SLACK_BYTES) -> None:
+    A training step's working set is large and its char CNN's sizes vary with the batch's words, so at 64 MiB the
+    trimmer handed a gigabyte back every few steps at 512 rows and the next step faulted it in again: ``elmo train``
+    takes half the working set (docs/training.md)."""
+
+    def __init__(self, slack_bytes: int = DEFAULT_SLACK_BYTES, slack_share: float = 0.0) -> None:
         self.slack_bytes = slack_bytes
+        self.slack_share = slack_share
         self.trims = 0
         self._trim = _malloc_trim()
         self._baseline: int | None = None
@@ -103,7 +110,7 @@ class FreedMemoryTrimmer:
             return
         if self._baseline is None:  # the first batch, or the first after a trim: its working set is back in
             self._baseline = resident
-        elif resident > self._baseline + self.slack_bytes:
+        elif resident > self._baseline + max(self.slack_bytes, int(self.slack_share * self._baseline)):
             self._trim(0)
             self.trims += 1
             self._baseline = None

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from elmo.bilm import BiLMState
 from elmo.extras import require
 from elmo.files import check_not_an_input, check_output_directory, remove_stale_partials, same_path
-from elmo.memory import FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
+from elmo.memory import TRAINING_SLACK_SHARE, FreedMemoryTrimmer, keep_freed_memory, large_blocks_from_heap
 from elmo.model_dir import MODEL_FILES
 from elmo.modules.low_precision import PRODUCT_DTYPES
 from elmo.stop_signals import stop_between_steps
@@ -391,7 +391,8 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
         wrapped = DistributedDataParallel(model)
     communicated = CommunicatedBytes()
     keep_freed_memory()  # most tensors of a step have the last step's sizes: reused, not faulted in (elmo.memory)
-    trimmer = FreedMemoryTrimmer()  # the char CNN's vary with the batch's words: the trimmer bounds what is held
+    # The char CNN's tensors vary with the batch's words: the trimmer bounds what is held, at 1.5x the working set.
+    trimmer = FreedMemoryTrimmer(slack_share=TRAINING_SLACK_SHARE)
 
     batcher = Batcher(corpus, vocab, rows, options.batch_size, options.unroll_steps, options.seed, None,
                       model.config.char_cnn.max_characters_per_token,
