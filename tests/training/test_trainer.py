@@ -668,55 +668,55 @@ def test_options_a_run_would_ignore_or_could_not_take_are_refused_before_it_star
     assert not run.exists()
 
 
-def _resident_bytes_a_large_block_leaves() -> int:
-    """The RSS that a 256 MiB block, allocated with malloc, written and freed, leaves behind: about none where glibc
-    maps it on its own, all of it where it comes from a heap glibc does not trim (``keep_freed_memory``). The heap
-    is trimmed first, so that the block's pages are new to the process either way."""
-    import ctypes
-
-    from elmo.memory import resident_bytes
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    libc.malloc_trim(0)  # freed heap pages that earlier work left resident would take the block without growing
+# A run of two steps, each followed by a validation, in a fresh process (malloc's state is the process's: in a long
+# test session earlier work leaves a heap that can take or return a block on its own terms); printed: what a 256 MiB
+# block, allocated with malloc, written and freed, leaves resident at the start of each step and of each validation.
+# The heap is trimmed first, so that the block's pages are new to the process either way.
+_PROBED_RUN = """
+import ctypes, json, sys
+import elmo.training.trainer as trainer
+from elmo.memory import resident_bytes
+from elmo.training import TrainingOptions, train
+from elmo.training.language_model import LanguageModel
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def leaves():
+    libc.malloc_trim(0)
     before = resident_bytes()
     block = libc.malloc(256 * 2**20)
     ctypes.memset(block, 1, 256 * 2**20)
     libc.free(block)
-    kept = resident_bytes() - before
-    libc.malloc_trim(0)
-    return kept
+    return resident_bytes() - before
+kept = {"step": [], "validation": []}
+forward, evaluate = LanguageModel.forward, trainer.evaluate
+def probed_forward(self, *arguments, **keywords):
+    if self.training:  # a training step's, not validation's
+        kept["step"].append(leaves())
+    return forward(self, *arguments, **keywords)
+def probed_evaluate(*arguments, **keywords):
+    kept["validation"].append(leaves())
+    return evaluate(*arguments, **keywords)
+LanguageModel.forward, trainer.evaluate = probed_forward, probed_evaluate
+corpus, vocab, config, valid, out = sys.argv[1:]
+train(TrainingOptions(corpus=[corpus], vocab=vocab, config=config, valid=[valid], valid_every=1, max_steps=2,
+                      batch_size=4, unroll_steps=6, n_negatives=12, checkpoint_every=100), out, progress=False)
+print(json.dumps(kept))
+"""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.environ.get("GLIBC_TUNABLES"),
                     reason="glibc's malloc settings")
 def test_the_training_steps_take_large_blocks_from_the_heap_and_validation_does_not(
-    tmp_path: Path, synthetic_corpus: Path, held_out_corpus: Path, vocab_file: Path, micro_options_file: Path,
-    monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, synthetic_corpus: Path, held_out_corpus: Path, vocab_file: Path, micro_options_file: Path
 ):
     """At 512 rows a step's tensors pass glibc's largest mmap threshold: from the heap the next step reuses their
     pages. Validation's large blocks must still be mapped and returned when freed: served from the heap for the
     whole run, they grew a validating process to 23.4 GB (docs/training.md)."""
-    import elmo.training.trainer as trainer
-    from elmo.training.language_model import LanguageModel
-
-    kept: dict[str, list[int]] = {"step": [], "validation": []}
-    forward, evaluate_ = LanguageModel.forward, trainer.evaluate
-
-    def probed_forward(self, *arguments, **keywords):
-        if self.training:  # a training step's, not validation's
-            kept["step"].append(_resident_bytes_a_large_block_leaves())
-        return forward(self, *arguments, **keywords)
-
-    def probed_evaluate(*arguments, **keywords):
-        kept["validation"].append(_resident_bytes_a_large_block_leaves())
-        return evaluate_(*arguments, **keywords)
-
-    monkeypatch.setattr(LanguageModel, "forward", probed_forward)
-    monkeypatch.setattr(trainer, "evaluate", probed_evaluate)
-    train(_options(synthetic_corpus, vocab_file, micro_options_file, valid=[str(held_out_corpus)], valid_every=1,
-                   max_steps=2), tmp_path / "run", progress=False)
+    done = subprocess.run([sys.executable, "-c", _PROBED_RUN, str(synthetic_corpus), str(vocab_file),
+                           str(micro_options_file), str(held_out_corpus), str(tmp_path / "run")],
+                          capture_output=True, text=True, check=True)
+    kept = json.loads(done.stdout.splitlines()[-1])
     assert len(kept["step"]) == 2 and all(bytes_ > 200 * 2**20 for bytes_ in kept["step"])
     assert len(kept["validation"]) == 2 and all(bytes_ < 16 * 2**20 for bytes_ in kept["validation"])
