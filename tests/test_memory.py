@@ -112,14 +112,18 @@ print(faults, 5 * count * size // 4096, resident_bytes() - resident)
 """
 
 
-def _steps(mode: str, block_bytes: int = MiB) -> tuple[int, int, int]:
+def _steps(mode: str, block_bytes: int = MiB, malloc_settings: dict[str, str] | None = None) -> tuple[int, int, int]:
     """(page faults of five steps of 32 MiB in blocks of ``block_bytes``, pages they wrote, bytes a 256 MiB block
-    allocated and freed after the steps leaves resident)."""
+    allocated and freed after the steps leaves resident), in a process started with ``malloc_settings`` as its
+    only glibc settings in the environment."""
+    import os
     import subprocess
     import sys
 
+    environment = {name: value for name, value in os.environ.items()
+                   if name != "GLIBC_TUNABLES" and not name.startswith("MALLOC_")}
     done = subprocess.run([sys.executable, "-c", _STEPS, mode, str(block_bytes)], capture_output=True, text=True,
-                          check=True)
+                          check=True, env={**environment, **(malloc_settings or {})})
     faults, pages, kept = done.stdout.split()
     return int(faults), int(pages), int(kept)
 
@@ -150,3 +154,22 @@ def test_a_large_block_allocated_after_large_blocks_from_heap_goes_back_to_the_s
     23.4 GB)."""
     _, _, kept = _steps("heap", 32 * MiB)
     assert kept < 16 * MiB
+
+
+@pytest.mark.parametrize(("malloc_settings", "kept_in_heap"), [
+    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0"}, True),
+    ({"GLIBC_TUNABLES": "glibc.malloc.check=0:glibc.malloc.mmap_max=0x0"}, True),
+    ({"MALLOC_MMAP_MAX_": "0"}, True),
+    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0", "MALLOC_MMAP_MAX_": "65536"}, True),
+    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_max=65536", "MALLOC_MMAP_MAX_": "0"}, False),
+])
+def test_large_blocks_from_heap_gives_back_the_users_own_mmap_max(malloc_settings: dict[str, str],
+                                                                   kept_in_heap: bool):
+    """On leaving, glibc's mapping comes back as the user set it at the start, not glibc's default: with
+    ``mmap_max`` 0 (no block mapped) the 256 MiB block allocated after the steps stays in the heap, as it does
+    without the steps' setting ("keep"), where restoring the default would map it and return it when freed.
+    ``GLIBC_TUNABLES`` wins over the older variable, as in glibc."""
+    _, _, kept_by_glibc = _steps("keep", 32 * MiB, malloc_settings)
+    _, _, kept = _steps("heap", 32 * MiB, malloc_settings)
+    assert (kept_by_glibc > 200 * MiB) == kept_in_heap
+    assert (kept > 200 * MiB) == kept_in_heap

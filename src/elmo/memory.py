@@ -35,6 +35,7 @@ TRAINING_SLACK_SHARE = 0.5  # elmo train's trimmer: a step's freed heap kept up 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
 _LARGEST_MMAP_THRESHOLD = 32 * 2**20
 _DEFAULT_MMAP_MAX = 65536  # glibc's DEFAULT_MMAP_MAX: how many blocks it may map at once
+_MMAP_MAX_TUNABLE, _MMAP_MAX_VARIABLE = "glibc.malloc.mmap_max", "MALLOC_MMAP_MAX_"
 
 
 @functools.cache
@@ -62,12 +63,30 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
 
 
+@functools.cache
+def _starting_mmap_max() -> int:
+    """``M_MMAP_MAX`` as glibc set it at the process's start, which it has no call to read back: a user's
+    ``GLIBC_TUNABLES=glibc.malloc.mmap_max=N`` (the last one given; it wins over the older ``MALLOC_MMAP_MAX_=N``, as
+    in glibc), else glibc's default. A value that is not a decimal or 0x-hexadecimal number counts as unset. Read
+    from ``os.environ`` as Python copied it at its start (glibc cuts the variable up where it lies in
+    ``/proc/self/environ``)."""
+    environment = os.environ
+    tunables = [value for name, _, value in (item.partition("=") for item in
+                                             environment.get("GLIBC_TUNABLES", "").split(":"))
+                if name == _MMAP_MAX_TUNABLE]
+    value = tunables[-1] if tunables else environment.get(_MMAP_MAX_VARIABLE)
+    try:
+        return _DEFAULT_MMAP_MAX if value is None else int(value, 0)
+    except ValueError:
+        return _DEFAULT_MMAP_MAX
+
+
 @contextmanager
 def large_blocks_from_heap() -> Iterator[None]:
     """Within the block, glibc maps no block on its own (``M_MMAP_MAX`` 0): one of any size comes from the heap, and
-    after ``keep_freed_memory`` the next step's block of that size reuses its pages. On leaving, glibc's default
-    comes back, so large blocks allocated outside (validation's) are mapped and returned when freed. Nothing is
-    done on a C library other than glibc."""
+    after ``keep_freed_memory`` the next step's block of that size reuses its pages. On leaving, the process's own
+    setting comes back (glibc's default, or the user's through ``GLIBC_TUNABLES``), so large blocks allocated
+    outside (validation's) are mapped and returned when freed. Nothing is done on a C library other than glibc."""
     mallopt = _glibc_function("mallopt")
     if mallopt is None or not mallopt(_M_MMAP_MAX, 0):
         yield
@@ -75,7 +94,7 @@ def large_blocks_from_heap() -> Iterator[None]:
     try:
         yield
     finally:
-        mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
+        mallopt(_M_MMAP_MAX, _starting_mmap_max())
 
 
 def resident_bytes() -> int | None:
