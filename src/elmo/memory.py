@@ -68,8 +68,8 @@ def _starting_mmap_max() -> int:
     """``M_MMAP_MAX`` as glibc set it at the process's start, which it has no call to read back: a user's
     ``GLIBC_TUNABLES=glibc.malloc.mmap_max=N`` (the last one given; it wins over the older ``MALLOC_MMAP_MAX_=N``, as
     in glibc), else glibc's default. A value that is not a decimal or 0x-hexadecimal number counts as unset. Read
-    from ``os.environ`` as Python copied it at its start (glibc cuts the variable up where it lies in
-    ``/proc/self/environ``)."""
+    from ``os.environ``, Python's copy of the environment, which glibc left whole (in ``/proc/self/environ`` it cuts
+    the variable up at each ``:``)."""
     environment = os.environ
     tunables = [value for name, _, value in (item.partition("=") for item in
                                              environment.get("GLIBC_TUNABLES", "").split(":"))
