@@ -70,11 +70,10 @@ def _starting_mmap_max() -> int:
     in glibc), else glibc's default. A value that is not a decimal or 0x-hexadecimal number counts as unset. Read
     from ``os.environ``, Python's copy of the environment, which glibc left whole (in ``/proc/self/environ`` it cuts
     the variable up at each ``:``)."""
-    environment = os.environ
     tunables = [value for name, _, value in (item.partition("=") for item in
-                                             environment.get("GLIBC_TUNABLES", "").split(":"))
+                                             os.environ.get("GLIBC_TUNABLES", "").split(":"))
                 if name == _MMAP_MAX_TUNABLE]
-    value = tunables[-1] if tunables else environment.get(_MMAP_MAX_VARIABLE)
+    value = tunables[-1] if tunables else os.environ.get(_MMAP_MAX_VARIABLE)
     try:
         return _DEFAULT_MMAP_MAX if value is None else int(value, 0)
     except ValueError:
