@@ -636,6 +636,23 @@ def test_a_stop_asked_for_at_a_validation_step_saves_at_once_without_validating(
     assert validated == [2]
 
 
+def test_the_last_step_is_validated_though_it_falls_between_validation_steps(
+    tmp_path: Path, synthetic_corpus: Path, held_out_corpus: Path, vocab_file: Path, micro_options_file: Path
+):
+    """A run whose --max-steps is not a multiple of --valid-every ended on a checkpoint with no figure in its log,
+    so choosing the best checkpoint had to compute it again."""
+    run = tmp_path / "run"
+    train(_options(synthetic_corpus, vocab_file, micro_options_file, max_steps=5, valid_every=2,
+                   valid=[str(held_out_corpus)], valid_batch_size=3), run, progress=False)
+    records = [record for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+               if "valid_perplexity" in record]
+    assert [record["step"] for record in records] == [2, 4, 5]
+    model, vocab = load_language_model(run)
+    final = evaluate(model, Corpus([str(held_out_corpus)]), vocab, 3, 6).average
+    assert records[-1]["valid_perplexity"] == pytest.approx(final, rel=1e-9)
+    assert records[-2]["valid_perplexity"] != pytest.approx(final, rel=1e-6)  # step 4's weights are not step 5's
+
+
 @pytest.mark.parametrize(("limits", "refused"), [({"max_steps": -3}, "max_steps is -3"),
                                                  ({"max_steps": 0, "epochs": 1}, "max_steps is 0"),
                                                  ({"epochs": 0}, "epochs is 0")])

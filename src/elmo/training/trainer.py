@@ -451,8 +451,9 @@ def _train(options: TrainingOptions, out_dir: Path, resume: bool, progress: bool
                         log.write(record)
                 bar.update(1)
                 # A stop asked for now skips the validation (minutes on a large text) so the checkpoint is written
-                # within a scheduler's grace period.
-                if (valid_corpus is not None and step % options.valid_every == 0
+                # within a scheduler's grace period. The run's last step is validated wherever it falls, so the
+                # log holds the figure of the checkpoint a finished run ends on.
+                if (valid_corpus is not None and (step % options.valid_every == 0 or step == step_limit)
                         and not processes.any(stop.signal_number is not None)):
                     _validate(model, valid_corpus, vocab, options, processes, log, step)
                 if step % options.checkpoint_every == 0:
