@@ -76,39 +76,28 @@ def test_growth_within_the_slack_is_left_alone():
     del pinned
 
 
-# A training step in miniature, in a fresh process (malloc's settings are the process's): 32 MiB in blocks of the
-# given size allocated with malloc, written and freed, the same every step; printed: the page faults of steps 4 to 8,
-# the pages they wrote, and the RSS a 256 MiB block allocated after the steps (as validation's logits are) leaves
-# behind once freed. Through ctypes, so that nothing else the process allocates lands between the blocks.
+# A training step in miniature, in a fresh process: 32 MiB in blocks of the given size allocated with malloc,
+# written and freed, the same every step; printed: the page faults of steps 4 to 8, the pages they wrote, and the RSS
+# a 256 MiB block allocated after the steps (as validation's logits are) leaves behind once freed.
 _STEPS = """
-import ctypes, contextlib, resource, sys
-from elmo.memory import keep_freed_memory, large_blocks_from_heap, resident_bytes
+import contextlib, resource, sys
+from glibc_probe import LIBC, resident_left_by_a_freed_block, written_block
+from elmo.memory import keep_freed_memory, large_blocks_from_heap
 if sys.argv[1] != "glibc":
     assert keep_freed_memory()
 scope = large_blocks_from_heap if sys.argv[1] == "heap" else contextlib.nullcontext
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
 size, count = int(sys.argv[2]), 32 * 2**20 // int(sys.argv[2])
 def step():
     with scope():
-        blocks = [libc.malloc(size) for _ in range(count)]
-        for block in blocks:
-            ctypes.memset(block, 1, size)
-        for block in blocks:
-            libc.free(block)
+        for block in [written_block(size) for _ in range(count)]:
+            LIBC.free(block)
 for _ in range(3):
     step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
     step()
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-resident = resident_bytes()
-block = libc.malloc(256 * 2**20)
-ctypes.memset(block, 1, 256 * 2**20)
-libc.free(block)
-print(faults, 5 * count * size // 4096, resident_bytes() - resident)
+print(faults, 5 * count * size // 4096, resident_left_by_a_freed_block())
 """
 
 
@@ -116,15 +105,9 @@ def _steps(mode: str, block_bytes: int = MiB, malloc_settings: dict[str, str] | 
     """(page faults of five steps of 32 MiB in blocks of ``block_bytes``, pages they wrote, bytes a 256 MiB block
     allocated and freed after the steps leaves resident), in a process started with ``malloc_settings`` as its
     only glibc settings in the environment."""
-    import os
-    import subprocess
-    import sys
+    from glibc_probe import run_probe  # loads glibc: only where the module's tests run
 
-    environment = {name: value for name, value in os.environ.items()
-                   if name != "GLIBC_TUNABLES" and not name.startswith("MALLOC_")}
-    done = subprocess.run([sys.executable, "-c", _STEPS, mode, str(block_bytes)], capture_output=True, text=True,
-                          check=True, env={**environment, **(malloc_settings or {})})
-    faults, pages, kept = done.stdout.split()
+    faults, pages, kept = run_probe(_STEPS, mode, str(block_bytes), malloc_settings=malloc_settings).split()
     return int(faults), int(pages), int(kept)
 
 

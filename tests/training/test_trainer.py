@@ -685,27 +685,18 @@ def test_options_a_run_would_ignore_or_could_not_take_are_refused_before_it_star
     assert not run.exists()
 
 
-# A run of two steps, each followed by a validation, in a fresh process (malloc's state is the process's: in a long
-# test session earlier work leaves a heap that can take or return a block on its own terms); printed: what a 256 MiB
-# block, allocated with malloc, written and freed, leaves resident at the start of each step and of each validation.
-# The heap is trimmed first, so that the block's pages are new to the process either way.
+# A run of two steps, each followed by a validation, in a fresh process (tests/glibc_probe.py); printed: what a 256
+# MiB block, allocated with malloc, written and freed, leaves resident at the start of each step and of each
+# validation. The heap is trimmed first, so that the block's pages are new to the process either way.
 _PROBED_RUN = """
-import ctypes, json, sys
+import json, sys
+from glibc_probe import LIBC, resident_left_by_a_freed_block
 import elmo.training.trainer as trainer
-from elmo.memory import resident_bytes
 from elmo.training import TrainingOptions, train
 from elmo.training.language_model import LanguageModel
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
 def leaves():
-    libc.malloc_trim(0)
-    before = resident_bytes()
-    block = libc.malloc(256 * 2**20)
-    ctypes.memset(block, 1, 256 * 2**20)
-    libc.free(block)
-    return resident_bytes() - before
+    LIBC.malloc_trim(0)
+    return resident_left_by_a_freed_block()
 kept = {"step": [], "validation": []}
 forward, evaluate = LanguageModel.forward, trainer.evaluate
 def probed_forward(self, *arguments, **keywords):
@@ -729,13 +720,11 @@ def test_the_training_steps_take_large_blocks_from_the_heap_and_validation_does_
 ):
     """At 512 rows a step's tensors pass glibc's largest mmap threshold: from the heap the next step reuses their
     pages. Validation's large blocks must still be mapped and returned when freed: served from the heap for the
-    whole run, they grew a validating process to 23.4 GB (docs/training.md). The run starts with glibc's own
-    malloc settings: a user's (GLIBC_TUNABLES, MALLOC_*) would move the thresholds the probe measures."""
-    environment = {name: value for name, value in os.environ.items()
-                   if name != "GLIBC_TUNABLES" and not name.startswith("MALLOC_")}
-    done = subprocess.run([sys.executable, "-c", _PROBED_RUN, str(synthetic_corpus), str(vocab_file),
-                           str(micro_options_file), str(held_out_corpus), str(tmp_path / "run")],
-                          capture_output=True, text=True, check=True, env=environment)
-    kept = json.loads(done.stdout.splitlines()[-1])
+    whole run, they grew a validating process to 23.4 GB (docs/training.md)."""
+    from glibc_probe import run_probe  # loads glibc: only where the test runs
+
+    printed = run_probe(_PROBED_RUN, str(synthetic_corpus), str(vocab_file), str(micro_options_file),
+                        str(held_out_corpus), str(tmp_path / "run"))
+    kept = json.loads(printed.splitlines()[-1])
     assert len(kept["step"]) == 2 and all(bytes_ > 200 * 2**20 for bytes_ in kept["step"])
     assert len(kept["validation"]) == 2 and all(bytes_ < 16 * 2**20 for bytes_ in kept["validation"])
