@@ -245,7 +245,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     train_parser.add_argument("--checkpoint-every", type=positive_int, default=500, help="steps between checkpoints")
     train_parser.add_argument("--keep-checkpoints", type=positive_int, default=3, help="newest checkpoints kept")
     train_parser.add_argument("--valid-every", type=positive_int, default=500,
-                              help="steps between validation perplexities (with --valid); the run's last step is validated too")
+                              help="steps between validation perplexities (with --valid); the run's last step "
+                                   "is validated too")
     train_parser.add_argument("--valid-batch-size", type=_BATCH_ROWS, default=32,
                               help="rows evaluated at once in validation (more is faster on a GPU and moves the "
                                    "figure a little: each row's share of the text starts from a zero state; at most "
