@@ -13,8 +13,9 @@ shipped en's 512 rows); ``paired-bf16`` is ``paired``
 with its matrix products on bfloat16 copies (``--precision bfloat16``; its GFLOP/s are still held against the float32
 peak).
 ``--baseline-src`` adds a ``baseline`` path: the same step run by another checkout's ``src`` (say, the code before
-the training kernels), so both are measured side by side; the ratio column is against ``step-loop``, or against
-``baseline`` where ``step-loop`` does not run. Each measurement runs in its own process, so its peak RSS is its
+the training kernels, which runs its ``step-loop``; ``--baseline-path paired-bf16`` runs an earlier checkout's
+bfloat16 kernels instead), so both are measured side by side; the ratio column is against ``step-loop``, or
+against ``baseline`` where ``step-loop`` does not run. Each measurement runs in its own process, so its peak RSS is its
 own (benchmarks/_peak_memory.py); the matmul peak (the better of 2048^3 ``torch.mm`` and, on a CPU, oneDNN's
 product on a reordered weight, which the training kernels' products run on) is measured in this process at each
 thread count. ``--repeats N`` measures every path N times, in rounds whose path order rotates (so that a host
@@ -120,6 +121,10 @@ def measure(args: argparse.Namespace) -> dict:
         initialize_like_bilm_tf(model)
         model.reference_kernels = args.path == "step-loop"
         if args.path == BFLOAT16:
+            if not hasattr(model, "product_dtype"):
+                import elmo
+
+                raise SystemExit(f"{args.path}: the code at {Path(elmo.__file__).parent} has no bfloat16 products")
             model.product_dtype = torch.bfloat16
         model.to(device)
         # The optimizer `elmo train` makes by default (bilm-tf's Adagrad), as the code under test makes it.
@@ -169,12 +174,13 @@ def measure(args: argparse.Namespace) -> dict:
 def measure_in_child(args: argparse.Namespace, config: str, batch_size: int, path: str, threads: int) -> dict | None:
     """One measurement in its own process (so its peak RSS is its own); None, said on stderr, if it failed."""
     source = args.baseline_src if path == "baseline" else Path(__file__).resolve().parents[1] / "src"
+    run_path = args.baseline_path if path == "baseline" else path
     command = [sys.executable, __file__, "--one", "--config", config, "--batch-size", str(batch_size),
-               "--path", "step-loop" if path == "baseline" else path, "--thread-count", str(threads),
+               "--path", run_path, "--thread-count", str(threads),
                "--unroll-steps", str(args.unroll_steps), "--negatives", str(args.negatives),
                "--vocab-size", str(args.vocab_size), "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--device", args.device,
-               *(["--trim"] if path != "baseline" else [])]
+               *(["--trim"] if run_path != "step-loop" else [])]
     env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": str(threads)}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:  # said, and the other measurements go on
@@ -198,6 +204,9 @@ def main() -> None:
     parser.add_argument("--paths", nargs="+", choices=[*PATHS, GLIBC_MALLOC, MAPPED, BFLOAT16, "baseline"],
                         default=list(PATHS))
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src directory, run as path 'baseline'")
+    parser.add_argument("--baseline-path", choices=[*PATHS, BFLOAT16], default="step-loop",
+                        help="the path that checkout runs (step-loop: the code before the training kernels; "
+                             f"{BFLOAT16}: an earlier checkout's bfloat16 kernels)")
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--negatives", type=int, default=8192)
     parser.add_argument("--vocab-size", type=int, default=20000,

@@ -19,11 +19,12 @@ PRODUCT_DTYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": to
 
 
 def product(left: torch.Tensor, right: torch.Tensor, product_dtype: torch.dtype | None) -> torch.Tensor:
-    """``left @ right`` (batched where they are 3-d), on ``product_dtype`` copies of both where given; the result
-    in ``left``'s type."""
-    if product_dtype is None or product_dtype == left.dtype:
+    """``left @ right`` (batched where they are 3-d), on ``product_dtype`` copies of both where given (an operand
+    already of that type is used as it is); the result in the wider of the operands' types."""
+    result_dtype = torch.promote_types(left.dtype, right.dtype)
+    if product_dtype is None or product_dtype == result_dtype:
         return torch.matmul(left, right)
-    return torch.matmul(left.to(product_dtype), right.to(product_dtype)).to(left.dtype)
+    return torch.matmul(left.to(product_dtype), right.to(product_dtype)).to(result_dtype)
 
 
 def add_product(out: torch.Tensor, left: torch.Tensor, right: torch.Tensor, product_dtype: torch.dtype | None) -> None:

@@ -49,6 +49,7 @@ class _PairProduct:
 
     def __init__(self, weight: torch.Tensor, product_dtype: torch.dtype | None = None) -> None:
         self.product_dtype = None if product_dtype == weight.dtype else product_dtype
+        self.weight_dtype = weight.dtype
         self.weight_t = weight.transpose(1, 2)
         self.reordered = None
         if self.product_dtype is not None:
@@ -56,13 +57,21 @@ class _PairProduct:
         elif can_reorder(weight):
             self.reordered = [ReorderedWeight(direction_weight) for direction_weight in weight]
 
+    def rounded(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs @ weight.T`` per direction in ``product_dtype``, for a product that has one (inputs already of
+        that type are used as they are)."""
+        if self.product_dtype is None:
+            raise ValueError("this product runs in its operands' type: it has no rounded result")
+        return torch.bmm(inputs.to(self.product_dtype), self.weight_t)
+
     def __call__(self, inputs: torch.Tensor, out: torch.Tensor | None = None, addend: torch.Tensor | None = None,
                  bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``addend + inputs @ weight.T + bias`` per direction; ``bias`` ``(2, n_out)``, ``addend`` like the result."""
+        """``addend + inputs @ weight.T + bias`` per direction, in the weight's type; ``bias`` ``(2, n_out)``,
+        ``addend`` like the result."""
         if self.product_dtype is not None:
-            low = torch.bmm(inputs.to(self.product_dtype), self.weight_t)
+            low = self.rounded(inputs)
             if out is None:
-                out = inputs.new_empty(low.shape)
+                out = low.new_empty(low.shape, dtype=self.weight_dtype)
             if addend is None:
                 out.copy_(low)
             else:
@@ -100,38 +109,47 @@ class PairedLstmLayer(torch.autograd.Function):
                 recurrent_weight: torch.Tensor, bias: torch.Tensor,
                 projection: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         n_positions, dim = inputs.shape[1], c0.shape[2]
-        gates = _PairProduct(input_weight, product_dtype)(inputs, bias=bias)  # then + U h, step by step
+        input_product = _PairProduct(input_weight, product_dtype)
         recurrent = _PairProduct(recurrent_weight, product_dtype)
         project = _PairProduct(projection, product_dtype) if projection is not None else None
         new = inputs.new_empty
+        # W x + b for every step at once, then + U h step by step. With a product_dtype the products over all
+        # steps stay in that type (as rounded) and a step's gates come to float32 in a buffer of one step's size:
+        # float32 copies of the whole would be written and read once more for nothing.
+        low = product_dtype is not None
+        gates = input_product.rounded(inputs) if low else input_product(inputs, bias=bias)
+        step_gates = new((2, n_rows, 4 * dim)) if low else None  # W x + b of one step in float32, then + U h
         by_cell = new((3, 2, n_positions, dim))  # d c / d (i, j, f) before their nonlinearities
         by_hidden_o = new((2, n_positions, dim))  # d hidden / d o
-        hidden_to_cell = new((2, n_positions, dim))  # d hidden / d c (unclipped), zero where the clip held c
+        hidden_to_cell = new((2, n_positions, dim))  # d hidden / d c (the clipped cell)
         forget_gates = new((2, n_positions, dim))  # d c / d c'
-        cell_passes = torch.ones((2, n_positions, dim), dtype=torch.bool, device=inputs.device) if cell_clip else None
-        hidden = new((2, n_positions, dim))
+        cell_passes = torch.empty((2, n_positions, dim), dtype=torch.bool, device=inputs.device) if cell_clip else None
+        # kept for the projection's weight gradient only, so in the type that product takes
+        hidden = new((2, n_positions, dim), dtype=product_dtype if low and project is not None else inputs.dtype)
         outputs_unclipped = hidden if project is None else new((2, n_positions, h0.shape[2]))
         outputs = new(outputs_unclipped.shape) if proj_clip and project else outputs_unclipped
         h, c = h0, c0
         for step in range(n_positions // n_rows):
             rows = slice(step * n_rows, (step + 1) * n_rows)
-            step_gates = recurrent(h, out=gates[:, rows], addend=gates[:, rows])
-            cell_step = lstm_cell(step_gates, c, cell_clip)
+            if step_gates is None:
+                cell_step = lstm_cell(recurrent(h, out=gates[:, rows], addend=gates[:, rows]), c, cell_clip)
+            else:
+                torch.add(gates[:, rows], bias[:, None, :], out=step_gates)
+                cell_step = lstm_cell(recurrent(h, out=step_gates, addend=step_gates), c, cell_clip)
             i, j, f, o = cell_step.input_gate, cell_step.candidate, cell_step.forget_gate, cell_step.output_gate
-            torch.mul(j, i * (1.0 - i), out=by_cell[0, :, rows])
-            torch.mul(i, 1.0 - j * j, out=by_cell[1, :, rows])
-            torch.mul(c, f * (1.0 - f), out=by_cell[2, :, rows])
-            torch.mul(cell_step.cell_tanh, o * (1.0 - o), out=by_hidden_o[:, rows])
-            torch.mul(o, 1.0 - cell_step.cell_tanh * cell_step.cell_tanh, out=hidden_to_cell[:, rows])
+            # Each in two elementwise passes (x (1 - x) as x - x x), as a step's memory traffic bounds its time.
+            torch.mul(j, torch.addcmul(i, i, i, value=-1.0), out=by_cell[0, :, rows])  # j i (1 - i)
+            torch.addcmul(i, i, j * j, value=-1.0, out=by_cell[1, :, rows])  # i (1 - j^2)
+            torch.mul(c, torch.addcmul(f, f, f, value=-1.0), out=by_cell[2, :, rows])  # c' f (1 - f)
+            torch.mul(cell_step.cell_tanh, torch.addcmul(o, o, o, value=-1.0), out=by_hidden_o[:, rows])
+            torch.addcmul(o, o, cell_step.cell_tanh * cell_step.cell_tanh, value=-1.0, out=hidden_to_cell[:, rows])
             forget_gates[:, rows] = f
             if cell_passes is not None:  # (cell_clip is set) clamp's gradient passes where the unclipped value
-                # lies within the clip, bounds included
-                passes = cell_step.cell_unclipped.abs() <= cell_clip
-                cell_passes[:, rows] = passes
-                hidden_to_cell[:, rows] *= passes
+                # lies within the clip, bounds included: exactly where the clipped cell equals it
+                torch.eq(cell_step.cell, cell_step.cell_unclipped, out=cell_passes[:, rows])
             hidden[:, rows] = cell_step.hidden
             if project is not None:
-                project(cell_step.hidden, out=outputs_unclipped[:, rows])
+                project(hidden[:, rows], out=outputs_unclipped[:, rows])
                 if proj_clip:
                     torch.clamp(outputs_unclipped[:, rows], -proj_clip, proj_clip, out=outputs[:, rows])
             h, c = outputs[:, rows], cell_step.cell
@@ -158,7 +176,12 @@ class PairedLstmLayer(torch.autograd.Function):
          forget_gates, cell_passes, hidden, outputs, output_passes) = ctx.saved_tensors
         n_rows, product_dtype = ctx.n_rows, ctx.product_dtype
         n_positions, dim = inputs.shape[1], forget_gates.shape[2]
-        d_gates = inputs.new_empty((2, n_positions, 4 * dim))
+        # Every step's gate gradients, for the products after the loop: with a product_dtype in that type, a
+        # step's computed in float32 in a buffer of one step's size (and the bias gradient summed from it).
+        low = product_dtype is not None
+        d_gates = inputs.new_empty((2, n_positions, 4 * dim), dtype=product_dtype if low else inputs.dtype)
+        step_d_gates = inputs.new_empty((2, n_rows, 4 * dim)) if low else None
+        d_bias = inputs.new_zeros((2, 4 * dim)) if low else None
         d_outputs_unclipped = torch.empty_like(d_outputs) if projection is not None else None
         recurrent_t = _PairProduct(recurrent_weight.transpose(1, 2), product_dtype)
         projection_t = _PairProduct(projection.transpose(1, 2), product_dtype) if projection is not None else None
@@ -174,19 +197,24 @@ class PairedLstmLayer(torch.autograd.Function):
                 d_hidden = projection_t(d_h)
             else:
                 d_hidden = d_h
+            d_c.addcmul_(d_hidden, hidden_to_cell[:, rows])
             if cell_passes is not None:
-                d_c.mul_(cell_passes[:, rows])
-            d_c.addcmul_(d_hidden, hidden_to_cell[:, rows])  # now at the unclipped cell
-            torch.mul(d_hidden, by_hidden_o[:, rows], out=d_gates[:, rows, 3 * dim :])
+                d_c.mul_(cell_passes[:, rows])  # now at the unclipped cell
+            d_step_gates = d_gates[:, rows] if step_d_gates is None else step_d_gates
+            torch.mul(d_hidden, by_hidden_o[:, rows], out=d_step_gates[:, :, 3 * dim :])
             for gate in range(3):  # i, j, f
-                torch.mul(d_c, by_cell[gate, :, rows], out=d_gates[:, rows, gate * dim : (gate + 1) * dim])
+                torch.mul(d_c, by_cell[gate, :, rows], out=d_step_gates[:, :, gate * dim : (gate + 1) * dim])
+            if d_bias is not None:
+                d_bias += d_step_gates.sum(dim=1)
+                d_gates[:, rows] = d_step_gates
             d_c.mul_(forget_gates[:, rows])
             d_h = recurrent_t(d_gates[:, rows])
         # Both weights' gradients as one product: [inputs, previous outputs] side by side.
         previous_outputs = torch.cat([h0, outputs[:, : n_positions - n_rows]], dim=1)
         d_weights = product(d_gates.transpose(1, 2), torch.cat([inputs, previous_outputs], dim=2), product_dtype)
         d_input_weight, d_recurrent_weight = d_weights.split([inputs.shape[2], previous_outputs.shape[2]], dim=2)
-        d_bias = d_gates.sum(dim=1)
+        if d_bias is None:
+            d_bias = d_gates.sum(dim=1)
         d_projection = None
         if d_outputs_unclipped is not None:  # there is a projection
             d_projection = product(d_outputs_unclipped.transpose(1, 2), hidden, product_dtype)
