@@ -21,8 +21,9 @@ from float64_reference import CASES, SENTENCES, Reference, case_model
 
 from elmo import BiLM, batch_to_char_ids, load_bilm
 from elmo.embedder import Embedder
+from elmo.modules import lstm as lstm_module
 from elmo.modules.bidirectional import Kernel, pick_kernel, run_directions
-from elmo.modules.lstm import fast_tanh
+from elmo.modules.lstm import fast_tanh, tanh_by_sigmoid
 from elmo.modules.prepacked import HAS_ONEDNN, can_reorder
 from elmo.training.softmax import SampledSoftmaxNll, sample_log_uniform, sampled_softmax_nll
 
@@ -68,12 +69,24 @@ def test_fast_tanh_in_half_precision_is_tanh(dtype):
         assert fast_tanh(x)[0] != 0
 
 
-def test_fast_tanh_equals_float64_tanh_to_float32_rounding():
-    """The identity ``2 sigmoid(2x) - 1`` that the inference cell uses. Measured: 1.5 eps (1.8e-7)."""
+@pytest.mark.parametrize("tanh", [fast_tanh, tanh_by_sigmoid])
+def test_fast_tanh_and_the_identity_equal_float64_tanh_to_float32_rounding(tanh):
+    """The identity ``2 sigmoid(2x) - 1`` that the inference cell uses where MKL's tanh is slow, and whichever
+    ``fast_tanh`` picks on this CPU. Measured: 1.5 eps (1.8e-7) for the identity."""
     x = torch.linspace(-12.0, 12.0, 200_001)
     with torch.no_grad():
-        got = fast_tanh(x).double()
+        got = tanh(x).double()
     assert (got - torch.tanh(x.double())).abs().max() <= 4 * EPS
+
+
+def test_fast_tanh_takes_pytorchs_tanh_exactly_where_mkl_runs_intels_code(monkeypatch):
+    x = torch.linspace(-3.0, 3.0, 1001)
+    for fast in (True, False):
+        monkeypatch.setattr(lstm_module, "mkl_tanh_is_fast", lambda fast=fast: fast)
+        with torch.no_grad():
+            expected = torch.tanh(x) if fast else tanh_by_sigmoid(x)
+            assert torch.equal(fast_tanh(x), expected)
+    assert not torch.equal(torch.tanh(x), tanh_by_sigmoid(x))  # so the choice is seen
 
 
 def test_every_layer_of_the_fixture_in_float32_equals_the_float64_reference(fixture_dir, fixture_sentences):

@@ -15,6 +15,7 @@ memory stays bounded however many steps a call runs (32 MiB for the original mod
 """
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, cast
 
@@ -71,16 +72,37 @@ def _gate_block_rows(batch_sizes: list[int]) -> int:
 
 
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh, as ``2 sigmoid(2x) - 1`` on CPU where no gradient is wanted.
+    """tanh, the faster way on this CPU where no gradient is wanted: PyTorch's, or ``tanh_by_sigmoid``.
 
-    PyTorch's tanh is slower than its sigmoid on CPU, and each step takes two (measured: docs/performance.md). The
-    identity agrees with tanh to float32 rounding (``tests/test_fast_path_reference.py``); in float16 or bfloat16
-    its error is a step of the format near 0.5, not of the result (small values come out 0), so those use tanh.
+    PyTorch's float tanh on CPU is MKL's vector tanh where PyTorch is built with MKL (ATen's ``vml.h``), and MKL
+    runs its fast code on Intel's CPUs only: there it was 4-5x faster than the identity, elsewhere 3-4x slower,
+    and the cell takes two a step (measured: docs/performance.md, ``benchmarks/tanh_choice.py``). In float16 or
+    bfloat16 the identity's error is a step of the format near 0.5, not of the result (small values come out 0),
+    so those use tanh.
     """
     if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or \
-            (torch.is_grad_enabled() and x.requires_grad):
+            (torch.is_grad_enabled() and x.requires_grad) or mkl_tanh_is_fast():
         return torch.tanh(x)
+    return tanh_by_sigmoid(x)
+
+
+def tanh_by_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """tanh as ``2 sigmoid(2x) - 1``: agrees with tanh to float32 rounding (``tests/test_fast_path_reference.py``)."""
     return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
+
+
+@functools.cache
+def mkl_tanh_is_fast() -> bool:
+    """Whether ``torch.tanh`` on CPU runs MKL's code for Intel's CPUs: PyTorch has MKL and ``/proc/cpuinfo`` names
+    an Intel CPU (where it cannot be read, as on macOS, no)."""
+    if not torch.backends.mkl.is_available():
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            return any(line.split(":", 1)[-1].strip() == "GenuineIntel"
+                       for line in cpuinfo if line.startswith("vendor_id"))
+    except OSError:
+        return False
 
 
 class CellStep(NamedTuple):
