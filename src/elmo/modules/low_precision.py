@@ -4,8 +4,10 @@ On a CPU with AMX or AVX-512 BF16 units (oneDNN runs bfloat16 products on them) 
 accumulated in float32, runs several times faster than the float32 one at a training step's shapes
 (``benchmarks/bf16_products.py``; docs/training.md has the figures and what a whole step gains). Only the
 products of the training kernels (the paired LSTM layers' forward and backward, the sampled softmax's) take the
-copies; each result comes back as float32 (rounded to bfloat16's 8 significant bits on the way), and the weights,
-optimizer state, cell state, gates, char CNN and loss stay float32. Where no such units exist bfloat16 is emulated
+copies; each result comes back as float32 (rounded to bfloat16's 8 significant bits on the way), or stays bfloat16
+where a kernel keeps it for later (the paired layer's input products and gate gradients over all steps, which it
+reads a step at a time), and the weights, optimizer state, cell state, a step's gates, char CNN and loss stay
+float32. Where no such units exist bfloat16 is emulated
 and slower: the choice is the user's, float32 by default.
 """
 
