@@ -75,8 +75,8 @@ def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh, the faster way on this CPU where no gradient is wanted: PyTorch's, or ``tanh_by_sigmoid``.
 
     PyTorch's float tanh on CPU is MKL's vector tanh where PyTorch is built with MKL (ATen's ``vml.h``), and MKL
-    runs its fast code on Intel's CPUs only: there it was 4-5x faster than the identity, elsewhere 3-4x slower,
-    and the cell takes two a step (measured: docs/performance.md, ``benchmarks/tanh_choice.py``). In float16 or
+    runs its fast code on Intel's CPUs only: there it is faster than the identity, elsewhere slower, and the cell
+    takes two a step (measured: docs/performance.md, ``benchmarks/tanh_choice.py``). In float16 or
     bfloat16 the identity's error is a step of the format near 0.5, not of the result (small values come out 0),
     so those use tanh.
     """
