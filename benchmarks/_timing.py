@@ -1,5 +1,6 @@
-"""What the speed benchmarks share: waiting for a device's queued work before reading a timer, and the fp32
-matrix-multiply peak their figures are reported against (measured in the same run, as the host is noisy)."""
+"""What the speed benchmarks share: waiting for a device's queued work before reading a timer, the median time
+of one call, and the fp32 matrix-multiply peak their figures are reported against (measured in the same run, as
+the host is noisy)."""
 
 import time
 from collections.abc import Callable
@@ -7,6 +8,18 @@ from collections.abc import Callable
 import torch
 
 from elmo.modules import prepacked
+
+
+def median_call_seconds(call: Callable[[], object], seconds: float) -> float:
+    """The median time of one CPU call over ``seconds`` of calls, after a warm-up of 10."""
+    for _ in range(10):
+        call()
+    times, deadline = [], time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def synchronize(device: torch.device) -> None:

@@ -13,25 +13,15 @@ that many calls, to hold against a whole step's time (benchmarks/train_throughpu
 
 import argparse
 import time
+from functools import partial
 
 import torch
+from _timing import median_call_seconds
 
 from elmo.modules.lstm import lstm_cell
 from elmo.training.presets import TRAINING_PRESETS
 
 UNROLL_STEPS = 20
-
-
-def seconds_per_call(cell, gates: torch.Tensor, previous: torch.Tensor, clip: float, seconds: float) -> float:
-    """The median time of one call over ``seconds`` of calls, after a warm-up."""
-    for _ in range(10):
-        cell(gates, previous, clip)
-    times, deadline = [], time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        cell(gates, previous, clip)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
 
 
 def main() -> None:
@@ -61,8 +51,8 @@ def main() -> None:
                 worst = max(float((a - b).abs().max()) for a, b in zip(expected, got, strict=True))
                 if worst > 1e-5:
                     raise SystemExit(f"the compiled cell differs from the eager one by {worst}")
-                eager_s = seconds_per_call(lstm_cell, gates, previous, lstm.cell_clip, args.seconds)
-                compiled_s = seconds_per_call(compiled, gates, previous, lstm.cell_clip, args.seconds)
+                eager_s = median_call_seconds(partial(lstm_cell, gates, previous, lstm.cell_clip), args.seconds)
+                compiled_s = median_call_seconds(partial(compiled, gates, previous, lstm.cell_clip), args.seconds)
                 per_step_ms = eager_s * UNROLL_STEPS * lstm.n_layers * 1e3
                 print(f"| {name} | {rows} | {threads} | {eager_s * 1e6:.0f} | {compiled_s * 1e6:.0f} "
                       f"| {eager_s / compiled_s:.2f} | {per_step_ms:.1f} | {compile_seconds:.0f} |")
